@@ -1,0 +1,1 @@
+//! `lab`: experiments end to end on the real server, beside real peers.

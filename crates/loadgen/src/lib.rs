@@ -1,0 +1,1 @@
+//! `loadgen`: a browser-emulating load generator that measures what users feel.

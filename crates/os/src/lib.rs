@@ -1,0 +1,1 @@
+//! `os`: the only code that touches the kernel's files (cgroups, scheduling attributes, /proc).

@@ -1,0 +1,36 @@
+//! # policy: who is served first, decided purely
+//!
+//! Every scheduling and distribution decision in triage is made here, by code that does no
+//! I/O, starts no thread and reads no clock: time is a value ([`Nanos`]) passed in. The same
+//! objects are driven by the real server's gate (`server`), by Linux mechanisms (`os`) and by
+//! the discrete-event simulator (`sim`).
+//!
+//! The layers:
+//! - [`worker`]: the worker log (worker, state, time) and the PFS built from it (seed 001 §3.1).
+//! - [`queue`]: the [`Policy`] trait, a ready-queue discipline.
+//! - [`sched`]: [`Sched`], the slot accounting every mechanism shares: N slots, a ready queue
+//!   ordered by a policy, every transition logged.
+//! - the policies themselves, one file each ([`fifo`], [`pos`], [`content`], ...), listed in
+//!   [`registry`]; adding a policy is one file plus one line there.
+
+pub mod content;
+pub mod fifo;
+pub mod pos;
+pub mod queue;
+pub mod registry;
+pub mod sched;
+pub mod worker;
+
+pub use queue::{ContentClass, Ctx, Hints, Policy, PolicyStats};
+pub use registry::{build, PolicyConfig, PolicyError, Tunable};
+pub use sched::{Grant, Sched, Snapshot};
+pub use worker::{Event, Pfs, State, WorkerId};
+
+/// Time in nanoseconds since an arbitrary origin chosen by the mechanism (monotonic clock in
+/// the server, virtual time in the simulator).
+pub type Nanos = u64;
+
+/// One millisecond in [`Nanos`].
+pub const MS: Nanos = 1_000_000;
+/// One second in [`Nanos`].
+pub const SEC: Nanos = 1_000_000_000;

@@ -1,0 +1,133 @@
+//! The [`Policy`] trait: a ready-queue discipline that may learn from every transition.
+//!
+//! A policy owns the ready queue. The mechanism (through [`crate::Sched`]) tells it about every
+//! state change of every worker, asks it to enqueue a worker that wants a slot, and asks it
+//! which worker gets a slot that became free. It never sees a socket, a clock or a thread.
+
+use serde::Serialize;
+
+use crate::{Nanos, State, WorkerId};
+
+/// What the mechanism knows when it calls the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ctx {
+    /// Current time.
+    pub now: Nanos,
+    /// Slots in use (workers in [`State::Run`]).
+    pub busy: usize,
+    /// Total slots.
+    pub slots: usize,
+}
+
+impl Ctx {
+    /// Seed 001's bottleneck: every slot busy and more than one worker ready. `queued` is the
+    /// ready-queue length to judge by (the caller decides whether it counts a worker being
+    /// inserted).
+    pub fn bottleneck(&self, queued: usize) -> bool {
+        self.busy >= self.slots && queued > 1
+    }
+}
+
+/// Coarse content class, known to mechanisms that know what they serve. Only explicit policies
+/// (`content`) may use it; POS must not look at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContentClass {
+    /// HTML, CSS, JavaScript, JSON: what a user needs first.
+    Text,
+    /// Images, media, fonts, archives.
+    Media,
+    /// Not known (CGI before its headers, proxied responses...).
+    #[default]
+    Unknown,
+}
+
+/// Optional facts about a worker's current request, supplied by the mechanism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hints {
+    pub class: ContentClass,
+    /// RFC 9218 urgency `u=0..7` (lower is more urgent) from a `Priority` request header.
+    pub urgency: Option<u8>,
+    /// Resource container the work is charged to (0 = the root container).
+    pub container: u32,
+}
+
+/// Counters and current parameters a policy exposes for observability.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PolicyStats {
+    /// Workers placed at the head of the queue.
+    pub promotions: u64,
+    /// Marked workers that lost the mark and were sent to the back.
+    pub demotions: u64,
+    /// Times the starvation guard served a worker out of policy order.
+    pub starvation_rescues: u64,
+    /// Current SLP (long-wait threshold), if the policy has one.
+    pub slp: Option<Nanos>,
+    /// Current RW (run/wait change threshold), if the policy has one.
+    pub rw: Option<u32>,
+}
+
+/// A ready-queue discipline. Implementations must be deterministic functions of the calls they
+/// receive (no clock, no randomness unless seeded through their configuration).
+pub trait Policy: Send {
+    /// Registry name (`fifo`, `pos`, ...).
+    fn name(&self) -> &str;
+
+    /// Every state change of every worker, in time order, before any enqueue it causes.
+    /// `from` is `None` for a newly registered worker.
+    fn on_transition(&mut self, worker: WorkerId, from: Option<State>, to: State, ctx: &Ctx) {
+        let _ = (worker, from, to, ctx);
+    }
+
+    /// `worker` wants a slot and none is free: put it in the ready queue.
+    fn enqueue(&mut self, worker: WorkerId, hints: &Hints, ctx: &Ctx);
+
+    /// A slot is free: take the worker that gets it out of the queue.
+    fn dequeue(&mut self, ctx: &Ctx) -> Option<WorkerId>;
+
+    /// Take `worker` out of the queue without running it (client went away, worker exits).
+    /// Returns whether it was queued.
+    fn remove(&mut self, worker: WorkerId) -> bool;
+
+    /// Workers in the ready queue.
+    fn len(&self) -> usize;
+
+    /// Whether the ready queue is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The queue in service order, head first (for tests and observability; may allocate).
+    fn order(&self) -> Vec<WorkerId>;
+
+    /// Periodic call (the mechanism calls it at least every [`Policy::period`]).
+    fn tick(&mut self, ctx: &Ctx) {
+        let _ = ctx;
+    }
+
+    /// How often [`Policy::tick`] should be called, if the policy needs it.
+    fn period(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// A running worker used up its time quantum (mechanisms with preemption: the simulator).
+    /// Return `Some(extra)` to let it keep the CPU for `extra` more nanoseconds (delayed switch,
+    /// seed 001 §2), `None` to preempt it now.
+    fn on_quantum_expiry(&mut self, worker: WorkerId, ctx: &Ctx) -> Option<Nanos> {
+        let _ = (worker, ctx);
+        None
+    }
+
+    /// Whether `worker` currently carries the policy's "serve first" mark (POS: a predicted text
+    /// worker). Mechanisms may pass the decision on to the kernel (raise the thread's priority
+    /// while a marked worker holds a slot).
+    fn marked(&self, worker: WorkerId) -> bool {
+        let _ = worker;
+        false
+    }
+
+    /// Counters and current parameters.
+    fn stats(&self) -> PolicyStats {
+        PolicyStats::default()
+    }
+}

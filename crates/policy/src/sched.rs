@@ -1,0 +1,312 @@
+//! [`Sched`]: N slots and a policy-ordered ready queue, the state machine every mechanism shares.
+//!
+//! The mechanism reports what its workers do; `Sched` keeps the slot count, the state of every
+//! worker and (optionally) the log, tells the policy about every transition and asks it who
+//! runs next. Invariants, checked by the tests:
+//! - `busy <= slots`, and `busy` equals the number of workers in [`State::Run`];
+//! - a worker is in the policy's queue exactly when it is in [`State::Ready`];
+//! - a slot is never left idle while the queue is non-empty (work conserving).
+
+use std::collections::HashMap;
+
+use crate::{Ctx, Event, Hints, Nanos, Policy, PolicyStats, State, WorkerId};
+
+/// Outcome of [`Sched::ready`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// A slot was free and the queue empty: the worker runs now.
+    RunNow,
+    /// The worker was queued; it runs when a later call returns its id.
+    Queued,
+}
+
+/// A point-in-time view for observability (PL and LRQ sampling).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub now: Nanos,
+    pub slots: usize,
+    /// PL: slots in use.
+    pub busy: usize,
+    /// LRQ: workers in the ready queue.
+    pub queued: usize,
+    pub stats: PolicyStats,
+}
+
+/// Slot accounting around a [`Policy`]. See the module docs for its invariants.
+pub struct Sched {
+    slots: usize,
+    busy: usize,
+    policy: Box<dyn Policy>,
+    states: HashMap<WorkerId, State>,
+    log: Option<Vec<Event>>,
+    next_tick: Option<Nanos>,
+}
+
+impl std::fmt::Debug for Sched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sched")
+            .field("policy", &self.policy.name())
+            .field("slots", &self.slots)
+            .field("busy", &self.busy)
+            .field("queued", &self.policy.len())
+            .finish()
+    }
+}
+
+impl Sched {
+    /// `slots` CPU slots (at least 1) ordered by `policy`.
+    pub fn new(slots: usize, policy: Box<dyn Policy>) -> Self {
+        Self {
+            slots: slots.max(1),
+            busy: 0,
+            policy,
+            states: HashMap::new(),
+            log: None,
+            next_tick: None,
+        }
+    }
+
+    /// Keep every transition in an in-memory log, to be taken with [`Sched::drain_log`].
+    pub fn with_log(mut self) -> Self {
+        self.log = Some(Vec::new());
+        self
+    }
+
+    pub fn policy(&self) -> &dyn Policy {
+        self.policy.as_ref()
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    pub fn busy(&self) -> usize {
+        self.busy
+    }
+
+    pub fn queued(&self) -> usize {
+        self.policy.len()
+    }
+
+    /// Whether the policy marks `worker` to be served first (see [`Policy::marked`]).
+    pub fn marked(&self, worker: WorkerId) -> bool {
+        self.policy.marked(worker)
+    }
+
+    /// State of `worker`, if registered.
+    pub fn state(&self, worker: WorkerId) -> Option<State> {
+        self.states.get(&worker).copied()
+    }
+
+    fn ctx(&self, now: Nanos) -> Ctx {
+        Ctx {
+            now,
+            busy: self.busy,
+            slots: self.slots,
+        }
+    }
+
+    fn transition(&mut self, worker: WorkerId, to: State, now: Nanos) {
+        let from = self.states.insert(worker, to);
+        if let Some(log) = &mut self.log {
+            log.push(Event {
+                worker,
+                state: to,
+                t: now,
+            });
+        }
+        match (from, to) {
+            (Some(State::Run), State::Run) => {}
+            (Some(State::Run), _) => self.busy -= 1,
+            (_, State::Run) => self.busy += 1,
+            _ => {}
+        }
+        debug_assert!(self.busy <= self.slots);
+        let ctx = self.ctx(now);
+        self.policy.on_transition(worker, from, to, &ctx);
+    }
+
+    /// A new worker, idle (in [`State::Wait`]) from `now`. Registering an existing id is a
+    /// no-op.
+    pub fn register(&mut self, worker: WorkerId, now: Nanos) {
+        if !self.states.contains_key(&worker) {
+            self.transition(worker, State::Wait, now);
+        }
+    }
+
+    /// `worker` (waiting) wants a slot. Unknown workers are registered first.
+    pub fn ready(&mut self, worker: WorkerId, now: Nanos, hints: &Hints) -> Grant {
+        self.maybe_tick(now);
+        self.register(worker, now);
+        match self.states[&worker] {
+            State::Run => return Grant::RunNow,
+            State::Ready => return Grant::Queued,
+            State::Wait => {}
+        }
+        self.transition(worker, State::Ready, now);
+        if self.busy < self.slots && self.policy.is_empty() {
+            self.transition(worker, State::Run, now);
+            Grant::RunNow
+        } else {
+            let ctx = self.ctx(now);
+            self.policy.enqueue(worker, hints, &ctx);
+            Grant::Queued
+        }
+    }
+
+    /// Fill free slots from the queue; returns the workers that now run.
+    fn fill(&mut self, now: Nanos) -> Vec<WorkerId> {
+        let mut started = Vec::new();
+        while self.busy < self.slots {
+            let ctx = self.ctx(now);
+            match self.policy.dequeue(&ctx) {
+                Some(w) => {
+                    self.transition(w, State::Run, now);
+                    started.push(w);
+                }
+                None => break,
+            }
+        }
+        started
+    }
+
+    /// `worker` (running) ends its burst and waits. Returns the workers that got a slot.
+    pub fn wait(&mut self, worker: WorkerId, now: Nanos) -> Vec<WorkerId> {
+        self.maybe_tick(now);
+        if self.states.get(&worker) == Some(&State::Ready) {
+            self.policy.remove(worker);
+        }
+        self.transition(worker, State::Wait, now);
+        self.fill(now)
+    }
+
+    /// `worker` (running) is preempted and goes back to the ready queue (simulator). Returns the
+    /// workers that got a slot (possibly `worker` itself).
+    pub fn preempt(&mut self, worker: WorkerId, now: Nanos, hints: &Hints) -> Vec<WorkerId> {
+        self.maybe_tick(now);
+        if self.states.get(&worker) != Some(&State::Run) {
+            return self.fill(now);
+        }
+        self.transition(worker, State::Ready, now);
+        let ctx = self.ctx(now);
+        self.policy.enqueue(worker, hints, &ctx);
+        self.fill(now)
+    }
+
+    /// Ask the policy whether a worker whose quantum expired may keep its slot a little longer.
+    pub fn quantum_expiry(&mut self, worker: WorkerId, now: Nanos) -> Option<Nanos> {
+        let ctx = self.ctx(now);
+        self.policy.on_quantum_expiry(worker, &ctx)
+    }
+
+    /// `worker` is gone (connection closed, process exited), whatever its state. Returns the
+    /// workers that got a slot.
+    pub fn exit(&mut self, worker: WorkerId, now: Nanos) -> Vec<WorkerId> {
+        match self.states.get(&worker) {
+            None => return Vec::new(),
+            Some(State::Ready) => {
+                self.policy.remove(worker);
+            }
+            _ => {}
+        }
+        if self.states[&worker] != State::Wait {
+            self.transition(worker, State::Wait, now);
+        }
+        self.states.remove(&worker);
+        self.fill(now)
+    }
+
+    /// Run the policy's periodic work if due. Mechanisms may also call this from a timer.
+    pub fn maybe_tick(&mut self, now: Nanos) {
+        let Some(period) = self.policy.period() else {
+            return;
+        };
+        match self.next_tick {
+            None => self.next_tick = Some(now + period),
+            Some(t) if now >= t => {
+                let ctx = self.ctx(now);
+                self.policy.tick(&ctx);
+                // Skip missed periods rather than replaying them.
+                let missed = (now - t) / period;
+                self.next_tick = Some(t + (missed + 1) * period);
+            }
+            _ => {}
+        }
+    }
+
+    /// Take the log kept since the last call (empty unless [`Sched::with_log`]).
+    pub fn drain_log(&mut self) -> Vec<Event> {
+        self.log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    pub fn snapshot(&self, now: Nanos) -> Snapshot {
+        Snapshot {
+            now,
+            slots: self.slots,
+            busy: self.busy,
+            queued: self.policy.len(),
+            stats: self.policy.stats(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fifo::Fifo;
+
+    fn sched(slots: usize) -> Sched {
+        Sched::new(slots, Box::new(Fifo::new())).with_log()
+    }
+
+    #[test]
+    fn runs_at_once_when_a_slot_is_free() {
+        let mut s = sched(1);
+        assert_eq!(s.ready(1, 0, &Hints::default()), Grant::RunNow);
+        assert_eq!(s.ready(2, 1, &Hints::default()), Grant::Queued);
+        assert_eq!(s.ready(3, 2, &Hints::default()), Grant::Queued);
+        assert_eq!((s.busy(), s.queued()), (1, 2));
+        assert_eq!(s.wait(1, 3), vec![2]);
+        assert_eq!(s.state(1), Some(State::Wait));
+        assert_eq!(s.state(2), Some(State::Run));
+        assert_eq!(s.exit(3, 4), Vec::<WorkerId>::new());
+        assert_eq!(s.exit(2, 5), Vec::<WorkerId>::new());
+        assert_eq!((s.busy(), s.queued()), (0, 0));
+    }
+
+    #[test]
+    fn exit_of_a_running_worker_frees_its_slot() {
+        let mut s = sched(1);
+        s.ready(1, 0, &Hints::default());
+        s.ready(2, 0, &Hints::default());
+        assert_eq!(s.exit(1, 1), vec![2]);
+        assert_eq!(s.busy(), 1);
+    }
+
+    #[test]
+    fn preempt_requeues_behind_others() {
+        let mut s = sched(1);
+        s.ready(1, 0, &Hints::default());
+        s.ready(2, 0, &Hints::default());
+        assert_eq!(s.preempt(1, 10, &Hints::default()), vec![2]);
+        assert_eq!(s.policy().order(), vec![1]);
+    }
+
+    #[test]
+    fn log_records_every_transition() {
+        let mut s = sched(1);
+        s.ready(7, 5, &Hints::default());
+        s.wait(7, 9);
+        let states: Vec<_> = s.drain_log().iter().map(|e| (e.state, e.t)).collect();
+        assert_eq!(
+            states,
+            vec![
+                (State::Wait, 5),
+                (State::Ready, 5),
+                (State::Run, 5),
+                (State::Wait, 9)
+            ]
+        );
+        assert!(s.drain_log().is_empty());
+    }
+}

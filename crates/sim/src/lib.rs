@@ -1,0 +1,1 @@
+//! `sim`: a deterministic discrete-event simulator driving the policy crate in virtual time.

@@ -1,0 +1,55 @@
+//! `triage`: one binary, one subcommand per job. Each subcommand lives in its own file under
+//! `cmd/` (arguments + glue to the library crates); the work itself is in the crates.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// A web server, cluster front end and evaluation lab that decides who is served first.
+#[derive(Parser)]
+#[command(name = "triage", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve static files (and CGI) through the policy-ordered CPU gate.
+    Serve(cmd::serve::Args),
+    /// Emulate browsers against a server and measure what users feel (t1, t2).
+    Load(cmd::load::Args),
+    /// Reproduce the papers' experiments end to end on the real server, beside real peers.
+    Lab(cmd::lab::Args),
+    /// Run the deterministic simulator (virtual time, the same policy code).
+    Sim(cmd::sim::Args),
+    /// Benchmarks that print ratios against a peer measured in the same run.
+    Bench(cmd::bench::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TRIAGE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let res = match cli.cmd {
+        Cmd::Serve(a) => cmd::serve::run(a),
+        Cmd::Load(a) => cmd::load::run(a),
+        Cmd::Lab(a) => cmd::lab::run(a),
+        Cmd::Sim(a) => cmd::sim::run(a),
+        Cmd::Bench(a) => cmd::bench::run(a),
+    };
+    if let Err(e) = res {
+        eprintln!("triage: error: {e:#}");
+        let code = if e.downcast_ref::<cmd::UsageError>().is_some() {
+            2
+        } else {
+            1
+        };
+        std::process::exit(code);
+    }
+}
