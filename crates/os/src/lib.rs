@@ -1,1 +1,2 @@
 //! `os`: the only code that touches the kernel's files (cgroups, scheduling attributes, /proc).
+pub mod prio;

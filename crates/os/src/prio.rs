@@ -1,0 +1,140 @@
+//! Thread scheduling priority: read and set the nice value of one thread (`setpriority` on a
+//! thread id), so a mechanism can pass a policy's "serve first" decision on to the kernel while
+//! a marked worker's burst runs (the server's `--boost nice`).
+//!
+//! Linux applies `setpriority(PRIO_PROCESS, tid, ..)` to a single thread when given a thread id
+//! (`gettid`), not to the whole process. Lowering the nice value (raising priority) needs
+//! `CAP_SYS_NICE` (root); without it the call fails with [`PrioError::Permission`].
+
+/// Kernel thread id.
+pub type Tid = i32;
+
+/// Why a priority change failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PrioError {
+    #[error("nice value {0} out of range -20..=19")]
+    Range(i32),
+    #[error("no permission to set nice {nice} on thread {tid} (needs CAP_SYS_NICE)")]
+    Permission { tid: Tid, nice: i32 },
+    #[error("setpriority/getpriority on thread {tid}: {err}")]
+    Sys { tid: Tid, err: String },
+}
+
+/// Id of the calling thread (`gettid`).
+pub fn current_tid() -> Tid {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Set the nice value of thread `tid` (`-20..=19`, lower runs first).
+pub fn set_thread_nice(tid: Tid, nice: i32) -> Result<(), PrioError> {
+    if !(-20..=19).contains(&nice) {
+        return Err(PrioError::Range(nice));
+    }
+    // SAFETY: plain syscall wrapper; invalid ids are reported through errno.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => Err(PrioError::Permission { tid, nice }),
+        _ => Err(PrioError::Sys {
+            tid,
+            err: err.to_string(),
+        }),
+    }
+}
+
+/// Nice value of thread `tid`.
+pub fn thread_nice(tid: Tid) -> Result<i32, PrioError> {
+    // getpriority may legitimately return -1: clear errno first and check it after.
+    // SAFETY: errno location is thread-local and always valid.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: plain syscall wrapper.
+    let r = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+    let errno = std::io::Error::last_os_error();
+    if r == -1 && errno.raw_os_error().unwrap_or(0) != 0 {
+        return Err(PrioError::Sys {
+            tid,
+            err: errno.to_string(),
+        });
+    }
+    Ok(r)
+}
+
+/// Raises the calling thread to `nice` while alive and restores the previous value on drop.
+#[derive(Debug)]
+pub struct NiceGuard {
+    tid: Tid,
+    previous: i32,
+}
+
+impl NiceGuard {
+    /// Set the calling thread's nice value to `nice`, remembering the old one.
+    pub fn raise_current(nice: i32) -> Result<Self, PrioError> {
+        let tid = current_tid();
+        let previous = thread_nice(tid)?;
+        set_thread_nice(tid, nice)?;
+        Ok(Self { tid, previous })
+    }
+}
+
+impl Drop for NiceGuard {
+    fn drop(&mut self) {
+        let _ = set_thread_nice(self.tid, self.previous);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_out_of_range() {
+        assert_eq!(set_thread_nice(current_tid(), 25), Err(PrioError::Range(25)));
+    }
+
+    #[test]
+    fn sets_and_restores_own_thread() {
+        // Runs in a fresh thread so the test harness's thread keeps its priority.
+        std::thread::spawn(|| {
+            let tid = current_tid();
+            let before = thread_nice(tid).unwrap();
+            // Raising the nice value (lowering priority) needs no privilege.
+            set_thread_nice(tid, 5).unwrap();
+            assert_eq!(thread_nice(tid).unwrap(), 5);
+            // Lowering it back may need CAP_SYS_NICE.
+            match set_thread_nice(tid, before) {
+                Ok(()) => assert_eq!(thread_nice(tid).unwrap(), before),
+                Err(PrioError::Permission { .. }) => {
+                    eprintln!("SKIP sets_and_restores_own_thread: restoring nice needs CAP_SYS_NICE")
+                }
+                Err(e) => panic!("{e}"),
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn guard_restores_on_drop() {
+        std::thread::spawn(|| {
+            let tid = current_tid();
+            let before = thread_nice(tid).unwrap();
+            match NiceGuard::raise_current(-5) {
+                Ok(g) => {
+                    assert_eq!(thread_nice(tid).unwrap(), -5);
+                    drop(g);
+                    assert_eq!(thread_nice(tid).unwrap(), before);
+                }
+                Err(PrioError::Permission { .. }) => {
+                    eprintln!("SKIP guard_restores_on_drop: needs CAP_SYS_NICE (root)")
+                }
+                Err(e) => panic!("{e}"),
+            }
+        })
+        .join()
+        .unwrap();
+    }
+}
