@@ -10,13 +10,17 @@
 //! - [`queue`]: the [`Policy`] trait, a ready-queue discipline.
 //! - [`sched`]: [`Sched`], the slot accounting every mechanism shares: N slots, a ready queue
 //!   ordered by a policy, every transition logged.
+//! - [`ready`]: the multi-level ready queue with starvation guard shared by `pos` and `content`;
+//!   [`predict`]: POS's SLP/RW predictors.
 //! - the policies themselves, one file each ([`fifo`], [`pos`], [`content`], ...), listed in
 //!   [`registry`]; adding a policy is one file plus one line there.
 
 pub mod content;
 pub mod fifo;
 pub mod pos;
+pub mod predict;
 pub mod queue;
+pub mod ready;
 pub mod registry;
 pub mod sched;
 pub mod worker;

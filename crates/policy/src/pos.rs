@@ -1,8 +1,353 @@
-//! `pos`: placeholder until the policy lands (being written now).
+//! `pos`: Program Oriented Schedule (seed 001 §3), behaviour-based ready-queue ordering.
+//!
+//! POS looks only at each worker's run/wait log, never at what it serves:
+//! - *Characteristic 1*: a worker that becomes ready after a wait longer than SLP is a text
+//!   candidate: it gets the **mark** and its run/wait change counter restarts at 0.
+//! - *Characteristic 2*: every further change (entering a wait, leaving a wait) increments the
+//!   counter; when it reaches RW the mark is lost (**demotion**) and a queued worker moves to
+//!   the back.
+//! - In a **bottleneck** (all slots busy, more than one worker ready, counting the one being
+//!   inserted) a marked worker is inserted at the head of the queue, behind the marked workers
+//!   already there (FIFO among marked). Otherwise the queue is plain FIFO.
+//! - SLP and RW are fixed or predicted every period ([`crate::predict`]).
+//! - Optional starvation guard ([`crate::ready::ReadyQueue`]), not in the paper.
+//!
+//! Per-worker state exists only for live workers ([`Policy::on_exit`] forgets them). Enqueue and
+//! dequeue are O(1) amortized; `tick` is O(live workers) once per period.
+//! The rules and the design choices are written up in `docs/policy.md`.
+
+use std::collections::HashMap;
+
+use crate::predict::{rw_paper, slp_paper, SplitRw};
+use crate::ready::ReadyQueue;
+use crate::registry::{RwRule, Tunable};
+use crate::{
+    Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyError, PolicyStats, State, WorkerId, SEC,
+};
+
+/// SLP used before the first prediction when SLP is [`Tunable::Auto`].
+pub const DEFAULT_SLP: Nanos = SEC;
+/// RW used before the first prediction when RW is [`Tunable::Auto`] (the paper's best fixed
+/// value).
+pub const DEFAULT_RW: u32 = 3;
+
+/// Queue level of workers inserted at the head.
+const HEAD: usize = 0;
+/// Queue level of everyone else.
+const TAIL: usize = 1;
+
+/// What POS knows about one live worker.
+#[derive(Debug, Clone)]
+struct Worker {
+    state: State,
+    /// When it entered `state`.
+    since: Nanos,
+    /// Predicted to serve text (characteristic 1 and 2 hold).
+    marked: bool,
+    /// Run/wait changes since the last long wait.
+    counter: u32,
+    /// A service episode started (the worker left a long wait) and has not been recorded.
+    in_episode: bool,
+    /// Longest wait completed in the current period.
+    longest_wait: Option<Nanos>,
+    /// Shortest episode completed in the current period.
+    min_episode: Option<u32>,
+}
+
+impl Worker {
+    fn new(state: State, now: Nanos) -> Self {
+        Self {
+            state,
+            since: now,
+            marked: false,
+            counter: 0,
+            in_episode: false,
+            longest_wait: None,
+            min_episode: None,
+        }
+    }
+}
+
+/// The POS policy. Build it with [`Pos::new`] or `build("pos", &cfg)`.
+#[derive(Debug, Clone)]
+pub struct Pos {
+    slp_cfg: Tunable<Nanos>,
+    rw_cfg: Tunable<u32>,
+    rw_rule: RwRule,
+    period: Nanos,
+    slp: Nanos,
+    rw: u32,
+    workers: HashMap<WorkerId, Worker>,
+    q: ReadyQueue,
+    promotions: u64,
+    demotions: u64,
+    /// Smallest longest-wait of workers that exited during the period.
+    gone_longest_wait: Option<Nanos>,
+    /// Greatest shortest-episode of workers that exited during the period.
+    gone_min_episode: Option<u32>,
+    split: SplitRw,
+}
+
+impl Pos {
+    /// Build from a configuration; rejects RW = 0 (nothing could ever be marked) and a zero
+    /// period.
+    pub fn new(cfg: &PolicyConfig) -> Result<Self, PolicyError> {
+        let invalid = |msg: String| PolicyError::Invalid { policy: "pos", msg };
+        if cfg.period == 0 {
+            return Err(invalid("period must be > 0".into()));
+        }
+        if cfg.rw == Tunable::Fixed(0) {
+            return Err(invalid(
+                "rw = 0 would never mark a worker (use rw >= 1, or policy `fifo`)".into(),
+            ));
+        }
+        Ok(Self {
+            slp_cfg: cfg.slp,
+            rw_cfg: cfg.rw,
+            rw_rule: cfg.rw_rule,
+            period: cfg.period,
+            slp: match cfg.slp {
+                Tunable::Fixed(v) => v,
+                Tunable::Auto => DEFAULT_SLP,
+            },
+            rw: match cfg.rw {
+                Tunable::Fixed(v) => v,
+                Tunable::Auto => DEFAULT_RW,
+            },
+            workers: HashMap::new(),
+            q: ReadyQueue::new(2, cfg.starvation_bound),
+            promotions: 0,
+            demotions: 0,
+            gone_longest_wait: None,
+            gone_min_episode: None,
+            split: SplitRw::new(),
+        })
+    }
+
+    /// Current long-wait threshold.
+    pub fn slp(&self) -> Nanos {
+        self.slp
+    }
+
+    /// Current run/wait change threshold.
+    pub fn rw(&self) -> u32 {
+        self.rw
+    }
+
+    /// Run/wait change counter of a live worker.
+    pub fn counter(&self, worker: WorkerId) -> Option<u32> {
+        self.workers.get(&worker).map(|w| w.counter)
+    }
+
+    /// Number of workers POS holds state for (live workers only).
+    pub fn live_workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Positions stored by the ready queue, live and stale (memory-bound tests).
+    pub fn queue_stored(&self) -> usize {
+        self.q.stored()
+    }
+
+    /// The split rule's histogram of recent episode lengths (observability).
+    pub fn split_state(&self) -> &SplitRw {
+        &self.split
+    }
+
+    fn demote(&mut self, id: WorkerId) {
+        if let Some(w) = self.workers.get_mut(&id) {
+            if w.marked {
+                w.marked = false;
+                self.demotions += 1;
+                self.q.move_to_back(id, TAIL);
+            }
+        }
+    }
+
+    /// One run/wait change of `id`.
+    fn change(&mut self, id: WorkerId) {
+        let rw = self.rw;
+        if let Some(w) = self.workers.get_mut(&id) {
+            w.counter = w.counter.saturating_add(1);
+            if w.marked && w.counter >= rw {
+                self.demote(id);
+            }
+        }
+    }
+
+    /// Record the episode `w` was in (if any) as completed.
+    fn end_episode(w: &mut Worker, split: &mut SplitRw) {
+        if w.in_episode && w.counter > 0 {
+            w.min_episode = Some(w.min_episode.map_or(w.counter, |m| m.min(w.counter)));
+            split.add(w.counter);
+        }
+        w.in_episode = false;
+    }
+
+    /// Move the marked workers at the front of the FIFO part into the head part (they are at
+    /// the head already), so a new head insertion lands behind them.
+    fn absorb_marked_prefix(&mut self) {
+        while let Some(w) = self.q.front(TAIL) {
+            if !self.marked(w) {
+                break;
+            }
+            self.q.move_to_back(w, HEAD);
+        }
+    }
+}
+
+impl Policy for Pos {
+    fn name(&self) -> &str {
+        "pos"
+    }
+
+    fn on_transition(&mut self, id: WorkerId, from: Option<State>, to: State, ctx: &Ctx) {
+        let now = ctx.now;
+        let slp = self.slp;
+        let Some(w) = self.workers.get_mut(&id) else {
+            // New worker (or one POS has not seen): start tracking from here.
+            self.workers.insert(id, Worker::new(to, now));
+            return;
+        };
+        let prev = from.unwrap_or(w.state);
+        if prev == to {
+            return;
+        }
+        let since = std::mem::replace(&mut w.since, now);
+        w.state = to;
+        match (prev, to) {
+            (State::Wait, _) => {
+                // Leaving a wait: a completed wait for SLP prediction.
+                let dur = now.saturating_sub(since);
+                w.longest_wait = Some(w.longest_wait.map_or(dur, |m| m.max(dur)));
+                if dur > slp {
+                    // Characteristic 1. The previous episode (if any) ends here.
+                    Self::end_episode(w, &mut self.split);
+                    w.in_episode = true;
+                    w.counter = 0;
+                    w.marked = true;
+                } else {
+                    self.change(id);
+                }
+            }
+            (_, State::Wait) => self.change(id),
+            // Ready -> Run, Run -> Ready (preemption): not a run/wait change.
+            _ => {}
+        }
+    }
+
+    fn on_exit(&mut self, id: WorkerId, _ctx: &Ctx) {
+        self.q.remove(id);
+        if let Some(mut w) = self.workers.remove(&id) {
+            // Leaving for good ends the current service episode.
+            Self::end_episode(&mut w, &mut self.split);
+            if let Some(l) = w.longest_wait {
+                self.gone_longest_wait = Some(self.gone_longest_wait.map_or(l, |m| m.min(l)));
+            }
+            if let Some(e) = w.min_episode {
+                self.gone_min_episode = Some(self.gone_min_episode.map_or(e, |m| m.max(e)));
+            }
+        }
+    }
+
+    fn enqueue(&mut self, worker: WorkerId, _hints: &Hints, ctx: &Ctx) {
+        if ctx.bottleneck(self.q.len() + 1) && self.marked(worker) {
+            self.absorb_marked_prefix();
+            self.q.push_back(HEAD, worker, ctx.now);
+            self.promotions += 1;
+        } else {
+            self.q.push_back(TAIL, worker, ctx.now);
+        }
+    }
+
+    fn dequeue(&mut self, ctx: &Ctx) -> Option<WorkerId> {
+        self.q.dequeue(ctx.now)
+    }
+
+    fn remove(&mut self, worker: WorkerId) -> bool {
+        self.q.remove(worker)
+    }
+
+    fn len(&self) -> usize {
+        self.q.len()
+    }
+
+    fn order(&self) -> Vec<WorkerId> {
+        self.q.order()
+    }
+
+    fn tick(&mut self, _ctx: &Ctx) {
+        if self.slp_cfg == Tunable::Auto {
+            let waits = self
+                .workers
+                .values()
+                .filter_map(|w| w.longest_wait)
+                .chain(self.gone_longest_wait);
+            if let Some(slp) = slp_paper(waits) {
+                self.slp = slp;
+            }
+        }
+        if self.rw_cfg == Tunable::Auto {
+            let next = match self.rw_rule {
+                RwRule::Paper => rw_paper(
+                    self.workers
+                        .values()
+                        .filter_map(|w| w.min_episode)
+                        .chain(self.gone_min_episode),
+                ),
+                RwRule::Split => self.split.predict(self.rw),
+            };
+            if let Some(rw) = next {
+                let lowered = rw < self.rw;
+                self.rw = rw;
+                if lowered {
+                    // Queued workers first, in queue order, so their relative order is kept.
+                    for id in self.q.order() {
+                        if self.workers[&id].marked && self.workers[&id].counter >= rw {
+                            self.demote(id);
+                        }
+                    }
+                    for w in self.workers.values_mut() {
+                        if w.marked && w.counter >= rw {
+                            w.marked = false;
+                            self.demotions += 1;
+                        }
+                    }
+                }
+            }
+        }
+        for w in self.workers.values_mut() {
+            w.longest_wait = None;
+            w.min_episode = None;
+        }
+        self.gone_longest_wait = None;
+        self.gone_min_episode = None;
+        self.split.decay();
+    }
+
+    fn period(&self) -> Option<Nanos> {
+        Some(self.period)
+    }
+
+    fn marked(&self, worker: WorkerId) -> bool {
+        self.workers.get(&worker).is_some_and(|w| w.marked)
+    }
+
+    fn stats(&self) -> PolicyStats {
+        PolicyStats {
+            promotions: self.promotions,
+            demotions: self.demotions,
+            starvation_rescues: self.q.rescues(),
+            slp: Some(self.slp),
+            rw: Some(self.rw),
+        }
+    }
+}
 
 /// Registry entry.
 pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
     name: "pos",
-    about: "(not yet implemented)",
-    build: |_| Ok(Box::new(crate::fifo::Fifo::new())),
+    about: "Program Oriented Schedule: workers that look like text (ready after a long wait, \
+            few run/wait changes) go to the head of the queue in a bottleneck",
+    build: |cfg| Ok(Box::new(Pos::new(cfg)?)),
 };

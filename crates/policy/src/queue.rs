@@ -79,6 +79,13 @@ pub trait Policy: Send {
         let _ = (worker, from, to, ctx);
     }
 
+    /// `worker` is gone for good (after its final transition, see [`crate::Sched::exit`]):
+    /// forget any per-worker state so memory stays bounded by the live workers. Its id may be
+    /// reused later, starting afresh.
+    fn on_exit(&mut self, worker: WorkerId, ctx: &Ctx) {
+        let _ = (worker, ctx);
+    }
+
     /// `worker` wants a slot and none is free: put it in the ready queue.
     fn enqueue(&mut self, worker: WorkerId, hints: &Hints, ctx: &Ctx);
 

@@ -213,6 +213,8 @@ impl Sched {
             self.transition(worker, State::Wait, now);
         }
         self.states.remove(&worker);
+        let ctx = self.ctx(now);
+        self.policy.on_exit(worker, &ctx);
         self.fill(now)
     }
 

@@ -1,0 +1,333 @@
+//! [`ReadyQueue`]: a multi-level FIFO ready queue with lazy deletion and a starvation guard,
+//! shared by the `pos` and `content` policies.
+//!
+//! Levels are served in order (level 0 first), FIFO within a level. Every operation is O(1)
+//! amortized: removal and moves only mark the old position stale (a ticket check), and stale
+//! positions are dropped when they reach the front or when a level holds more stale than live
+//! entries (compaction).
+//!
+//! The guard (seed 001 has none; see `docs/policy.md`): a second FIFO of arrival times. On
+//! [`ReadyQueue::dequeue`], if the worker that has been queued longest has waited more than the
+//! bound, it is served first, whatever its level. A worker that changes level inside the queue
+//! (POS demotion) keeps its arrival time.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::{Nanos, WorkerId};
+
+/// Where one queued worker is.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    level: usize,
+    /// Ticket of its current position in `levels[level]`.
+    pos: u64,
+    /// Ticket of its position in `arrivals`.
+    arr: u64,
+    /// When it entered the queue.
+    since: Nanos,
+}
+
+/// Multi-level FIFO with lazy deletion and an optional starvation guard. See the module docs.
+#[derive(Debug, Clone)]
+pub struct ReadyQueue {
+    levels: Vec<VecDeque<(WorkerId, u64)>>,
+    /// Live entries per level.
+    counts: Vec<usize>,
+    arrivals: VecDeque<(WorkerId, u64)>,
+    live: HashMap<WorkerId, Entry>,
+    next_ticket: u64,
+    bound: Option<Nanos>,
+    rescues: u64,
+}
+
+/// Compaction slack: a deque is compacted when it holds more than `2 * live + SLACK` entries.
+const SLACK: usize = 16;
+
+impl ReadyQueue {
+    /// A queue with `levels` levels (at least 1) and the starvation guard `bound` (`None`: off).
+    pub fn new(levels: usize, bound: Option<Nanos>) -> Self {
+        let levels = levels.max(1);
+        Self {
+            levels: vec![VecDeque::new(); levels],
+            counts: vec![0; levels],
+            arrivals: VecDeque::new(),
+            live: HashMap::new(),
+            next_ticket: 0,
+            bound,
+            rescues: 0,
+        }
+    }
+
+    fn ticket(&mut self) -> u64 {
+        self.next_ticket += 1;
+        self.next_ticket
+    }
+
+    /// Number of levels.
+    pub fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The starvation bound, if the guard is on.
+    pub fn bound(&self) -> Option<Nanos> {
+        self.bound
+    }
+
+    /// Times the guard served a worker out of level order.
+    pub fn rescues(&self) -> u64 {
+        self.rescues
+    }
+
+    /// Queued workers.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    pub fn contains(&self, worker: WorkerId) -> bool {
+        self.live.contains_key(&worker)
+    }
+
+    /// Level of a queued worker.
+    pub fn level_of(&self, worker: WorkerId) -> Option<usize> {
+        self.live.get(&worker).map(|e| e.level)
+    }
+
+    /// When a queued worker entered the queue.
+    pub fn since(&self, worker: WorkerId) -> Option<Nanos> {
+        self.live.get(&worker).map(|e| e.since)
+    }
+
+    /// Append `worker` at the back of `level` (clamped to the last level), queued since `now`.
+    /// A worker already queued is moved there instead (keeping its arrival time).
+    pub fn push_back(&mut self, level: usize, worker: WorkerId, now: Nanos) {
+        if self.contains(worker) {
+            self.move_to_back(worker, level);
+            return;
+        }
+        let level = level.min(self.levels.len() - 1);
+        let pos = self.ticket();
+        let arr = self.ticket();
+        self.levels[level].push_back((worker, pos));
+        self.counts[level] += 1;
+        self.arrivals.push_back((worker, arr));
+        self.live.insert(
+            worker,
+            Entry {
+                level,
+                pos,
+                arr,
+                since: now,
+            },
+        );
+    }
+
+    /// Move a queued worker to the back of `level` (clamped), keeping its arrival time.
+    /// Returns whether it was queued.
+    pub fn move_to_back(&mut self, worker: WorkerId, level: usize) -> bool {
+        let level = level.min(self.levels.len() - 1);
+        let pos = self.ticket();
+        let Some(e) = self.live.get_mut(&worker) else {
+            return false;
+        };
+        let old = e.level;
+        e.level = level;
+        e.pos = pos;
+        self.counts[old] -= 1;
+        self.counts[level] += 1;
+        self.levels[level].push_back((worker, pos));
+        self.compact(old);
+        true
+    }
+
+    /// Take `worker` out of the queue. Returns whether it was queued.
+    pub fn remove(&mut self, worker: WorkerId) -> bool {
+        let Some(e) = self.live.remove(&worker) else {
+            return false;
+        };
+        self.counts[e.level] -= 1;
+        self.compact(e.level);
+        self.compact_arrivals();
+        true
+    }
+
+    fn is_live_pos(&self, level: usize, (w, t): (WorkerId, u64)) -> bool {
+        matches!(self.live.get(&w), Some(e) if e.level == level && e.pos == t)
+    }
+
+    fn is_live_arr(&self, (w, t): (WorkerId, u64)) -> bool {
+        matches!(self.live.get(&w), Some(e) if e.arr == t)
+    }
+
+    fn compact(&mut self, level: usize) {
+        if self.levels[level].len() > 2 * self.counts[level] + SLACK {
+            let live = &self.live;
+            self.levels[level].retain(
+                |&(w, t)| matches!(live.get(&w), Some(e) if e.level == level && e.pos == t),
+            );
+        }
+    }
+
+    fn compact_arrivals(&mut self) {
+        if self.arrivals.len() > 2 * self.live.len() + SLACK {
+            let live = &self.live;
+            self.arrivals
+                .retain(|&(w, t)| matches!(live.get(&w), Some(e) if e.arr == t));
+        }
+    }
+
+    /// The first live worker of `level`, dropping stale positions in front of it.
+    pub fn front(&mut self, level: usize) -> Option<WorkerId> {
+        while let Some(&slot) = self.levels.get(level)?.front() {
+            if self.is_live_pos(level, slot) {
+                return Some(slot.0);
+            }
+            self.levels[level].pop_front();
+        }
+        None
+    }
+
+    /// The worker queued longest, dropping stale arrivals in front of it.
+    pub fn oldest(&mut self) -> Option<WorkerId> {
+        while let Some(&slot) = self.arrivals.front() {
+            if self.is_live_arr(slot) {
+                return Some(slot.0);
+            }
+            self.arrivals.pop_front();
+        }
+        None
+    }
+
+    /// The worker level order would serve next (ignores the guard).
+    pub fn head(&mut self) -> Option<WorkerId> {
+        (0..self.levels.len()).find_map(|l| self.front(l))
+    }
+
+    /// The worker the guard would force now, if any: the oldest queued worker when it has
+    /// waited more than the bound.
+    pub fn overdue(&mut self, now: Nanos) -> Option<WorkerId> {
+        let bound = self.bound?;
+        let w = self.oldest()?;
+        let since = self.live[&w].since;
+        (now.saturating_sub(since) > bound).then_some(w)
+    }
+
+    /// Take the worker that gets a free slot at `now`: the overdue worker if the guard fires
+    /// (counted as a rescue when level order would have chosen another), else the head.
+    pub fn dequeue(&mut self, now: Nanos) -> Option<WorkerId> {
+        let head = self.head()?;
+        let w = match self.overdue(now) {
+            Some(old) if old != head => {
+                self.rescues += 1;
+                old
+            }
+            _ => head,
+        };
+        self.remove(w);
+        Some(w)
+    }
+
+    /// The queue in level order, head first (ignores the guard).
+    pub fn order(&self) -> Vec<WorkerId> {
+        let mut out = Vec::with_capacity(self.len());
+        for (l, q) in self.levels.iter().enumerate() {
+            out.extend(
+                q.iter()
+                    .filter(|&&s| self.is_live_pos(l, s))
+                    .map(|&(w, _)| w),
+            );
+        }
+        out
+    }
+
+    /// Live workers of one level, front first.
+    pub fn level_order(&self, level: usize) -> Vec<WorkerId> {
+        match self.levels.get(level) {
+            Some(q) => q
+                .iter()
+                .filter(|&&s| self.is_live_pos(level, s))
+                .map(|&(w, _)| w)
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Total stored positions (live + stale), for memory-bound tests.
+    pub fn stored(&self) -> usize {
+        self.levels.iter().map(VecDeque::len).sum::<usize>() + self.arrivals.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_then_fifo() {
+        let mut q = ReadyQueue::new(3, None);
+        q.push_back(2, 1, 0);
+        q.push_back(0, 2, 1);
+        q.push_back(1, 3, 2);
+        q.push_back(0, 4, 3);
+        assert_eq!(q.order(), vec![2, 4, 3, 1]);
+        assert!(q.move_to_back(2, 2));
+        assert_eq!(q.order(), vec![4, 3, 1, 2]);
+        assert!(q.remove(3));
+        assert!(!q.remove(3));
+        assert_eq!(q.dequeue(100), Some(4));
+        assert_eq!(q.dequeue(100), Some(1));
+        assert_eq!(q.dequeue(100), Some(2));
+        assert_eq!(q.dequeue(100), None);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn guard_serves_the_oldest_once_overdue() {
+        let mut q = ReadyQueue::new(2, Some(10));
+        q.push_back(1, 1, 0);
+        q.push_back(0, 2, 5);
+        q.push_back(0, 3, 6);
+        // Not overdue yet: level order.
+        assert_eq!(q.dequeue(10), Some(2));
+        assert_eq!(q.rescues(), 0);
+        // Worker 1 waited 11 > 10: served before 3.
+        assert_eq!(q.dequeue(11), Some(1));
+        assert_eq!(q.rescues(), 1);
+        assert_eq!(q.dequeue(100), Some(3));
+        // Overdue but also the head: not a rescue.
+        assert_eq!(q.rescues(), 1);
+    }
+
+    #[test]
+    fn moves_keep_the_arrival_time() {
+        let mut q = ReadyQueue::new(2, Some(10));
+        q.push_back(0, 1, 0);
+        q.push_back(0, 2, 1);
+        q.move_to_back(1, 1);
+        assert_eq!(q.since(1), Some(0));
+        assert_eq!(q.dequeue(5), Some(2));
+        q.push_back(0, 3, 6);
+        assert_eq!(q.dequeue(11), Some(1));
+    }
+
+    #[test]
+    fn stale_positions_stay_bounded() {
+        let mut q = ReadyQueue::new(2, Some(1_000));
+        q.push_back(1, 0, 0); // one long-lived entry blocks the front of level 1
+        for i in 1..10_000u64 {
+            q.push_back(1, i, i);
+            q.move_to_back(i, 0);
+            assert!(q.remove(i));
+            // Each of the 2 levels and the arrivals holds at most 2 * live + SLACK + 1.
+            assert!(
+                q.stored() <= 3 * (2 * q.len() + SLACK + 1),
+                "{}",
+                q.stored()
+            );
+        }
+        assert_eq!(q.order(), vec![0]);
+    }
+}
