@@ -1108,15 +1108,15 @@ fn collect_pids(d: &Path, out: &mut Vec<i32>) -> Result<(), CgroupError> {
 
 fn mkdir(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
     match fs::create_dir(d) {
-        Ok(()) => {
-            if m.version == Version::V1 && h.has("cpuset") {
-                init_cpuset_v1(m, d)?;
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(io_err(d, "create cgroup", e)),
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err(d, "create cgroup", e)),
     }
+    // Also for an existing directory (made by hand, or by a run that died half-way).
+    if m.version == Version::V1 && h.has("cpuset") {
+        init_cpuset_v1(m, d)?;
+    }
+    Ok(())
 }
 
 /// v1 refuses tasks in a cpuset whose cpus or mems are empty: copy the parent's.
@@ -1379,6 +1379,28 @@ mod tests {
         assert!(msg.contains("without cpu"), "{msg}");
         assert!(msg.contains("/sys/fs/cgroup/unified"), "{msg}");
         assert!(msg.contains("no cgroup v1 hierarchy with cpu"), "{msg}");
+    }
+
+    #[test]
+    fn permission_errors_name_path_and_remedy() {
+        let e = io_err(
+            Path::new("/sys/fs/cgroup/cpu/triage"),
+            "create cgroup",
+            io::Error::from_raw_os_error(libc::EACCES),
+        );
+        let msg = e.to_string();
+        assert!(matches!(e, CgroupError::NoPermission { .. }));
+        assert!(
+            msg.contains("create cgroup /sys/fs/cgroup/cpu/triage"),
+            "{msg}"
+        );
+        assert!(msg.contains("run as root"), "{msg}");
+        let e = io_err(
+            Path::new("/x"),
+            "read",
+            io::Error::from_raw_os_error(libc::EIO),
+        );
+        assert!(matches!(e, CgroupError::Io { .. }));
     }
 
     #[test]
