@@ -1,0 +1,387 @@
+//! Measurements in and out: the load generator's `pages.csv`, the paper's statistics, the
+//! lab's `raw.csv`, and JSON writing.
+//!
+//! Statistics follow seed 001 §4.2: min, max, mean, median (computed directly from the
+//! per-page times, not from per-URL averages), range = max - min, and the improvement of a
+//! variant `b` over a baseline `a` is `(a - b) / a` in percent (positive = `b` is faster).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LabError, Result};
+
+/// The paper's statistics of one set of times (milliseconds), in the shape `triage load`
+/// writes them in its summary.json (`t1`, `t2`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub n: usize,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+    pub median_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub range_ms: f64,
+}
+
+/// Statistics of `values` (non-finite values are ignored); `None` if there is none.
+pub fn stats(values: &[f64]) -> Option<Stats> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some(Stats {
+        n,
+        min_ms: v[0],
+        max_ms: v[n - 1],
+        mean_ms: mean,
+        median_ms: median,
+        p90_ms: nearest_rank(&v, 0.90),
+        p99_ms: nearest_rank(&v, 0.99),
+        range_ms: v[n - 1] - v[0],
+    })
+}
+
+/// Nearest-rank percentile of sorted `v` (`q` in 0..=1).
+pub fn nearest_rank(v: &[f64], q: f64) -> f64 {
+    let rank = (q * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+/// Seed 001's improvement of `b` over baseline `a`: `(a - b) / a * 100` (positive = better).
+/// `None` when `a` is not a positive finite number.
+pub fn improvement_pct(a: f64, b: f64) -> Option<f64> {
+    if a.is_finite() && b.is_finite() && a > 0.0 {
+        Some((a - b) / a * 100.0)
+    } else {
+        None
+    }
+}
+
+/// `b / a`, when both are positive finite numbers.
+pub fn ratio(b: f64, a: f64) -> Option<f64> {
+    (a.is_finite() && b.is_finite() && a > 0.0).then(|| b / a)
+}
+
+/// One page as the load generator reports it (a row of `pages.csv`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Page {
+    /// Browser index (its URLs are `/b{browser}/...`).
+    pub browser: usize,
+    /// Start of the page request, ms since the load began.
+    pub start_ms: f64,
+    /// Until the first byte of the HTML arrived.
+    pub t1_first_ms: Option<f64>,
+    /// Until the whole HTML arrived (the paper's t1).
+    pub t1_ms: Option<f64>,
+    /// Until all images arrived (the paper's t2).
+    pub t2_ms: Option<f64>,
+    pub bytes: u64,
+    pub status: u16,
+    pub error: String,
+}
+
+impl Page {
+    /// Whether the page was fetched completely without error.
+    pub fn ok(&self) -> bool {
+        self.error.is_empty() && self.t1_ms.is_some() && self.t2_ms.is_some()
+    }
+}
+
+/// Split one CSV record (RFC 4180 quoting).
+pub fn split_csv_line(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if cur.is_empty() => quoted = true,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            (c, _) => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+/// Quote a CSV field if it needs it.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Parse `pages.csv` as `triage load --out` writes it (columns found by header name:
+/// `browser,start,t1_first_ms,t1_ms,t2_ms,bytes,status,error`; `start` may be called
+/// `start_ms`).
+pub fn parse_pages_csv(text: &str) -> Result<Vec<Page>> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = lines
+        .next()
+        .ok_or_else(|| LabError::Results("pages.csv is empty (no header)".into()))?;
+    let cols = split_csv_line(header);
+    let idx = |names: &[&str]| cols.iter().position(|c| names.contains(&c.trim()));
+    let need = |names: &[&str]| {
+        idx(names).ok_or_else(|| {
+            LabError::Results(format!(
+                "pages.csv: no column `{}` in header `{header}`",
+                names[0]
+            ))
+        })
+    };
+    let c_browser = need(&["browser"])?;
+    let c_t1 = need(&["t1_ms"])?;
+    let c_t2 = need(&["t2_ms"])?;
+    let c_start = idx(&["start", "start_ms"]);
+    let c_first = idx(&["t1_first_ms"]);
+    let c_bytes = idx(&["bytes"]);
+    let c_status = idx(&["status"]);
+    let c_error = idx(&["error"]);
+    let mut pages = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let f = split_csv_line(line);
+        let get = |c: Option<usize>| c.and_then(|c| f.get(c)).map(|s| s.trim()).unwrap_or("");
+        let num = |c: Option<usize>| -> Option<f64> {
+            let s = get(c);
+            s.parse::<f64>().ok().filter(|x| x.is_finite())
+        };
+        let browser = get(Some(c_browser)).parse::<usize>().map_err(|_| {
+            LabError::Results(format!(
+                "pages.csv line {}: bad browser `{}`",
+                n + 2,
+                get(Some(c_browser))
+            ))
+        })?;
+        pages.push(Page {
+            browser,
+            start_ms: num(c_start).unwrap_or(f64::NAN),
+            t1_first_ms: num(c_first),
+            t1_ms: num(Some(c_t1)),
+            t2_ms: num(Some(c_t2)),
+            bytes: get(c_bytes).parse().unwrap_or(0),
+            status: get(c_status).parse().unwrap_or(0),
+            error: get(c_error).to_owned(),
+        });
+    }
+    Ok(pages)
+}
+
+/// One row of the lab's `raw.csv`: one page of one variant in one repetition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RawRow {
+    pub exp: String,
+    pub variant: String,
+    pub rep: usize,
+    pub browsers: usize,
+    /// Which page of this browser in this run (0, 1, ...), in start order.
+    pub page: usize,
+    #[serde(flatten)]
+    pub p: Page,
+}
+
+/// Header of `raw.csv`.
+pub const RAW_HEADER: &str =
+    "exp,variant,rep,browsers,browser,page,start_ms,t1_first_ms,t1_ms,t2_ms,bytes,status,error";
+
+fn opt(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.3}")).unwrap_or_default()
+}
+
+/// Render rows as `raw.csv`.
+pub fn raw_csv(rows: &[RawRow]) -> String {
+    let mut s = String::from(RAW_HEADER);
+    s.push('\n');
+    for r in rows {
+        let start = if r.p.start_ms.is_finite() {
+            format!("{:.3}", r.p.start_ms)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.exp),
+            csv_field(&r.variant),
+            r.rep,
+            r.browsers,
+            r.p.browser,
+            r.page,
+            start,
+            opt(r.p.t1_first_ms),
+            opt(r.p.t1_ms),
+            opt(r.p.t2_ms),
+            r.p.bytes,
+            r.p.status,
+            csv_field(&r.p.error)
+        );
+    }
+    s
+}
+
+/// Number each browser's pages in start order (the `page` column of `raw.csv`).
+pub fn page_numbers(pages: &[Page]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..pages.len()).collect();
+    order.sort_by(|&a, &b| {
+        (pages[a].browser, pages[a].start_ms)
+            .partial_cmp(&(pages[b].browser, pages[b].start_ms))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut seen: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut out = vec![0; pages.len()];
+    for i in order {
+        let k = seen.entry(pages[i].browser).or_insert(0);
+        out[i] = *k;
+        *k += 1;
+    }
+    out
+}
+
+/// Write `data` to `path`, naming the file on error.
+pub fn write_file(path: &Path, data: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| LabError::io("creating", dir, e))?;
+    }
+    std::fs::write(path, data).map_err(|e| LabError::io("writing", path, e))
+}
+
+/// Write `value` as pretty JSON.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let s = serde_json::to_string_pretty(value)
+        .map_err(|e| LabError::Results(format!("serializing {}: {e}", path.display())))?;
+    write_file(path, s.as_bytes())
+}
+
+/// Whether every number in a JSON document is finite (serde_json writes NaN as `null`, so
+/// this checks that no required number went missing: it rejects nothing but non-numbers
+/// where the caller expects numbers). Returns the JSON paths of `null` values.
+pub fn json_nulls(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Null => out.push(path.to_owned()),
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                json_nulls(x, &format!("{path}[{i}]"), out);
+            }
+        }
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                json_nulls(x, &format!("{path}.{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn improvement_is_the_papers_formula() {
+        assert_eq!(improvement_pct(200.0, 150.0), Some(25.0));
+        assert!((improvement_pct(100.0, 133.8).unwrap() + 33.8).abs() < 1e-9);
+        assert!((improvement_pct(3.0, 1.986).unwrap() - 33.8).abs() < 1e-9);
+        assert_eq!(improvement_pct(0.0, 1.0), None);
+        assert_eq!(improvement_pct(f64::NAN, 1.0), None);
+        assert_eq!(ratio(3.0, 2.0), Some(1.5));
+        assert_eq!(ratio(3.0, 0.0), None);
+    }
+
+    #[test]
+    fn stats_min_max_mean_median_range() {
+        let s = stats(&[5.0, 1.0, 3.0, 9.0]).unwrap();
+        assert_eq!(s.n, 4);
+        assert_eq!(s.min_ms, 1.0);
+        assert_eq!(s.max_ms, 9.0);
+        assert_eq!(s.mean_ms, 4.5);
+        assert_eq!(s.median_ms, 4.0);
+        assert_eq!(s.range_ms, 8.0);
+        let odd = stats(&[2.0, f64::NAN, 7.0, 1.0]).unwrap();
+        assert_eq!((odd.n, odd.median_ms), (3, 2.0));
+        assert!(stats(&[]).is_none());
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        let s = stats(&v).unwrap();
+        assert_eq!((s.p90_ms, s.p99_ms), (90.0, 99.0));
+    }
+
+    #[test]
+    fn pages_csv_round_trip_with_quotes_and_errors() {
+        let text = "browser,start,t1_first_ms,t1_ms,t2_ms,bytes,status,error\n\
+                    0,0.5,1.0,2.0,10.0,1000,200,\n\
+                    1,0.7,,,,0,0,\"connect: refused, \"\"x\"\"\"\n";
+        let p = parse_pages_csv(text).unwrap();
+        assert_eq!(p.len(), 2);
+        assert!(p[0].ok());
+        assert_eq!(p[0].t1_ms, Some(2.0));
+        assert!(!p[1].ok());
+        assert_eq!(p[1].error, "connect: refused, \"x\"");
+        let rows: Vec<RawRow> = p
+            .iter()
+            .map(|p| RawRow {
+                exp: "1".into(),
+                variant: "fifo".into(),
+                rep: 0,
+                browsers: 2,
+                page: 0,
+                p: p.clone(),
+            })
+            .collect();
+        let csv = raw_csv(&rows);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0], RAW_HEADER);
+        assert_eq!(lines.len(), 3);
+        let back = split_csv_line(lines[2]);
+        assert_eq!(back.len(), RAW_HEADER.split(',').count());
+        assert_eq!(back[12], "connect: refused, \"x\"");
+    }
+
+    #[test]
+    fn pages_csv_without_required_column_names_it() {
+        let e = parse_pages_csv("browser,t1_ms\n0,1\n").unwrap_err();
+        assert!(e.to_string().contains("t2_ms"), "{e}");
+        assert!(parse_pages_csv("").is_err());
+    }
+
+    #[test]
+    fn page_numbers_follow_start_order_per_browser() {
+        let mk = |browser, start_ms| Page {
+            browser,
+            start_ms,
+            t1_first_ms: None,
+            t1_ms: Some(1.0),
+            t2_ms: Some(1.0),
+            bytes: 0,
+            status: 200,
+            error: String::new(),
+        };
+        let p = vec![mk(0, 50.0), mk(1, 0.0), mk(0, 10.0), mk(0, 30.0)];
+        assert_eq!(page_numbers(&p), vec![2, 0, 0, 1]);
+    }
+
+    #[test]
+    fn json_nulls_finds_missing_numbers() {
+        let v = serde_json::json!({"a": 1.0, "b": [1, null], "c": {"d": null}});
+        let mut out = Vec::new();
+        json_nulls(&v, "$", &mut out);
+        out.sort();
+        assert_eq!(out, vec!["$.b[1]", "$.c.d"]);
+    }
+}

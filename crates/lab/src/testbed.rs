@@ -1,0 +1,670 @@
+//! The testbed a lab builds for itself and removes when it ends.
+//!
+//! ```text
+//!   CPU 0, cgroup <quota>                     CPU 1
+//!  +------------------------------+        +----------------------+
+//!  | netns triage-lab-<pid>-<n>-s |  veth  | netns ...-c          |
+//!  |  server under test (+ hog)   |<======>|  load generator      |
+//!  |  10.77.0.1    tbf <rate>     |        |  10.77.0.2  tbf      |
+//!  +------------------------------+        +----------------------+
+//! ```
+//!
+//! - **CPU**: the server side (the server under test, its CPU hog, its CGI) is pinned to one CPU
+//!   (`sched_setaffinity` before exec) and placed in one cgroup (`os` crate) whose CPU quota
+//!   emulates a slower CPU, identical for triage and every peer; the load generator is pinned
+//!   to the other CPU.
+//! - **Network** (as root): two network namespaces joined by a veth pair, each end shaped by a
+//!   `tbf` qdisc (default 10 Mbit/s, the paper's Ethernet; this kernel has no netem, so no
+//!   added delay). All traffic stays inside namespaces the lab created. Without root (or
+//!   without `ip`), the server listens on loopback and the load generator throttles its reading
+//!   instead ([`Testbed::client_rate`]); the testbed records which one it used.
+//! - **Cleanup**: dropping the [`Testbed`] kills every process in the server cgroup, removes
+//!   the cgroups, deletes the namespaces (the veth goes with them) and the work directory. The
+//!   children the lab starts are [`crate::process::Managed`] guards dropped before it. Network
+//!   namespaces of a crashed earlier lab (dead pid in the name) are removed on the next start.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sched::{setns, CloneFlags};
+use serde::Serialize;
+
+use crate::error::{LabError, Result};
+use crate::process::{run_cmd, which, Launch, Managed};
+use crate::signals;
+
+/// How to emulate the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetMode {
+    /// Namespaces when root and `ip`/`tc` are there, loopback otherwise.
+    Auto,
+    /// Namespaces + veth + tbf; an error if that is impossible.
+    Netns,
+    /// Loopback with client-side throttled reading.
+    Loopback,
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct TestbedConfig {
+    /// Short tag used in names (`pos`, `containers`...).
+    pub tag: String,
+    /// CPU quota of the server side as a fraction of one CPU (`None`: no quota).
+    pub quota: Option<f64>,
+    /// CFS period of the quota (short periods emulate a slow CPU more smoothly).
+    pub period: Duration,
+    pub server_cpu: usize,
+    pub client_cpu: usize,
+    pub net: NetMode,
+    /// Link rate in Mbit/s.
+    pub rate_mbit: f64,
+}
+
+impl Default for TestbedConfig {
+    fn default() -> Self {
+        TestbedConfig {
+            tag: "lab".into(),
+            quota: None,
+            period: Duration::from_millis(10),
+            server_cpu: 0,
+            client_cpu: 1,
+            net: NetMode::Auto,
+            rate_mbit: 10.0,
+        }
+    }
+}
+
+/// What was actually built (goes into every summary).
+#[derive(Debug, Clone, Serialize)]
+pub struct TestbedInfo {
+    pub root: bool,
+    /// `netns` or `loopback`.
+    pub network: String,
+    /// How the link rate is enforced.
+    pub shaping: String,
+    pub rate_mbit: f64,
+    /// CPU quota of the server side (fraction of one CPU), if applied.
+    pub quota: Option<f64>,
+    pub period_ms: f64,
+    /// `v1`, `v2`, or `none`.
+    pub cgroup: String,
+    pub server_cpu: Option<usize>,
+    pub client_cpu: Option<usize>,
+    pub cpus: usize,
+    /// Everything weaker than asked, said plainly.
+    pub notes: Vec<String>,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+/// Server address inside the server namespace.
+pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// Client address inside the client namespace.
+pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+const NETNS_PREFIX: &str = "triage-lab-";
+
+/// The two namespaces and their veth; deleted on drop.
+struct NetnsPair {
+    server: String,
+    client: String,
+    server_fd: File,
+    client_fd: File,
+}
+
+impl NetnsPair {
+    fn create(pid: u32, n: u32, rate_mbit: f64) -> Result<NetnsPair> {
+        let server = format!("{NETNS_PREFIX}{pid}-{n}-s");
+        let client = format!("{NETNS_PREFIX}{pid}-{n}-c");
+        let vs = format!("tl{pid}x{n}s");
+        let vc = format!("tl{pid}x{n}c");
+        run_cmd("ip", &["netns", "add", &server])?;
+        // From here on, a failure drops the guard, which deletes what exists.
+        let mut guard = PartialNetns {
+            names: vec![server.clone()],
+        };
+        run_cmd("ip", &["netns", "add", &client])?;
+        guard.names.push(client.clone());
+        run_cmd(
+            "ip",
+            &[
+                "link", "add", &vs, "netns", &server, "type", "veth", "peer", "name", &vc, "netns",
+                &client,
+            ],
+        )?;
+        let rate = format!("{}kbit", (rate_mbit * 1000.0).round() as u64);
+        // tbf needs a bucket of at least rate/HZ; 16 KB or 10 ms of traffic, whichever is more.
+        let burst = format!(
+            "{}",
+            ((rate_mbit * 1e6 / 8.0 / 100.0) as u64).max(16 * 1024)
+        );
+        for (ns, dev, ip) in [(&server, &vs, SERVER_IP), (&client, &vc, CLIENT_IP)] {
+            run_cmd(
+                "ip",
+                &["-n", ns, "addr", "add", &format!("{ip}/24"), "dev", dev],
+            )?;
+            run_cmd("ip", &["-n", ns, "link", "set", dev, "up"])?;
+            run_cmd("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+            run_cmd(
+                "tc",
+                &[
+                    "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst",
+                    &burst, "latency", "50ms",
+                ],
+            )?;
+        }
+        let open = |name: &str| {
+            let p = Path::new("/var/run/netns").join(name);
+            File::open(&p).map_err(|e| LabError::io("opening network namespace", p, e))
+        };
+        let server_fd = open(&server)?;
+        let client_fd = open(&client)?;
+        guard.names.clear();
+        Ok(NetnsPair {
+            server,
+            client,
+            server_fd,
+            client_fd,
+        })
+    }
+}
+
+struct PartialNetns {
+    names: Vec<String>,
+}
+
+impl Drop for PartialNetns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = run_cmd("ip", &["netns", "del", n]);
+        }
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        for n in [&self.server, &self.client] {
+            if let Err(e) = run_cmd("ip", &["netns", "del", n]) {
+                tracing::warn!("removing network namespace {n}: {e}");
+            }
+        }
+    }
+}
+
+/// Network namespaces named by this module whose owner pid is gone (a crashed run).
+fn stale_netns() -> Vec<String> {
+    let Ok(out) = run_cmd("ip", &["netns", "list"]) else {
+        return Vec::new();
+    };
+    out.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(NETNS_PREFIX))
+        .filter(|n| {
+            let pid = n[NETNS_PREFIX.len()..].split('-').next().unwrap_or("");
+            pid.parse::<u32>()
+                .map(|p| !Path::new(&format!("/proc/{p}")).exists())
+                .unwrap_or(false)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The testbed. See the module docs.
+pub struct Testbed {
+    cfg: TestbedConfig,
+    info: TestbedInfo,
+    // Field order is drop order: cgroup (kills the server side) before the namespaces,
+    // namespaces before the work directory.
+    server_cg: Option<os::Cgroup>,
+    cg_root: Option<os::CgroupRoot>,
+    net: Option<NetnsPair>,
+    workdir: tempfile::TempDir,
+    next_port: AtomicU16,
+}
+
+impl Testbed {
+    /// Build the testbed described by `cfg`.
+    pub fn new(cfg: TestbedConfig) -> Result<Testbed> {
+        let pid = std::process::id();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let root = nix::unistd::geteuid().is_root();
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let mut notes = Vec::new();
+        let workdir = tempfile::Builder::new()
+            .prefix(&format!("triage-lab-{}-{pid}-{n}-", cfg.tag))
+            .tempdir()
+            .map_err(|e| LabError::io("creating work dir in", std::env::temp_dir(), e))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // Peers that drop privileges (Apache's children) must reach the site inside.
+            std::fs::set_permissions(workdir.path(), std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| LabError::io("chmod", workdir.path(), e))?;
+        }
+        // Network.
+        let want_netns = match cfg.net {
+            NetMode::Loopback => false,
+            NetMode::Netns => true,
+            NetMode::Auto => {
+                let ok = root && which("ip").is_some() && which("tc").is_some();
+                if !ok {
+                    notes.push(
+                        "not root (or no ip/tc): loopback network with client-side throttled \
+                         reading instead of netns + veth + tbf"
+                            .into(),
+                    );
+                }
+                ok
+            }
+        };
+        let net = if want_netns {
+            for stale in stale_netns() {
+                tracing::info!("removing stale network namespace {stale}");
+                let _ = run_cmd("ip", &["netns", "del", &stale]);
+            }
+            Some(NetnsPair::create(pid, n, cfg.rate_mbit)?)
+        } else {
+            None
+        };
+        // CPU.
+        let pin = cpus >= 2;
+        if !pin {
+            notes.push(format!(
+                "only {cpus} CPU: server and load generator share it (no pinning)"
+            ));
+        }
+        let mut cg_root = None;
+        let mut server_cg = None;
+        let mut cgroup = "none".to_owned();
+        match os::CgroupRoot::open("triage-lab") {
+            Ok(r) => {
+                let cg = r
+                    .create(&format!("{}-{n}/server", cfg.tag))
+                    .map_err(|e| LabError::Os(format!("creating the server cgroup: {e}")))?;
+                if let Some(q) = cfg.quota {
+                    cg.set_cpu_max(Some(q), cfg.period)
+                        .map_err(|e| LabError::Os(format!("setting the CPU quota {q}: {e}")))?;
+                }
+                if pin {
+                    if let Err(e) = cg.set_cpus(&[cfg.server_cpu]) {
+                        notes.push(format!(
+                            "cpuset not applied ({e}); pinning by affinity only"
+                        ));
+                    }
+                }
+                cgroup = match r.version() {
+                    os::Version::V1 => "v1".into(),
+                    os::Version::V2 => "v2".into(),
+                };
+                cg_root = Some(r);
+                server_cg = Some(cg);
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "no cgroup ({e}): no CPU quota, the server side is only pinned; the CPU is \
+                     not made a bottleneck"
+                ));
+            }
+        }
+        let quota = if server_cg.is_some() { cfg.quota } else { None };
+        let info = TestbedInfo {
+            root,
+            network: if net.is_some() { "netns" } else { "loopback" }.into(),
+            shaping: if net.is_some() {
+                format!("tbf {} Mbit/s on both veth ends", cfg.rate_mbit)
+            } else {
+                format!(
+                    "client-side throttled reading, {} Mbit/s shared by the browsers",
+                    cfg.rate_mbit
+                )
+            },
+            rate_mbit: cfg.rate_mbit,
+            quota,
+            period_ms: cfg.period.as_secs_f64() * 1e3,
+            cgroup,
+            server_cpu: pin.then_some(cfg.server_cpu),
+            client_cpu: pin.then_some(cfg.client_cpu),
+            cpus,
+            notes,
+        };
+        Ok(Testbed {
+            cfg,
+            info,
+            server_cg,
+            cg_root,
+            net,
+            workdir,
+            next_port: AtomicU16::new(20_000),
+        })
+    }
+
+    /// What was built.
+    pub fn info(&self) -> &TestbedInfo {
+        &self.info
+    }
+
+    /// A private directory removed with the testbed (world-readable, for peers' sites).
+    pub fn workdir(&self) -> &Path {
+        self.workdir.path()
+    }
+
+    /// Whether the network is emulated with namespaces.
+    pub fn netns(&self) -> bool {
+        self.net.is_some()
+    }
+
+    /// Client-side throttling rate (bytes/s for all browsers together) when the network is not
+    /// shaped by tbf.
+    pub fn client_rate(&self) -> Option<u64> {
+        self.net
+            .is_none()
+            .then(|| (self.cfg.rate_mbit * 1e6 / 8.0) as u64)
+    }
+
+    /// The server-side cgroup, if there is one.
+    pub fn server_cgroup(&self) -> Option<&os::Cgroup> {
+        self.server_cg.as_ref()
+    }
+
+    /// The capacity of the server side in CPUs (its quota, or 1 CPU when pinned).
+    pub fn server_capacity(&self) -> f64 {
+        self.info.quota.unwrap_or(1.0)
+    }
+
+    /// A fresh address for a server to listen on (reachable by the load generator).
+    pub fn server_addr(&self) -> Result<SocketAddr> {
+        if self.net.is_some() {
+            let port = self.next_port.fetch_add(1, Ordering::Relaxed);
+            Ok(SocketAddr::new(IpAddr::V4(SERVER_IP), port))
+        } else {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")
+                .map_err(|e| LabError::Os(format!("finding a free port: {e}")))?;
+            l.local_addr()
+                .map_err(|e| LabError::Os(format!("finding a free port: {e}")))
+        }
+    }
+
+    fn launch<'a>(&'a self, label: &str, program: &Path, server_side: bool) -> Launch<'a> {
+        let mut l = Launch::new(label, program);
+        let pin = self.info.server_cpu.is_some();
+        if server_side {
+            l.cpu = pin.then_some(self.cfg.server_cpu);
+            l.cgroup = self.server_cg.as_ref();
+            l.netns = self.net.as_ref().map(|n| &n.server_fd);
+        } else {
+            l.cpu = pin.then_some(self.cfg.client_cpu);
+            l.netns = self.net.as_ref().map(|n| &n.client_fd);
+        }
+        l
+    }
+
+    /// Start a server-side process: pinned, in the server cgroup, in the server namespace.
+    pub fn spawn_server_side(
+        &self,
+        label: &str,
+        program: &Path,
+        args: &[std::ffi::OsString],
+        log: Option<PathBuf>,
+    ) -> Result<Managed> {
+        let mut l = self.launch(label, program, true).args(args.iter().cloned());
+        l.log = log;
+        l.spawn()
+    }
+
+    /// Start a client-side process (the load generator): pinned to the client CPU, in the
+    /// client namespace.
+    pub fn spawn_client(
+        &self,
+        label: &str,
+        program: &Path,
+        args: &[std::ffi::OsString],
+        log: Option<PathBuf>,
+    ) -> Result<Managed> {
+        let mut l = self
+            .launch(label, program, false)
+            .args(args.iter().cloned());
+        l.log = log;
+        l.spawn()
+    }
+
+    /// Start the CPU hog of seed 001 experiment 1: a process that spins forever, on the server
+    /// side (same CPU, same cgroup and quota as the server).
+    pub fn spawn_hog(&self) -> Result<Managed> {
+        self.launch("hog", Path::new("/bin/sh"), true)
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+    }
+
+    /// Run `f` on a thread inside the server's network namespace (to reach the server's
+    /// addresses from the lab).
+    pub fn in_server_ns<R: Send>(&self, f: impl FnOnce() -> R + Send) -> Result<R> {
+        self.in_ns(true, f)
+    }
+
+    /// Run `f` on a thread inside the client's network namespace.
+    pub fn in_client_ns<R: Send>(&self, f: impl FnOnce() -> R + Send) -> Result<R> {
+        self.in_ns(false, f)
+    }
+
+    fn in_ns<R: Send>(&self, server: bool, f: impl FnOnce() -> R + Send) -> Result<R> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if let Some(n) = &self.net {
+                    let (fd, name) = if server {
+                        (&n.server_fd, &n.server)
+                    } else {
+                        (&n.client_fd, &n.client)
+                    };
+                    setns(fd, CloneFlags::CLONE_NEWNET)
+                        .map_err(|e| LabError::Os(format!("entering {name}: {e}")))?;
+                }
+                Ok(f())
+            })
+            .join()
+            .map_err(|_| LabError::Os("a thread in a lab namespace panicked".into()))?
+        })
+    }
+
+    /// Move the *calling thread* into the server's network namespace (no-op on loopback). Only
+    /// for threads the caller owns and that do nothing else.
+    pub fn enter_server_ns(&self) -> Result<()> {
+        if let Some(n) = &self.net {
+            setns(&n.server_fd, CloneFlags::CLONE_NEWNET)
+                .map_err(|e| LabError::Os(format!("entering {}: {e}", n.server)))?;
+        }
+        Ok(())
+    }
+
+    /// Wait until `addr` accepts connections (seen from the server namespace), or fail if
+    /// `child` exits or `timeout` passes.
+    pub fn wait_listening(
+        &self,
+        addr: SocketAddr,
+        child: &mut Managed,
+        timeout: Duration,
+    ) -> Result<()> {
+        let end = Instant::now() + timeout;
+        loop {
+            if self.in_server_ns(|| {
+                TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            })? {
+                return Ok(());
+            }
+            if let Some(s) = child.try_wait()? {
+                return Err(LabError::Process {
+                    name: child.label().to_owned(),
+                    msg: format!(
+                        "exited ({s}) before listening on {addr}: {}",
+                        child.log_tail(2000)
+                    ),
+                });
+            }
+            if Instant::now() >= end {
+                return Err(LabError::Process {
+                    name: child.label().to_owned(),
+                    msg: format!(
+                        "not listening on {addr} after {timeout:?}: {}",
+                        child.log_tail(2000)
+                    ),
+                });
+            }
+            signals::sleep(Duration::from_millis(20))?;
+        }
+    }
+
+    /// Names of what this testbed created in the kernel (for leak checks).
+    pub fn kernel_names(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(n) = &self.net {
+            v.push(n.server.clone());
+            v.push(n.client.clone());
+        }
+        if let Some(cg) = &self.server_cg {
+            v.push(cg.path().display().to_string());
+        }
+        v
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if let Some(cg) = self.server_cg.take() {
+            if let Err(e) = cg.remove() {
+                tracing::warn!("removing the server cgroup: {e}");
+            }
+        }
+        if let Some(r) = self.cg_root.take() {
+            if let Err(e) = r.cleanup() {
+                tracing::warn!("removing the lab cgroups: {e}");
+            }
+        }
+        self.net.take();
+    }
+}
+
+/// A blocking `GET path` over HTTP/1.0 to `addr` from the calling thread (use inside
+/// [`Testbed::in_server_ns`] or a thread that called [`Testbed::enter_server_ns`]).
+pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.") && head.contains(" 200 ") => {
+            Ok(body.to_owned())
+        }
+        _ => Err(std::io::Error::other(format!(
+            "unexpected answer to GET {path}: {}",
+            text.lines().next().unwrap_or("")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_or_skip(test: &str) -> bool {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP {test}: needs root (netns, cgroups)");
+            return false;
+        }
+        if let Err(e) = os::probe() {
+            eprintln!("SKIP {test}: no usable cgroups ({e})");
+            return false;
+        }
+        true
+    }
+
+    fn netns_exists(name: &str) -> bool {
+        run_cmd("ip", &["netns", "list"])
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(name))
+    }
+
+    #[test]
+    fn testbed_leaves_nothing_behind() {
+        if !root_or_skip("testbed_leaves_nothing_behind") {
+            return;
+        }
+        let tb = Testbed::new(TestbedConfig {
+            tag: "t".into(),
+            quota: Some(0.2),
+            net: NetMode::Netns,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(tb.netns());
+        assert_eq!(tb.info().quota, Some(0.2));
+        let names = tb.kernel_names();
+        let cg_path = PathBuf::from(&names[2]);
+        assert!(netns_exists(&names[0]) && netns_exists(&names[1]));
+        assert!(cg_path.exists());
+        let (q, _) = tb.server_cgroup().unwrap().cpu_max().unwrap();
+        assert!((q.unwrap() - 0.2).abs() < 1e-9);
+        // A server-side process and the hog, both in the cgroup and namespace.
+        let mut hog = tb.spawn_hog().unwrap();
+        let sleeper = tb
+            .spawn_server_side("sleep", Path::new("/bin/sleep"), &["60".into()], None)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let pids = tb.server_cgroup().unwrap().all_pids().unwrap();
+        assert!(pids.contains(&(hog.pid() as i32)), "{pids:?}");
+        assert!(pids.contains(&(sleeper.pid() as i32)), "{pids:?}");
+        let wd = tb.workdir().to_path_buf();
+        let hog_pid = hog.pid();
+        assert!(hog.try_wait().unwrap().is_none());
+        // The sleeper is left running on purpose: dropping the testbed must remove it too.
+        std::mem::forget(sleeper);
+        drop(hog);
+        drop(tb);
+        assert!(!netns_exists(&names[0]) && !netns_exists(&names[1]));
+        assert!(!cg_path.exists(), "{}", cg_path.display());
+        assert!(!wd.exists());
+        assert!(
+            !Path::new(&format!("/proc/{hog_pid}/stat")).exists() || {
+                // a zombie of ours is not running
+                std::fs::read_to_string(format!("/proc/{hog_pid}/stat"))
+                    .map(|s| s.contains(") Z"))
+                    .unwrap_or(true)
+            }
+        );
+    }
+
+    #[test]
+    fn server_in_its_namespace_is_reached_through_the_shaped_link() {
+        if !root_or_skip("server_in_its_namespace_is_reached_through_the_shaped_link") {
+            return;
+        }
+        let tb = Testbed::new(TestbedConfig {
+            tag: "t".into(),
+            net: NetMode::Netns,
+            ..Default::default()
+        })
+        .unwrap();
+        let addr = tb.server_addr().unwrap();
+        // A listener in the server namespace is reached from the client namespace.
+        let l = tb
+            .in_server_ns(|| std::net::TcpListener::bind(addr))
+            .unwrap()
+            .unwrap();
+        let ok = tb
+            .in_client_ns(|| TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok())
+            .unwrap();
+        assert!(ok);
+        drop(l);
+        let q = run_cmd("tc", &["-n", &tb.kernel_names()[0], "qdisc", "show"]).unwrap();
+        assert!(q.contains("tbf") && q.contains("10Mbit"), "{q}");
+    }
+}
