@@ -32,7 +32,7 @@ fn hints(w: WorkerId) -> Hints {
             1 => ContentClass::Media,
             _ => ContentClass::Unknown,
         },
-        urgency: (w % 4 == 0).then_some((w % 8) as u8),
+        urgency: w.is_multiple_of(4).then_some((w % 8) as u8),
         container: 0,
     }
 }
