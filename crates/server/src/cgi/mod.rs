@@ -1,0 +1,867 @@
+//! CGI/1.1 (RFC 3875): running scripts from per-site script directories, each request in its
+//! own child container (cgroup) of its site's CGI container, its output relayed through the
+//! gate like any other work.
+//!
+//! Behaviour (reference: docs/cgi.md):
+//! - **Where**: `[site.cgi] dirs = [{ url = "/cgi-bin", dir = "cgi-bin" }]` maps a URL prefix
+//!   to a directory. The request path is decoded and checked by [`crate::resolve::resolve`]
+//!   (`..`, encoded `/`, NUL and control bytes refused: 403); below the prefix, segments are
+//!   walked on disk until a regular file (the script) is found, the rest is `PATH_INFO`.
+//!   Hidden names (leading `.`) are 404, a script whose real path (symlinks resolved) leaves
+//!   the directory is 403, a file without an exec bit is 403, a directory is 403.
+//! - **nph- scripts are refused** (501): the server owns the status line and the framing of
+//!   every response (hyper), so a script cannot write them itself.
+//! - **How**: the file is executed directly (`execve` on the file: the kernel reads its `#!`
+//!   line; no shell, so no metacharacter in a name or query is ever interpreted; no command
+//!   line arguments, the RFC's "indexed query" form is not used), in the script's directory,
+//!   with exactly the meta-variables of [`env`] as environment, the request body on stdin
+//!   (`CONTENT_LENGTH` always set when there is a body; a chunked request body is read first,
+//!   up to `max_request_body`, to know its length), stderr logged (at most 8 KiB per request).
+//!   The script leads its own session and process group (`setsid` between fork and exec).
+//! - **Container**: with a site container configured ([`Cgi::set_container`]), each request
+//!   gets `<site cgi container>/req-<n>`; the child is created inside it by
+//!   `clone3(CLONE_INTO_CGROUP)` on cgroup v2, or writes itself into it between fork and exec
+//!   on v1 ([`spawn`]). The request cgroup is removed when the script ends (its CPU time is
+//!   added to [`CgiStats::cpu_ns`]). Without permission or controller the script runs without
+//!   a cgroup of its own and a warning is logged once.
+//! - **Output**: the header block is parsed by [`parse`] (`Status`, `Location` local and client
+//!   redirects, `Content-Type`); malformed output or a script that ends before its headers is
+//!   answered 502 with the reason logged. A local redirect is returned as
+//!   [`Outcome::LocalRedirect`] for the server to re-dispatch as a GET.
+//! - **Limits**: `timeout` from the start of the script: before the headers 504, after them
+//!   the body is cut; `max_output` body bytes: cut there, the script killed; both logged.
+//!   When the client goes away (the response future or body is dropped) the script's process
+//!   group is killed (`killpg(SIGKILL)`) and its cgroup removed.
+
+pub mod env;
+pub mod parse;
+mod relay;
+pub mod spawn;
+
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::BodyExt;
+use serde::{Deserialize, Deserializer};
+use tokio::io::AsyncWriteExt;
+
+pub use relay::CgiRelay;
+pub use spawn::Placed;
+
+/// Longest header block a script may print.
+pub const MAX_HEADER_BLOCK: usize = 64 * 1024;
+/// Most stderr bytes logged per request (the rest is read and dropped).
+pub const MAX_STDERR_LOG: usize = 8 * 1024;
+
+/// One script directory: URL prefix and directory.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgiDirConfig {
+    /// URL path prefix, e.g. `/cgi-bin`.
+    pub url: String,
+    /// Directory holding the scripts (relative paths: to the working directory).
+    pub dir: PathBuf,
+}
+
+/// `[site.cgi]`: a site's CGI settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgiConfig {
+    pub dirs: Vec<CgiDirConfig>,
+    /// Longest a script may run (`"30s"`, or milliseconds).
+    #[serde(default = "default_timeout", deserialize_with = "de_duration")]
+    pub timeout: Duration,
+    /// Most body bytes a script may output (`"16MiB"`, or bytes).
+    #[serde(default = "default_max_output", deserialize_with = "de_size")]
+    pub max_output: u64,
+    /// Largest request body passed to a script.
+    #[serde(default = "default_max_body", deserialize_with = "de_size")]
+    pub max_request_body: u64,
+    /// Run each request in its own cgroup when the server has a container for the site.
+    #[serde(default = "yes")]
+    pub cgroups: bool,
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_max_output() -> u64 {
+    16 << 20
+}
+fn default_max_body() -> u64 {
+    16 << 20
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumOrStr {
+    Num(u64),
+    Str(String),
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::Num(ms) => Ok(Duration::from_millis(ms)),
+        NumOrStr::Str(s) => crate::config::parse_duration(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match NumOrStr::deserialize(d)? {
+        NumOrStr::Num(n) => Ok(n),
+        NumOrStr::Str(s) => crate::config::parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+impl CgiConfig {
+    /// One directory, default limits.
+    pub fn new(url: &str, dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dirs: vec![CgiDirConfig {
+                url: url.to_owned(),
+                dir: dir.into(),
+            }],
+            timeout: default_timeout(),
+            max_output: default_max_output(),
+            max_request_body: default_max_body(),
+            cgroups: true,
+        }
+    }
+}
+
+/// A CGI configuration that cannot be used, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("cgi: `{key}`: {msg}")]
+pub struct CgiError {
+    pub key: String,
+    pub msg: String,
+}
+
+/// What the site tells CGI about itself.
+#[derive(Debug, Clone)]
+pub struct SiteInfo {
+    pub document_root: PathBuf,
+    /// `SERVER_NAME` when the request has no usable `Host` header.
+    pub server_name: String,
+    /// `SERVER_SOFTWARE`.
+    pub server_software: String,
+}
+
+/// The connection a request came on.
+#[derive(Debug, Clone, Copy)]
+pub struct Conn {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+}
+
+/// Counters (all monotonic).
+#[derive(Debug, Default)]
+pub struct CgiStats {
+    /// Scripts started.
+    pub started: AtomicU64,
+    /// Responses whose body was relayed to the end.
+    pub completed: AtomicU64,
+    /// Requests refused before starting a script (404, 403, 501, 413...).
+    pub rejected: AtomicU64,
+    /// Scripts that could not be started.
+    pub spawn_failed: AtomicU64,
+    /// Malformed output or no headers (502).
+    pub malformed: AtomicU64,
+    /// Timeouts, before (504) or after the headers.
+    pub timeouts: AtomicU64,
+    /// Outputs cut at `max_output`.
+    pub output_limited: AtomicU64,
+    /// Scripts killed because the client went away.
+    pub client_gone: AtomicU64,
+    /// Scripts run in a cgroup of their own.
+    pub in_cgroup: AtomicU64,
+    /// CPU time of the request cgroups, summed when they are removed (nanoseconds).
+    pub cpu_ns: AtomicU64,
+}
+
+/// What the server does with a CGI request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Send this response.
+    Response(Response<Reply>),
+    /// RFC 3875 local redirect: answer a GET for this path (and query) instead.
+    LocalRedirect(String),
+}
+
+/// A response body: a short fixed text (errors) or the script's output.
+#[derive(Debug)]
+pub enum Reply {
+    Bytes(Bytes),
+    Relay(Box<CgiRelay>),
+}
+
+impl Body for Reply {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    /// Ungated relay (embedding without the server's gate, tests): the server itself wraps a
+    /// [`CgiRelay`] in its gated body instead.
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        use std::task::Poll;
+        match self.get_mut() {
+            Reply::Bytes(b) if b.is_empty() => Poll::Ready(None),
+            Reply::Bytes(b) => Poll::Ready(Some(Ok(http_body::Frame::data(std::mem::take(b))))),
+            Reply::Relay(r) => {
+                if let Err(e) = std::task::ready!(r.poll_input(cx)) {
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Ready(
+                    r.produce()
+                        .transpose()
+                        .map(|x| x.map(http_body::Frame::data)),
+                )
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Reply::Bytes(b) => b.is_empty(),
+            Reply::Relay(r) => r.is_done(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            Reply::Bytes(b) => http_body::SizeHint::with_exact(b.len() as u64),
+            Reply::Relay(r) => match r.remaining() {
+                Some(n) => http_body::SizeHint::with_exact(n),
+                None => http_body::SizeHint::default(),
+            },
+        }
+    }
+}
+
+struct Dir {
+    url: String,
+    segs: Vec<Vec<u8>>,
+    path: PathBuf,
+}
+
+struct Container {
+    root: os::CgroupRoot,
+    rel: String,
+}
+
+/// A site's CGI handler. See the module docs.
+pub struct Cgi {
+    dirs: Vec<Dir>,
+    timeout: Duration,
+    max_output: u64,
+    max_request_body: u64,
+    cgroups: bool,
+    site: SiteInfo,
+    container: Option<Container>,
+    seq: AtomicU64,
+    warned: AtomicBool,
+    stats: Arc<CgiStats>,
+}
+
+impl std::fmt::Debug for Cgi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cgi")
+            .field(
+                "dirs",
+                &self
+                    .dirs
+                    .iter()
+                    .map(|d| (&d.url, &d.path))
+                    .collect::<Vec<_>>(),
+            )
+            .field("container", &self.container.as_ref().map(|c| &c.rel))
+            .finish()
+    }
+}
+
+/// Kills a spawned task when dropped.
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Counts a script whose response did not reach its end as "client gone" when dropped.
+pub(crate) struct Tracker {
+    pub stats: Arc<CgiStats>,
+    pub script: Arc<str>,
+    done: bool,
+}
+
+impl Tracker {
+    pub fn done(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.stats.completed.fetch_add(1, Relaxed);
+        }
+    }
+    /// Finished otherwise (error already counted).
+    pub fn settle(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        if !self.done {
+            self.stats.client_gone.fetch_add(1, Relaxed);
+            tracing::info!(script = %self.script, "cgi: client went away: script's process group killed");
+        }
+    }
+}
+
+fn text(status: StatusCode, msg: &str) -> Outcome {
+    let mut r = Response::new(Reply::Bytes(Bytes::from(format!(
+        "{} {}\n{msg}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    ))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    Outcome::Response(r)
+}
+
+fn join_segs(segs: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for s in segs {
+        out.push(b'/');
+        out.extend_from_slice(s);
+    }
+    out
+}
+
+impl Cgi {
+    /// Check the configuration (directories exist; prefixes are sane and distinct).
+    pub fn new(cfg: &CgiConfig, site: SiteInfo) -> Result<Self, CgiError> {
+        let mut dirs: Vec<Dir> = Vec::new();
+        for (i, d) in cfg.dirs.iter().enumerate() {
+            let bad = |k: &str, msg: String| CgiError {
+                key: format!("cgi.dirs[{i}].{k}"),
+                msg,
+            };
+            let r = crate::resolve::resolve(&d.url)
+                .map_err(|_| bad("url", format!("{:?} is not a clean absolute path", d.url)))?;
+            if r.segments.is_empty() {
+                return Err(bad(
+                    "url",
+                    "`/` would make every file of the site a script".into(),
+                ));
+            }
+            let url = String::from_utf8(join_segs(&r.segments))
+                .map_err(|_| bad("url", "not UTF-8".into()))?;
+            let path = std::fs::canonicalize(&d.dir)
+                .map_err(|e| bad("dir", format!("{}: {e}", d.dir.display())))?;
+            if !path.is_dir() {
+                return Err(bad("dir", format!("{} is not a directory", path.display())));
+            }
+            if dirs.iter().any(|o| o.segs == r.segments) {
+                return Err(bad("url", format!("{url} is listed twice")));
+            }
+            dirs.push(Dir {
+                url,
+                segs: r.segments,
+                path,
+            });
+        }
+        if cfg.timeout.is_zero() {
+            return Err(CgiError {
+                key: "cgi.timeout".into(),
+                msg: "must be positive".into(),
+            });
+        }
+        // Longest prefix first.
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.segs.len()));
+        Ok(Self {
+            dirs,
+            timeout: cfg.timeout,
+            max_output: cfg.max_output,
+            max_request_body: cfg.max_request_body,
+            cgroups: cfg.cgroups,
+            site,
+            container: None,
+            seq: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
+            stats: Arc::new(CgiStats::default()),
+        })
+    }
+
+    /// Run every request in a child of `rel` (the site's CGI container, created if missing)
+    /// under `root`. Ignored when the configuration says `cgroups = false`.
+    pub fn set_container(&mut self, root: os::CgroupRoot, rel: &str) -> Result<(), CgiError> {
+        if !self.cgroups {
+            return Ok(());
+        }
+        root.create(rel).map_err(|e| CgiError {
+            key: "cgi.cgroups".into(),
+            msg: format!("site CGI container {rel}: {e}"),
+        })?;
+        self.container = Some(Container {
+            root,
+            rel: rel.trim_end_matches('/').to_owned(),
+        });
+        Ok(())
+    }
+
+    /// The site's CGI container, if any.
+    pub fn container(&self) -> Option<os::Cgroup> {
+        let c = self.container.as_ref()?;
+        c.root.create(&c.rel).ok()
+    }
+
+    pub fn stats(&self) -> &Arc<CgiStats> {
+        &self.stats
+    }
+
+    /// Whether a request path (decoded segments, from [`crate::resolve::resolve`]) is under a
+    /// script directory. The router asks this before anything else, so a script is never
+    /// served as a file.
+    pub fn handles(&self, segments: &[Vec<u8>]) -> bool {
+        self.dirs
+            .iter()
+            .any(|d| segments.len() >= d.segs.len() && segments[..d.segs.len()] == d.segs[..])
+    }
+
+    fn reject(&self, status: StatusCode, path: &str, why: &str) -> Outcome {
+        self.stats.rejected.fetch_add(1, Relaxed);
+        tracing::info!(path, "cgi: {} {why}", status.as_u16());
+        text(status, why)
+    }
+
+    /// Find the script for a decoded path: (dir, script file, script name, path info).
+    fn locate(
+        &self,
+        path: &str,
+    ) -> Result<(PathBuf, PathBuf, String, String), (StatusCode, &'static str)> {
+        let r = match crate::resolve::resolve(path) {
+            Ok(r) => r,
+            Err(crate::resolve::Reject::BadRequest) => {
+                return Err((StatusCode::BAD_REQUEST, "malformed path"))
+            }
+            Err(crate::resolve::Reject::Forbidden) => {
+                return Err((StatusCode::FORBIDDEN, "path refused"))
+            }
+        };
+        let Some(dir) = self
+            .dirs
+            .iter()
+            .find(|d| r.segments.len() >= d.segs.len() && r.segments[..d.segs.len()] == d.segs[..])
+        else {
+            return Err((StatusCode::NOT_FOUND, "not a script path"));
+        };
+        let rest = &r.segments[dir.segs.len()..];
+        let mut file = dir.path.clone();
+        let mut found = None;
+        for (i, seg) in rest.iter().enumerate() {
+            if seg.first() == Some(&b'.') {
+                return Err((StatusCode::NOT_FOUND, "no such script"));
+            }
+            file.push(OsStr::from_bytes(seg));
+            match std::fs::metadata(&file) {
+                Ok(m) if m.is_dir() => continue,
+                Ok(m) if m.is_file() => {
+                    found = Some((i, m));
+                    break;
+                }
+                Ok(_) => return Err((StatusCode::FORBIDDEN, "not a regular file")),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    return Err((StatusCode::FORBIDDEN, "permission denied"))
+                }
+                Err(_) => return Err((StatusCode::NOT_FOUND, "no such script")),
+            }
+        }
+        let Some((i, meta)) = found else {
+            return Err((StatusCode::FORBIDDEN, "a script directory is not a script"));
+        };
+        let real =
+            std::fs::canonicalize(&file).map_err(|_| (StatusCode::NOT_FOUND, "no such script"))?;
+        if !real.starts_with(&dir.path) {
+            return Err((StatusCode::FORBIDDEN, "script leaves its directory"));
+        }
+        if meta.permissions().mode() & 0o111 == 0 {
+            return Err((StatusCode::FORBIDDEN, "script is not executable"));
+        }
+        if rest[i].starts_with(b"nph-") {
+            return Err((
+                StatusCode::NOT_IMPLEMENTED,
+                "non-parsed-header (nph-) scripts are not supported",
+            ));
+        }
+        let mut name = dir.url.as_bytes().to_vec();
+        name.extend_from_slice(&join_segs(&rest[..=i]));
+        let mut info = join_segs(&rest[i + 1..]);
+        if r.trailing_slash && (i + 1 < rest.len() || info.is_empty()) {
+            info.push(b'/');
+        }
+        let (Ok(name), Ok(info)) = (String::from_utf8(name), String::from_utf8(info)) else {
+            return Err((StatusCode::BAD_REQUEST, "path is not UTF-8"));
+        };
+        let cwd = real
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir.path.clone());
+        Ok((cwd, real, name, info))
+    }
+
+    /// The request cgroup and how to place the child in it; `None` without containers (warned
+    /// once).
+    fn request_cgroup(&self) -> Option<(os::Cgroup, spawn::Placement)> {
+        let c = self.container.as_ref()?;
+        let n = self.seq.fetch_add(1, Relaxed);
+        let rel = format!("{}/req-{n}", c.rel);
+        let made = c.root.create(&rel).and_then(|cg| {
+            let join = cg.join_hook()?;
+            Ok((cg, join))
+        });
+        match made {
+            Ok((cg, join)) => {
+                let dir = cg.dir_fd();
+                Some((cg, spawn::Placement::Cgroup { dir, join }))
+            }
+            Err(e) => {
+                if !self.warned.swap(true, Relaxed) {
+                    tracing::warn!(
+                        "cgi: running scripts without a cgroup per request ({rel}: {e}); \
+                         this warning is shown once"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Run the script for `req`. Call only when [`Cgi::handles`] said yes (otherwise 404).
+    pub async fn serve<B>(&self, req: Request<B>, conn: Conn) -> Outcome
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
+        let (parts, body) = req.into_parts();
+        let path = parts.uri.path().to_owned();
+        let (cwd, script, script_name, path_info) = match self.locate(&path) {
+            Ok(x) => x,
+            Err((status, why)) => return self.reject(status, &path, why),
+        };
+
+        // The request body: streamed when its length is known, else read first.
+        let declared = parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.parse::<u64>().ok());
+        enum Input<B> {
+            None,
+            Stream(B),
+            Buffered(Bytes),
+        }
+        let (input, content_length) = if body.is_end_stream() {
+            (Input::None, declared)
+        } else if let Some(n) = body.size_hint().exact() {
+            if n > self.max_request_body {
+                return self.reject(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &path,
+                    "request body too large",
+                );
+            }
+            (Input::Stream(body), Some(n))
+        } else {
+            let mut body = body;
+            let mut buf = BytesMut::new();
+            loop {
+                match body.frame().await {
+                    None => break,
+                    Some(Ok(f)) => {
+                        if let Ok(d) = f.into_data() {
+                            if (buf.len() + d.len()) as u64 > self.max_request_body {
+                                return self.reject(
+                                    StatusCode::PAYLOAD_TOO_LARGE,
+                                    &path,
+                                    "request body too large",
+                                );
+                            }
+                            buf.extend_from_slice(&d);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        return self.reject(
+                            StatusCode::BAD_REQUEST,
+                            &path,
+                            &format!("reading the request body: {e}"),
+                        )
+                    }
+                }
+            }
+            let n = buf.len() as u64;
+            (Input::Buffered(buf.freeze()), Some(n))
+        };
+
+        let request_uri = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let env = env::build(&env::EnvInput {
+            method: &parts.method,
+            version: parts.version,
+            request_uri,
+            query: parts.uri.query().unwrap_or(""),
+            headers: &parts.headers,
+            script_name: &script_name,
+            script_filename: &script,
+            path_info: &path_info,
+            document_root: &self.site.document_root,
+            server_software: &self.site.server_software,
+            default_server_name: &self.site.server_name,
+            local: conn.local,
+            remote: conn.remote,
+            content_length,
+        });
+
+        let (cgroup, placement) = match self.request_cgroup() {
+            Some((cg, p)) => (Some(cg), p),
+            None => (None, spawn::Placement::None),
+        };
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.timeout;
+        let spawned = spawn::spawn(
+            spawn::Command {
+                program: &script,
+                dir: &cwd,
+                env,
+            },
+            placement,
+        )
+        .await;
+        let mut sp = match spawned {
+            Ok(sp) => sp,
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    remove_cgroup(cg, self.stats.clone());
+                }
+                self.stats.spawn_failed.fetch_add(1, Relaxed);
+                tracing::warn!(script = %script.display(), "cgi: cannot start script: {e}");
+                let (status, why) = match &e {
+                    spawn::SpawnError::Exec { source, .. } => match source.raw_os_error() {
+                        Some(libc::EACCES) => (StatusCode::FORBIDDEN, "script not executable"),
+                        Some(libc::ENOEXEC) => (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "script has no #! line or an unknown format",
+                        ),
+                        Some(libc::ENOENT) => (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "script interpreter not found",
+                        ),
+                        _ => (StatusCode::INTERNAL_SERVER_ERROR, "cannot start script"),
+                    },
+                    _ => (StatusCode::INTERNAL_SERVER_ERROR, "cannot start script"),
+                };
+                return text(status, why);
+            }
+        };
+        self.stats.started.fetch_add(1, Relaxed);
+        let script_id: Arc<str> = Arc::from(script_name.as_str());
+        tracing::debug!(script = %script_id, pid = sp.guard.pid(), placed = ?sp.placed, "cgi: started");
+        if let Some(cg) = cgroup {
+            if sp.placed != Placed::Nowhere {
+                self.stats.in_cgroup.fetch_add(1, Relaxed);
+            }
+            let stats = self.stats.clone();
+            sp.guard
+                .on_reaped(Box::new(move || remove_cgroup(cg, stats)));
+        }
+        let mut tracker = Tracker {
+            stats: self.stats.clone(),
+            script: script_id.clone(),
+            done: false,
+        };
+
+        // stdin: the request body, concurrently with reading the output.
+        let mut stdin = sp.stdin;
+        let stdin_task = match input {
+            Input::None => {
+                drop(stdin);
+                None
+            }
+            Input::Buffered(b) => Some(AbortOnDrop(tokio::spawn(async move {
+                let _ = stdin.write_all(&b).await;
+            }))),
+            Input::Stream(mut body) => Some(AbortOnDrop(tokio::spawn(async move {
+                while let Some(Ok(f)) = body.frame().await {
+                    if let Ok(d) = f.into_data() {
+                        if stdin.write_all(&d).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }))),
+        };
+        tokio::spawn(log_stderr(sp.stderr, script_id.clone()));
+
+        // The header block.
+        let mut buf = BytesMut::with_capacity(4096);
+        let head = tokio::time::timeout_at(deadline, read_head(&mut sp.stdout, &mut buf)).await;
+        let (hlen, body_start) = match head {
+            Err(_) => {
+                tracker.settle();
+                self.stats.timeouts.fetch_add(1, Relaxed);
+                tracing::warn!(script = %script_id, "cgi: no headers before the timeout ({:?}): script killed", self.timeout);
+                return text(StatusCode::GATEWAY_TIMEOUT, "script timed out");
+            }
+            Ok(Err(why)) => {
+                tracker.settle();
+                self.stats.malformed.fetch_add(1, Relaxed);
+                // Let it end to report how it ended.
+                let exit = tokio::time::timeout(Duration::from_millis(200), sp.guard.wait()).await;
+                let how = match exit {
+                    Ok(Ok(e)) => format!(" ({e})"),
+                    _ => String::new(),
+                };
+                tracing::warn!(script = %script_id, "cgi: 502: {why}{how}");
+                return text(StatusCode::BAD_GATEWAY, "malformed script output");
+            }
+            Ok(Ok(x)) => x,
+        };
+        let parsed = match parse::parse(&buf[..hlen]) {
+            Ok(p) => p,
+            Err(why) => {
+                tracker.settle();
+                self.stats.malformed.fetch_add(1, Relaxed);
+                tracing::warn!(script = %script_id, "cgi: 502: malformed header block: {why}");
+                return text(StatusCode::BAD_GATEWAY, "malformed script output");
+            }
+        };
+        let first = buf.split_off(body_start).freeze();
+        match parsed {
+            parse::Parsed::LocalRedirect(loc) => {
+                tracker.done();
+                Outcome::LocalRedirect(loc)
+            }
+            parse::Parsed::Document {
+                status,
+                headers,
+                content_length,
+            } => {
+                let relay = CgiRelay::new(relay::RelayParts {
+                    stdout: sp.stdout,
+                    first,
+                    guard: sp.guard,
+                    deadline,
+                    max_output: self.max_output,
+                    declared: content_length,
+                    tracker,
+                    stdin: stdin_task,
+                });
+                let mut r = Response::new(Reply::Relay(Box::new(relay)));
+                *r.status_mut() = status;
+                *r.headers_mut() = headers;
+                Outcome::Response(r)
+            }
+        }
+    }
+}
+
+/// Read until the end of the header block: `(header_len, body_start)` in `buf`, or why not.
+async fn read_head(
+    out: &mut tokio::net::unix::pipe::Receiver,
+    buf: &mut BytesMut,
+) -> Result<(usize, usize), String> {
+    use tokio::io::AsyncReadExt;
+    loop {
+        if let Some(x) = parse::header_end(buf) {
+            return Ok(x);
+        }
+        if buf.len() > MAX_HEADER_BLOCK {
+            return Err(format!("header block longer than {MAX_HEADER_BLOCK} bytes"));
+        }
+        buf.reserve(4096);
+        match out.read_buf(buf).await {
+            Ok(0) if buf.is_empty() => return Err("script printed nothing".into()),
+            Ok(0) => {
+                return Err(format!(
+                    "output ended inside the header block: {:?}",
+                    String::from_utf8_lossy(&buf[..buf.len().min(80)])
+                ))
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("reading script output: {e}")),
+        }
+    }
+}
+
+/// Log what a script prints on stderr (bounded), then drain the rest.
+async fn log_stderr(mut err: tokio::net::unix::pipe::Receiver, script: Arc<str>) {
+    use tokio::io::AsyncReadExt;
+    let mut logged = 0usize;
+    let mut buf = vec![0u8; 4096];
+    let mut line = Vec::new();
+    loop {
+        let n = match err.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if logged >= MAX_STDERR_LOG {
+            continue;
+        }
+        for &b in &buf[..n] {
+            if b == b'\n' || line.len() >= 512 {
+                if logged < MAX_STDERR_LOG {
+                    tracing::warn!(script = %script, "cgi stderr: {}", String::from_utf8_lossy(&line));
+                    logged += line.len() + 1;
+                }
+                line.clear();
+                if b == b'\n' {
+                    continue;
+                }
+            }
+            line.push(b);
+        }
+    }
+    if !line.is_empty() && logged < MAX_STDERR_LOG {
+        tracing::warn!(script = %script, "cgi stderr: {}", String::from_utf8_lossy(&line));
+    }
+}
+
+/// Account and remove a request cgroup once its script is gone (kills stragglers that left
+/// the process group).
+fn remove_cgroup(cg: os::Cgroup, stats: Arc<CgiStats>) {
+    let work = move || {
+        if let Ok(d) = cg.cpu_usage() {
+            stats.cpu_ns.fetch_add(d.as_nanos() as u64, Relaxed);
+        }
+        let path = cg.path().to_owned();
+        if let Err(e) = cg.remove() {
+            tracing::warn!("cgi: removing request cgroup {}: {e}", path.display());
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => {
+            h.spawn_blocking(work);
+        }
+        Err(_) => work(),
+    }
+}

@@ -1,0 +1,294 @@
+//! Relaying a script's output after its header block, chunk by chunk.
+//!
+//! [`CgiRelay`] is a chunk source in the server's sense ([`crate::body::ChunkSource`]):
+//! [`CgiRelay::poll_input`] waits for the next read from the script's stdout *without* a CPU
+//! slot (the worker is blocked on the pipe: a wait in the log), and [`CgiRelay::produce`] hands
+//! over the chunk while the worker holds a slot (a burst). Limits are enforced here:
+//! - the request's deadline (`timeout` from the start of the script): the script's process
+//!   group is killed and the body ends with an error (the client sees a truncated response);
+//! - the output limit (`max_output` body bytes): the body is cut at exactly the limit, the
+//!   script is killed, and the body ends with an error;
+//! - a `Content-Length` the script declared: output beyond it is dropped, a shortfall ends the
+//!   body with an error.
+//!
+//! When the script closes its stdout the relay ends the body and lets the script finish in the
+//! background (until the deadline), then kills whatever is left of its process group and
+//! removes its cgroup. If the relay is dropped early (the client went away) the process group
+//! is killed at once.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::net::unix::pipe;
+use tokio::time::Sleep;
+
+use super::spawn::ProcGuard;
+use super::{AbortOnDrop, CgiStats, Tracker};
+
+/// Read size from the script's stdout.
+pub const READ_CHUNK: usize = 16 * 1024;
+
+enum State {
+    Running,
+    /// The output limit was reached: once the last chunk is out the body ends with an error.
+    OverLimit,
+    /// EOF seen (or the declared length reached): the body is complete.
+    Done,
+    /// Ends with `error` (after one more turn, see [`CgiRelay::fail`]).
+    Failed,
+}
+
+/// A script's body on its way to the client. See the module docs.
+pub struct CgiRelay {
+    stdout: pipe::Receiver,
+    pending: Option<Bytes>,
+    buf: BytesMut,
+    guard: Option<ProcGuard>,
+    deadline: Pin<Box<Sleep>>,
+    deadline_at: tokio::time::Instant,
+    sent: u64,
+    max_output: u64,
+    declared: Option<u64>,
+    state: State,
+    error: Option<io::Error>,
+    pub(super) tracker: Tracker,
+    _stdin: Option<AbortOnDrop>,
+}
+
+impl std::fmt::Debug for CgiRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CgiRelay")
+            .field("script", &self.tracker.script)
+            .field("sent", &self.sent)
+            .finish()
+    }
+}
+
+pub(super) struct RelayParts {
+    pub stdout: pipe::Receiver,
+    pub first: Bytes,
+    pub guard: ProcGuard,
+    pub deadline: tokio::time::Instant,
+    pub max_output: u64,
+    pub declared: Option<u64>,
+    pub tracker: Tracker,
+    pub stdin: Option<AbortOnDrop>,
+}
+
+impl CgiRelay {
+    pub(super) fn new(p: RelayParts) -> Self {
+        let mut r = Self {
+            stdout: p.stdout,
+            pending: None,
+            buf: BytesMut::new(),
+            guard: Some(p.guard),
+            deadline: Box::pin(tokio::time::sleep_until(p.deadline)),
+            deadline_at: p.deadline,
+            sent: 0,
+            max_output: p.max_output,
+            declared: p.declared,
+            state: State::Running,
+            error: None,
+            tracker: p.tracker,
+            _stdin: p.stdin,
+        };
+        if !p.first.is_empty() {
+            r.accept(p.first);
+        }
+        r
+    }
+
+    fn stats(&self) -> &CgiStats {
+        &self.tracker.stats
+    }
+
+    /// Take `chunk` into `pending`, applying the declared length and the output limit.
+    fn accept(&mut self, mut chunk: Bytes) {
+        if let Some(n) = self.declared {
+            let room = n.saturating_sub(self.sent);
+            if chunk.len() as u64 >= room {
+                if chunk.len() as u64 > room {
+                    tracing::warn!(
+                        script = %self.tracker.script,
+                        "cgi: script wrote more than its Content-Length {n}; the rest is dropped"
+                    );
+                }
+                chunk.truncate(room as usize);
+                self.finish();
+            }
+        }
+        let room = self.max_output.saturating_sub(self.sent);
+        if chunk.len() as u64 > room {
+            chunk.truncate(room as usize);
+            self.stats().output_limited.fetch_add(1, Relaxed);
+            tracing::warn!(
+                script = %self.tracker.script,
+                limit = self.max_output,
+                "cgi: output limit reached: script killed, response truncated"
+            );
+            self.kill();
+            self.state = State::OverLimit;
+        }
+        self.sent += chunk.len() as u64;
+        if !chunk.is_empty() {
+            self.pending = Some(chunk);
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(g) = self.guard.take() {
+            g.kill();
+            drop(g);
+        }
+    }
+
+    /// The body is complete: let the script end by itself until the deadline, then clean up.
+    fn finish(&mut self) {
+        self.state = State::Done;
+        self.tracker.done();
+        if let Some(mut g) = self.guard.take() {
+            let deadline = self.deadline_at;
+            let script = self.tracker.script.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout_at(deadline, g.wait()).await {
+                    Ok(Ok(super::spawn::Exit::Code(0))) => {}
+                    Ok(Ok(e)) => tracing::info!(script = %script, "cgi: script ended: {e}"),
+                    Ok(Err(e)) => tracing::warn!(script = %script, "cgi: waiting for script: {e}"),
+                    Err(_) => tracing::warn!(
+                        script = %script,
+                        "cgi: script closed its output but did not exit before the timeout: killed"
+                    ),
+                }
+            });
+        }
+    }
+
+    /// End the body with `err`, but only after one more turn of the connection: returning
+    /// `Pending` once (having woken ourselves) lets hyper flush the head and the data produced
+    /// so far, which it would otherwise drop when the body fails.
+    fn fail(&mut self, cx: &mut Context<'_>, err: io::Error) -> Poll<io::Result<()>> {
+        self.kill();
+        self.tracker.settle();
+        self.state = State::Failed;
+        self.error = Some(err);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Wait (without a CPU slot) until there is something to produce: a chunk from the pipe,
+    /// the end of the output, or an error (timeout, output limit).
+    pub fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.pending.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        match self.state {
+            State::Running => {}
+            State::Done => return Poll::Ready(Ok(())),
+            State::OverLimit => {
+                return self.fail(cx, io::Error::other("CGI output limit reached"));
+            }
+            State::Failed => {
+                return Poll::Ready(Err(self
+                    .error
+                    .take()
+                    .unwrap_or_else(|| io::Error::other("CGI relay failed"))));
+            }
+        }
+        loop {
+            if self.buf.capacity() - self.buf.len() < READ_CHUNK / 4 {
+                self.buf.reserve(READ_CHUNK);
+            }
+            let mut rb = ReadBuf::uninit(self.buf.spare_capacity_mut());
+            match Pin::new(&mut self.stdout).poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
+                    if n == 0 {
+                        if let Some(d) = self.declared {
+                            if self.sent < d {
+                                tracing::warn!(
+                                    script = %self.tracker.script,
+                                    "cgi: script output ended after {} of its Content-Length {d}",
+                                    self.sent
+                                );
+                                return self.fail(
+                                    cx,
+                                    io::Error::new(
+                                        io::ErrorKind::UnexpectedEof,
+                                        "CGI output shorter than its Content-Length",
+                                    ),
+                                );
+                            }
+                        }
+                        self.finish();
+                        return Poll::Ready(Ok(()));
+                    }
+                    // SAFETY: `n` bytes of the spare capacity were initialised by the read.
+                    unsafe { self.buf.set_len(self.buf.len() + n) };
+                    let chunk = self.buf.split().freeze();
+                    self.accept(chunk);
+                    if self.pending.is_some() {
+                        return Poll::Ready(Ok(()));
+                    }
+                    if !matches!(self.state, State::Running) {
+                        return self.poll_input(cx);
+                    }
+                }
+                Poll::Ready(Err(e)) => return self.fail(cx, e),
+                Poll::Pending => {
+                    if self.deadline.as_mut().poll(cx).is_ready() {
+                        self.stats().timeouts.fetch_add(1, Relaxed);
+                        tracing::warn!(
+                            script = %self.tracker.script,
+                            "cgi: timeout after the headers were sent: script killed, response truncated"
+                        );
+                        return self.fail(
+                            cx,
+                            io::Error::new(io::ErrorKind::TimedOut, "CGI script timed out"),
+                        );
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// The next chunk (`None` at the end). Cheap: the data was read by
+    /// [`CgiRelay::poll_input`].
+    pub fn produce(&mut self) -> io::Result<Option<Bytes>> {
+        if let Some(b) = self.pending.take() {
+            return Ok(Some(b));
+        }
+        match self.state {
+            State::Done => Ok(None),
+            State::Failed => Err(self
+                .error
+                .take()
+                .unwrap_or_else(|| io::Error::other("CGI relay failed"))),
+            State::Running | State::OverLimit => {
+                Err(io::Error::other("produce called before poll_input"))
+            }
+        }
+    }
+
+    /// Body bytes still to come, if the script declared a length.
+    pub fn remaining(&self) -> Option<u64> {
+        self.declared.map(|d| {
+            d.saturating_sub(self.sent) + self.pending.as_ref().map_or(0, |b| b.len() as u64)
+        })
+    }
+
+    /// Whether the body is complete.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done) && self.pending.is_none()
+    }
+
+    /// The script's pid while it runs (tests, logs).
+    pub fn pid(&self) -> Option<i32> {
+        self.guard.as_ref().map(|g| g.pid())
+    }
+}

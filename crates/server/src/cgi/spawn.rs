@@ -1,0 +1,560 @@
+//! Starting a script without a shell, in its own session, optionally straight into a cgroup.
+//!
+//! The child is created with `clone3(2)` (`CLONE_PIDFD`, and `CLONE_INTO_CGROUP` when the caller
+//! has a cgroup v2 directory fd), falling back to `fork(2)` + `pidfd_open(2)` where `clone3` is
+//! not allowed. Between fork and exec the child only makes async-signal-safe system calls on
+//! data prepared by the parent: unless `clone3` already placed it in its cgroup, it writes itself
+//! into the group's `cgroup.procs` (fds opened by the parent, [`os::cgroup::JoinHook`]: the way used on
+//! cgroup v1), calls `setsid()` so that the
+//! script and everything it starts form one process group, restores the default signal mask
+//! and `SIGPIPE`, wires the pipes to fds 0/1/2, changes to the script's directory and
+//! `execve`s the script file itself (the kernel reads its shebang; no shell is involved). An
+//! exec failure is reported to the parent through a close-on-exec pipe.
+//!
+//! [`ProcGuard`] owns the process: it reaps it through its pidfd, and when dropped before the
+//! script ended it kills the whole process group (`killpg(SIGKILL)` while the leader is still
+//! unreaped, so the group id cannot have been reused) and reaps it in the background.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::net::unix::pipe;
+
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+const P_PIDFD: libc::idtype_t = 3;
+
+/// `struct clone_args` of `<linux/sched.h>` up to `cgroup` (CLONE_ARGS_SIZE_VER2).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// How the child gets into its request cgroup.
+pub enum Placement {
+    /// It stays where the server is.
+    None,
+    /// Into a cgroup: created inside it by `clone3(CLONE_INTO_CGROUP)` when `dir` (a cgroup v2
+    /// directory fd) is given and the kernel accepts it; otherwise the child writes itself into
+    /// the group's `cgroup.procs` files (`join`) between fork and exec.
+    Cgroup {
+        dir: Option<OwnedFd>,
+        join: os::cgroup::JoinHook,
+    },
+}
+
+/// How the child was placed, for logs and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// Not in a cgroup of its own.
+    Nowhere,
+    /// Created inside the cgroup by `clone3(CLONE_INTO_CGROUP)`.
+    Clone3,
+    /// Joined it itself between fork and exec.
+    Joined,
+}
+
+/// What to execute.
+pub struct Command<'a> {
+    pub program: &'a Path,
+    pub dir: &'a Path,
+    /// `KEY=VALUE` entries; the environment is exactly this.
+    pub env: Vec<(String, String)>,
+}
+
+/// A started script.
+pub struct Spawned {
+    pub stdin: pipe::Sender,
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+    pub guard: ProcGuard,
+    pub placed: Placed,
+}
+
+/// Why a script could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The kernel refused to execute the file (`errno` of `execve`).
+    #[error("exec {program}: {source}")]
+    Exec {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    /// Resources (pipes, fork) or the cgroup move failed.
+    #[error("{what}: {source}")]
+    Os {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// A path or variable holds a NUL byte.
+    #[error("NUL byte in {0}")]
+    Nul(&'static str),
+}
+
+fn os(what: &'static str) -> impl FnOnce(io::Error) -> SpawnError {
+    move |source| SpawnError::Os { what, source }
+}
+
+fn pipe2() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Everything the child touches, prepared before the fork (no allocation after it).
+struct ChildPlan {
+    program: CString,
+    dir: CString,
+    argv: [*const libc::c_char; 2],
+    envp: Vec<*const libc::c_char>,
+    stdio: [RawFd; 3],
+    join: Option<os::cgroup::JoinHook>,
+    err: RawFd,
+}
+
+/// The child side between fork and exec. Only async-signal-safe calls; never returns.
+///
+/// # Safety
+/// Must only be called in a freshly forked child; every pointer in `plan` must be valid.
+unsafe fn child(plan: &ChildPlan) -> ! {
+    unsafe fn fail(err: RawFd, step: u8) -> ! {
+        let errno = *libc::__errno_location();
+        let mut msg = [0u8; 5];
+        msg[..4].copy_from_slice(&errno.to_ne_bytes());
+        msg[4] = step;
+        libc::write(err, msg.as_ptr().cast(), msg.len());
+        libc::_exit(127)
+    }
+    if let Some(j) = &plan.join {
+        if j.join().is_err() {
+            fail(plan.err, 1);
+        }
+    }
+    if libc::setsid() < 0 {
+        fail(plan.err, 2);
+    }
+    let mut set: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut set);
+    libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    // The Rust runtime ignores SIGPIPE; an exec'd program expects the default.
+    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    for (target, &fd) in plan.stdio.iter().enumerate() {
+        let target = target as RawFd;
+        if fd == target {
+            let fl = libc::fcntl(fd, libc::F_GETFD);
+            libc::fcntl(fd, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
+        } else if libc::dup2(fd, target) < 0 {
+            fail(plan.err, 3);
+        }
+    }
+    if libc::chdir(plan.dir.as_ptr()) != 0 {
+        fail(plan.err, 4);
+    }
+    libc::execve(
+        plan.program.as_ptr(),
+        plan.argv.as_ptr(),
+        plan.envp.as_ptr(),
+    );
+    fail(plan.err, 5)
+}
+
+/// Fork a child running `plan`; returns (pid, pidfd, whether clone3 placed it in the cgroup).
+fn fork_child(plan: &ChildPlan, cgroup: Option<RawFd>) -> io::Result<(i32, OwnedFd, bool)> {
+    let mut pidfd: RawFd = -1;
+    let mut args = CloneArgs {
+        flags: CLONE_PIDFD,
+        pidfd: &mut pidfd as *mut RawFd as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd as u64;
+    }
+    // SAFETY: clone3 without CLONE_VM behaves like fork; the child only runs `child`, which
+    // makes async-signal-safe calls on memory prepared before the fork.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if r == 0 {
+        // SAFETY: we are the child.
+        unsafe { child(plan) }
+    }
+    if r > 0 {
+        // SAFETY: the kernel stored a new pidfd that we own.
+        return Ok((
+            r as i32,
+            unsafe { OwnedFd::from_raw_fd(pidfd) },
+            cgroup.is_some(),
+        ));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        // clone3 unknown or filtered (seccomp): plain fork.
+        Some(libc::ENOSYS) | Some(libc::EPERM) if cgroup.is_none() => {}
+        _ => return Err(e),
+    }
+    // SAFETY: as above; the child only runs `child`.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe { child(plan) }
+    }
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: plain syscall; the child is ours and unreaped, so the pid is stable.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: killing and reaping our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        return Err(e);
+    }
+    // SAFETY: a fresh pidfd we own.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }, false))
+}
+
+fn cstring(s: &[u8], what: &'static str) -> Result<CString, SpawnError> {
+    CString::new(s).map_err(|_| SpawnError::Nul(what))
+}
+
+/// The parent's side right after the fork.
+struct Forked {
+    pid: i32,
+    pidfd: OwnedFd,
+    placed: Placed,
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    status: OwnedFd,
+}
+
+/// Fork the child (synchronous: the raw pointers of the plan never cross an await).
+fn fork_script(cmd: &Command<'_>, placement: Placement) -> Result<Forked, SpawnError> {
+    use std::os::unix::ffi::OsStrExt;
+    let program = cstring(cmd.program.as_os_str().as_bytes(), "script path")?;
+    let dir = cstring(cmd.dir.as_os_str().as_bytes(), "script directory")?;
+    let env: Vec<CString> = cmd
+        .env
+        .iter()
+        .map(|(k, v)| cstring(format!("{k}={v}").as_bytes(), "environment"))
+        .collect::<Result<_, _>>()?;
+    let (in_r, in_w) = pipe2().map_err(os("pipe"))?;
+    let (out_r, out_w) = pipe2().map_err(os("pipe"))?;
+    let (errp_r, errp_w) = pipe2().map_err(os("pipe"))?;
+    let (st_r, st_w) = pipe2().map_err(os("pipe"))?;
+    let (into, join) = match placement {
+        Placement::None => (None, None),
+        Placement::Cgroup { dir, join } => (dir, Some(join)),
+    };
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|c| c.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let mut plan = ChildPlan {
+        argv: [program.as_ptr(), std::ptr::null()],
+        program,
+        dir,
+        envp,
+        stdio: [in_r.as_raw_fd(), out_w.as_raw_fd(), errp_w.as_raw_fd()],
+        join: None,
+        err: st_w.as_raw_fd(),
+    };
+    let mut forked = None;
+    if let Some(d) = &into {
+        match fork_child(&plan, Some(d.as_raw_fd())) {
+            Ok(x) => forked = Some(x),
+            // CLONE_INTO_CGROUP refused (old kernel, seccomp, cgroup not usable): the child
+            // joins the group itself instead.
+            Err(e) => tracing::debug!("clone3(CLONE_INTO_CGROUP) failed ({e}); joining instead"),
+        }
+    }
+    let (pid, pidfd, in_cgroup) = match forked {
+        Some(x) => x,
+        None => {
+            plan.join = join;
+            fork_child(&plan, None).map_err(os("clone3/fork"))?
+        }
+    };
+    let placed = match (in_cgroup, plan.join.is_some()) {
+        (true, _) => Placed::Clone3,
+        (false, true) => Placed::Joined,
+        (false, false) => Placed::Nowhere,
+    };
+    // The child's ends belong to the child now (dropped here).
+    drop((in_r, out_w, errp_w, st_w));
+    Ok(Forked {
+        pid,
+        pidfd,
+        placed,
+        stdin: in_w,
+        stdout: out_r,
+        stderr: errp_r,
+        status: st_r,
+    })
+}
+
+/// Start `cmd` with fresh pipes on 0/1/2, placed as `placement` says.
+pub async fn spawn(cmd: Command<'_>, placement: Placement) -> Result<Spawned, SpawnError> {
+    let f = fork_script(&cmd, placement)?;
+    let placed = f.placed;
+    let (in_w, out_r, errp_r, st_r) = (f.stdin, f.stdout, f.stderr, f.status);
+    let mut guard = ProcGuard::new(f.pid, f.pidfd).map_err(os("pidfd"))?;
+    // Wait for exec (the status pipe closes) or its failure (5 bytes: errno, step).
+    let status = read_status(st_r).await.map_err(os("exec status pipe"))?;
+    if let Some((errno, step)) = status {
+        guard.kill();
+        let _ = guard.wait().await;
+        let source = io::Error::from_raw_os_error(errno);
+        return Err(match step {
+            5 => SpawnError::Exec {
+                program: cmd.program.display().to_string(),
+                source,
+            },
+            1 => os("joining the request cgroup")(source),
+            2 => os("setsid")(source),
+            3 => os("dup2")(source),
+            _ => os("chdir to the script directory")(source),
+        });
+    }
+    Ok(Spawned {
+        stdin: pipe::Sender::from_owned_fd(in_w).map_err(os("stdin pipe"))?,
+        stdout: pipe::Receiver::from_owned_fd(out_r).map_err(os("stdout pipe"))?,
+        stderr: pipe::Receiver::from_owned_fd(errp_r).map_err(os("stderr pipe"))?,
+        guard,
+        placed,
+    })
+}
+
+async fn read_status(fd: OwnedFd) -> io::Result<Option<(i32, u8)>> {
+    let rx = pipe::Receiver::from_owned_fd(fd)?;
+    let mut buf = [0u8; 5];
+    let mut got = 0;
+    loop {
+        rx.readable().await?;
+        match rx.try_read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                if got == buf.len() {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    if got == buf.len() {
+        let errno = i32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        Ok(Some((errno, buf[4])))
+    } else {
+        Ok(None)
+    }
+}
+
+/// How a script ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit code {c}"),
+            Exit::Signal(s) => write!(f, "killed by signal {s}"),
+        }
+    }
+}
+
+/// Owns a started script's process: reaps it, and kills its process group if dropped early.
+pub struct ProcGuard {
+    pid: i32,
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    exit: Option<Exit>,
+    /// Run after the process is reaped (cgroup removal), also when dropped.
+    on_reaped: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl std::fmt::Debug for ProcGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcGuard")
+            .field("pid", &self.pid)
+            .field("exit", &self.exit)
+            .finish()
+    }
+}
+
+impl ProcGuard {
+    fn new(pid: i32, pidfd: OwnedFd) -> io::Result<Self> {
+        Ok(Self {
+            pid,
+            // SAFETY: the AsyncFd owns the pidfd for as long as it is registered.
+            pidfd: Some(
+                unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }
+                    .map_err(|e| e.into_parts().1)?,
+            ),
+            exit: None,
+            on_reaped: None,
+        })
+    }
+
+    /// The script's pid (also its process group and session id).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Run `f` once the process has been reaped (or right away if it has been).
+    pub fn on_reaped(&mut self, f: Box<dyn FnOnce() + Send>) {
+        if self.exit.is_some() {
+            f();
+        } else {
+            self.on_reaped = Some(f);
+        }
+    }
+
+    /// SIGKILL the script's whole process group. Safe against pid reuse: the leader is not
+    /// reaped yet, so its pid (the group id) cannot belong to anyone else.
+    pub fn kill(&self) {
+        if self.exit.is_none() {
+            // SAFETY: plain syscall on our own unreaped child's process group.
+            unsafe {
+                libc::kill(-self.pid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// If the leader has exited: kill what is left of its process group (the zombie leader
+    /// still holds the group id), reap it and return how it ended.
+    fn try_reap(&mut self) -> io::Result<Option<Exit>> {
+        let Some(fd) = &self.pidfd else {
+            return Ok(self.exit);
+        };
+        let raw = fd.get_ref().as_raw_fd() as libc::id_t;
+        // SAFETY: zeroed siginfo is a valid out-parameter; waitid on our own pidfd.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                P_PIDFD,
+                raw,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ECHILD) {
+                // Reaped by someone else (SIGCHLD ignored): treat as gone.
+                return Ok(Some(self.finish(Exit::Code(-1))));
+            }
+            return Err(e);
+        }
+        // SAFETY: reading the union fields waitid filled in.
+        let (pid, code, status) = unsafe { (info.si_pid(), info.si_code, info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        // The leader is a zombie: its pid cannot be reused yet, so the group id is still ours.
+        // SAFETY: plain syscalls on our own child.
+        unsafe {
+            libc::kill(-self.pid, libc::SIGKILL);
+            libc::waitid(P_PIDFD, raw, &mut info, libc::WEXITED | libc::WNOHANG);
+        }
+        let exit = if code == libc::CLD_EXITED {
+            Exit::Code(status)
+        } else {
+            Exit::Signal(status)
+        };
+        Ok(Some(self.finish(exit)))
+    }
+
+    fn finish(&mut self, exit: Exit) -> Exit {
+        self.exit = Some(exit);
+        self.pidfd = None;
+        if let Some(f) = self.on_reaped.take() {
+            f();
+        }
+        exit
+    }
+
+    /// Wait for the script (the group leader) to exit, kill what it left running in its process
+    /// group, and reap it.
+    pub async fn wait(&mut self) -> io::Result<Exit> {
+        loop {
+            if let Some(e) = self.try_reap()? {
+                return Ok(e);
+            }
+            let fd = self.pidfd.as_ref().expect("unreaped child has a pidfd");
+            let mut g = fd.readable().await?;
+            g.clear_ready();
+        }
+    }
+
+    /// The exit status if already reaped.
+    pub fn exit(&self) -> Option<Exit> {
+        self.exit
+    }
+}
+
+impl Drop for ProcGuard {
+    fn drop(&mut self) {
+        if self.exit.is_some() {
+            return;
+        }
+        self.kill();
+        if let Ok(Some(_)) = self.try_reap() {
+            return;
+        }
+        // Still dying: reap it in the background.
+        let mut rest = ProcGuard {
+            pid: self.pid,
+            pidfd: self.pidfd.take(),
+            exit: None,
+            on_reaped: self.on_reaped.take(),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(async move {
+                    if let Err(e) = rest.wait().await {
+                        tracing::warn!(pid = rest.pid, "cgi: reaping the script failed: {e}");
+                    }
+                });
+            }
+            Err(_) => {
+                // No runtime: the process was SIGKILLed, block until it is gone.
+                let _ = std::thread::spawn(move || {
+                    while let Ok(None) = rest.try_reap() {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                });
+            }
+        }
+    }
+}
