@@ -88,6 +88,44 @@ impl Pfs {
         self.spans.keys().copied()
     }
 
+    /// Drop everything about `worker` (it exited): keeps a long-running PFS bounded by the live
+    /// workers.
+    pub fn forget(&mut self, worker: WorkerId) {
+        self.spans.remove(&worker);
+        self.open.remove(&worker);
+    }
+
+    /// Lengths of `worker`'s completed service episodes, counted as the `pos` policy counts
+    /// them: an episode starts when the worker leaves a wait longer than `slp` and ends when
+    /// it next does; its length is the number of run/wait changes in between (each entry into
+    /// a wait and each exit from a short wait). The episode before the first long wait is not
+    /// one (its start is unknown), and the current one is open until the next long wait ends.
+    pub fn episodes(&self, worker: WorkerId, slp: Nanos) -> Vec<u32> {
+        let spans = self.spans(worker);
+        let mut out = Vec::new();
+        let mut counter: Option<u32> = None;
+        let mut prev: Option<State> = None;
+        for s in spans {
+            if s.state == State::Wait {
+                if prev.is_some() {
+                    counter = counter.map(|c| c + 1); // entering a wait
+                }
+                // Every closed wait span is a completed wait (a same-state event never closes
+                // a span).
+                if s.dur > slp {
+                    if let Some(c) = counter.filter(|&c| c > 0) {
+                        out.push(c);
+                    }
+                    counter = Some(0);
+                } else {
+                    counter = counter.map(|c| c + 1); // leaving a short wait
+                }
+            }
+            prev = Some(s.state);
+        }
+        out
+    }
+
     /// Number of run<->wait changes in `worker`'s PFS (ready spans are transparent).
     pub fn run_wait_changes(&self, worker: WorkerId) -> usize {
         let mut last = None;
@@ -146,5 +184,36 @@ mod tests {
         );
         assert_eq!(p.run_wait_changes(1), 2);
         assert!(p.spans(2).is_empty());
+    }
+
+    #[test]
+    fn episodes_between_long_waits() {
+        let w = |s, t| ev(1, s, t);
+        let mut log = vec![w(State::Wait, 0)];
+        // Long wait (1000), then 2 bursts: 3 changes; long wait, 1 burst: 1 change; long wait,
+        // 1 burst then an open wait.
+        let mut t = 1000;
+        for (bursts, gap_after) in [(2, 1000), (1, 1000), (1, 0)] {
+            for b in 0..bursts {
+                if b > 0 {
+                    t += 10;
+                }
+                log.extend([
+                    w(State::Ready, t),
+                    w(State::Run, t + 1),
+                    w(State::Wait, t + 2),
+                ]);
+                t += 2;
+            }
+            t += gap_after;
+        }
+        let p = Pfs::from_log(log);
+        assert_eq!(p.episodes(1, 100), vec![3, 1]);
+        // With SLP above every wait there is no episode boundary at all.
+        assert!(p.episodes(1, 5000).is_empty());
+        let mut p = p;
+        p.forget(1);
+        assert!(p.spans(1).is_empty());
+        assert_eq!(p.workers().count(), 0);
     }
 }

@@ -284,3 +284,33 @@ fn log_events_feed_the_same_predictor() {
     p.tick(&ctx(1000));
     assert_eq!(p.slp(), 300);
 }
+
+#[test]
+fn pfs_episodes_agree_with_the_live_policy() {
+    // The offline view (PFS of the log, as a lab computes it) and the online policy count
+    // episodes the same way, so they predict the same RW.
+    let log = synthetic_period(8, 6, 6);
+    let pfs = policy::Pfs::from_log(log.iter().map(|&(worker, state, t)| Event {
+        worker,
+        state: state.unwrap(),
+        t,
+    }));
+    let per_worker: Vec<Vec<u32>> = (0..8).map(|w| pfs.episodes(w, 100)).collect();
+    assert!(per_worker.iter().all(|e| e.len() == 6), "{per_worker:?}");
+    let offline_paper =
+        policy::predict::rw_paper(per_worker.iter().filter_map(|e| e.iter().min().copied()));
+    let mut split = policy::predict::SplitRw::new();
+    per_worker.iter().flatten().for_each(|&l| split.add(l));
+    let offline_split = split
+        .predict(policy::pos::DEFAULT_RW)
+        .unwrap_or(policy::pos::DEFAULT_RW);
+
+    let mut paper = pos(Tunable::Fixed(100), Tunable::Auto, RwRule::Paper);
+    let mut online = pos(Tunable::Fixed(100), Tunable::Auto, RwRule::Split);
+    replay(&mut paper, &log);
+    replay(&mut online, &log);
+    paper.tick(&ctx(1_000_000));
+    online.tick(&ctx(1_000_000));
+    assert_eq!(offline_paper, Some(paper.rw()));
+    assert_eq!(offline_split, online.rw());
+}
