@@ -1,0 +1,295 @@
+//! Response bodies produced chunk by chunk through the gate.
+//!
+//! [`ServeBody`] is the one body type every handler returns. A gated body holds a
+//! [`ChunkSource`]; each `poll_frame` first lets the source wait for its input without a slot
+//! (a CGI pipe, a disk), then acquires a slot, produces the next chunk (optionally gzip
+//! compressed) and releases the slot before handing the chunk to hyper, which writes it to the
+//! socket (a wait). So a body of `n` chunks is `n` run/wait cycles of its worker.
+//!
+//! A [`Completion`] rides along and, when the body is dropped (sent, or abandoned), records
+//! the request in the metrics and the access log and marks the connection idle.
+
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use policy::{Hints, WorkerId};
+
+use crate::gate::{AcquireState, Gate};
+use crate::server::{ConnState, Shared};
+
+/// Produces a body chunk by chunk. `produce` runs while the worker holds a CPU slot: keep it
+/// synchronous and bounded (one chunk of work).
+pub trait ChunkSource: Send + 'static {
+    /// Wait for input without holding a slot (default: nothing to wait for).
+    fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let _ = cx;
+        Poll::Ready(Ok(()))
+    }
+    /// Produce the next chunk (`None` at the end). Called under a slot.
+    fn produce(&mut self) -> io::Result<Option<Bytes>>;
+    /// Bytes still to come, if known.
+    fn remaining(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Gzip compression applied chunk by chunk under the slot.
+pub struct Gzip {
+    enc: flate2::write::GzEncoder<Vec<u8>>,
+}
+
+impl Gzip {
+    pub fn new(level: u32) -> Self {
+        Self {
+            enc: flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level)),
+        }
+    }
+
+    /// Compress one chunk; returns what the encoder has output so far.
+    pub fn chunk(&mut self, data: &[u8]) -> io::Result<Bytes> {
+        self.enc.write_all(data)?;
+        Ok(Bytes::from(std::mem::take(self.enc.get_mut())))
+    }
+
+    /// Finish the stream; returns the trailing bytes.
+    pub fn finish(&mut self) -> io::Result<Bytes> {
+        self.enc.try_finish()?;
+        Ok(Bytes::from(std::mem::take(self.enc.get_mut())))
+    }
+}
+
+/// Records a finished request (metrics, access log, connection idle) when dropped.
+pub struct Completion {
+    shared: Arc<Shared>,
+    conn: Arc<ConnState>,
+    status: u16,
+    bytes: u64,
+    access: Option<Box<crate::logs::AccessRecord>>,
+}
+
+impl Completion {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        conn: Arc<ConnState>,
+        status: u16,
+        access: Option<Box<crate::logs::AccessRecord>>,
+    ) -> Self {
+        Self {
+            shared,
+            conn,
+            status,
+            bytes: 0,
+            access,
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        self.shared.metrics.record(self.status, self.bytes);
+        if let (Some(rec), Some(log)) = (self.access.take(), &self.shared.access_log) {
+            log.write(*rec, self.status, self.bytes);
+        }
+        self.conn.response_done(self.shared.gate.now());
+    }
+}
+
+/// A gated chunk stream.
+pub struct Gated {
+    gate: Arc<Gate>,
+    worker: WorkerId,
+    hints: Hints,
+    acq: AcquireState,
+    acquiring: bool,
+    source: Box<dyn ChunkSource>,
+    gzip: Option<Gzip>,
+    ended: bool,
+    pending: Option<Bytes>,
+}
+
+impl Gated {
+    pub fn new(
+        gate: Arc<Gate>,
+        worker: WorkerId,
+        hints: Hints,
+        source: Box<dyn ChunkSource>,
+        gzip: Option<Gzip>,
+    ) -> Self {
+        Self {
+            gate,
+            worker,
+            hints,
+            acq: AcquireState::default(),
+            acquiring: false,
+            source,
+            gzip,
+            ended: false,
+            pending: None,
+        }
+    }
+
+    /// Produce the next piece of output. Call only while holding the worker's slot.
+    /// Returns `None` once the stream (including the gzip trailer) is complete.
+    pub fn produce_now(&mut self) -> io::Result<Option<Bytes>> {
+        loop {
+            if self.ended {
+                return Ok(None);
+            }
+            let out = match self.source.produce()? {
+                Some(b) => {
+                    // A source that knows it is exhausted ends the stream in this burst,
+                    // saving a burst just to learn that nothing is left.
+                    let last = self.source.remaining() == Some(0);
+                    if last {
+                        self.ended = true;
+                    }
+                    match &mut self.gzip {
+                        Some(gz) if last => {
+                            let mut v = gz.chunk(&b)?.to_vec();
+                            v.extend_from_slice(&gz.finish()?);
+                            Bytes::from(v)
+                        }
+                        Some(gz) => gz.chunk(&b)?,
+                        None => b,
+                    }
+                }
+                None => {
+                    self.ended = true;
+                    match &mut self.gzip {
+                        Some(gz) => gz.finish()?,
+                        None => return Ok(None),
+                    }
+                }
+            };
+            if !out.is_empty() {
+                return Ok(Some(out));
+            }
+        }
+    }
+
+    /// Whether everything has been produced.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
+        if let Some(b) = self.pending.take() {
+            return Poll::Ready(Some(Ok(b)));
+        }
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if !self.acquiring {
+            if let Err(e) = std::task::ready!(self.source.poll_input(cx)) {
+                return Poll::Ready(Some(Err(e)));
+            }
+            self.acquiring = true;
+        }
+        let gate = self.gate.clone();
+        let permit =
+            std::task::ready!(gate.poll_acquire(&mut self.acq, self.worker, &self.hints, cx));
+        self.acquiring = false;
+        let out = self.produce_now();
+        drop(permit);
+        Poll::Ready(out.transpose())
+    }
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        self.gate.cancel(&mut self.acq, self.worker);
+    }
+}
+
+enum Kind {
+    Empty,
+    Once(Option<Bytes>),
+    Gated(Box<Gated>),
+}
+
+/// The body type of every response.
+pub struct ServeBody {
+    kind: Kind,
+    done: Option<Completion>,
+}
+
+impl ServeBody {
+    pub fn empty() -> Self {
+        Self {
+            kind: Kind::Empty,
+            done: None,
+        }
+    }
+
+    pub fn once(b: impl Into<Bytes>) -> Self {
+        let b = b.into();
+        Self {
+            kind: if b.is_empty() {
+                Kind::Empty
+            } else {
+                Kind::Once(Some(b))
+            },
+            done: None,
+        }
+    }
+
+    /// A body that continues `first` (already produced under the current slot) with the
+    /// remaining chunks of `gated`, each produced under its own slot.
+    pub fn gated(first: Option<Bytes>, mut gated: Gated) -> Self {
+        if gated.ended() {
+            return first.map_or_else(Self::empty, Self::once);
+        }
+        gated.pending = first;
+        Self {
+            kind: Kind::Gated(Box::new(gated)),
+            done: None,
+        }
+    }
+
+    /// Attach the completion record.
+    pub fn with_completion(mut self, c: Completion) -> Self {
+        self.done = Some(c);
+        self
+    }
+}
+
+impl Body for ServeBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = self.get_mut();
+        let r = match &mut this.kind {
+            Kind::Empty => Poll::Ready(None),
+            Kind::Once(b) => Poll::Ready(b.take().map(Ok)),
+            Kind::Gated(g) => g.poll_next(cx),
+        };
+        if let (Poll::Ready(Some(Ok(b))), Some(d)) = (&r, &mut this.done) {
+            d.bytes += b.len() as u64;
+        }
+        r.map(|o| o.map(|res| res.map(Frame::data)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Empty => true,
+            Kind::Once(b) => b.is_none(),
+            Kind::Gated(g) => g.ended && g.pending.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Empty => SizeHint::with_exact(0),
+            Kind::Once(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Gated(_) => SizeHint::default(),
+        }
+    }
+}

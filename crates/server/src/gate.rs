@@ -1,0 +1,494 @@
+//! The gate: N CPU slots and a ready queue ordered by a policy (`policy::Sched` behind a
+//! mutex). Every burst of CPU work a worker does (handling a request's head, producing a chunk
+//! of a body, relaying CGI output) runs while holding a slot ([`Permit`]); every await on the
+//! socket, the disk or a pipe happens without one, and is what the log calls a wait.
+//!
+//! Worker identity models a prefork server: a pool of worker ids ([`Gate::checkout`] /
+//! [`Gate::checkin`]). An accepted connection takes the worker that has been idle longest
+//! (FIFO, as Linux wakes processes blocked in `accept`) and returns it when the connection
+//! closes, so a worker's wait starts when its previous burst ended, possibly on a previous
+//! connection, and a worker that waited long becomes ready after a long wait (seed 001
+//! characteristic 1).
+//!
+//! Fast path: when a slot is free and the queue empty, acquiring is one uncontended lock and
+//! two `Sched` transitions; nothing is allocated per burst (the `Vec` returned by
+//! `Sched::wait` only allocates when it starts another worker).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use policy::{Event, Grant, Hints, Sched, Snapshot, WorkerId};
+
+/// How many PL/LRQ samples the ring keeps (60 s at 10 ms).
+pub const RING: usize = 6000;
+
+/// PL/LRQ sampling counters (every 10 ms, seed 001 §4.3).
+#[derive(Debug, Default)]
+pub struct Samples {
+    pub count: AtomicU64,
+    /// Sum of busy slots over all samples (PL).
+    pub sum_busy: AtomicU64,
+    /// Sum of ready-queue lengths over all samples (LRQ).
+    pub sum_queued: AtomicU64,
+    /// Samples with every slot busy and more than one worker ready (the bottleneck).
+    pub bottleneck: AtomicU64,
+    /// Recent samples: (t_ns, busy, queued).
+    pub recent: Mutex<VecDeque<(u64, u32, u32)>>,
+}
+
+#[derive(Default)]
+struct Wake {
+    granted: bool,
+    waker: Option<Waker>,
+}
+
+struct Inner {
+    sched: Sched,
+    wake: Vec<Wake>,
+}
+
+/// See the module docs.
+pub struct Gate {
+    enabled: bool,
+    epoch: Instant,
+    slots: usize,
+    inner: Mutex<Inner>,
+    boost_nice: Option<i32>,
+    pool: Mutex<VecDeque<WorkerId>>,
+    next_worker: AtomicU64,
+    /// Bursts run (permits granted).
+    pub bursts: AtomicU64,
+    /// Bursts that had to wait in the ready queue.
+    pub queued_bursts: AtomicU64,
+    /// Boost calls that failed (no permission...).
+    pub boost_errors: AtomicU64,
+    pub samples: Samples,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("enabled", &self.enabled)
+            .field("slots", &self.slots)
+            .finish()
+    }
+}
+
+impl Gate {
+    /// A gate of `sched.slots()` slots. `enabled = false` bypasses everything (baseline);
+    /// `boost_nice` raises the thread running a marked worker's burst to that nice value.
+    pub fn new(sched: Sched, enabled: bool, boost_nice: Option<i32>) -> Self {
+        Self {
+            enabled,
+            epoch: Instant::now(),
+            slots: sched.slots(),
+            inner: Mutex::new(Inner {
+                sched,
+                wake: Vec::new(),
+            }),
+            boost_nice,
+            pool: Mutex::new(VecDeque::new()),
+            next_worker: AtomicU64::new(1),
+            bursts: AtomicU64::new(0),
+            queued_bursts: AtomicU64::new(0),
+            boost_errors: AtomicU64::new(0),
+            samples: Samples::default(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Monotonic nanoseconds since the gate was made (server start).
+    pub fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave Sched half-updated in a way that matters
+        // more than stopping the server would; keep serving.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Create `n` idle workers (the prefork pool at start).
+    pub fn prefork(&self, n: usize) {
+        let ids: Vec<_> = (0..n).map(|_| self.new_worker()).collect();
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(ids);
+    }
+
+    fn new_worker(&self) -> WorkerId {
+        let id = self.next_worker.fetch_add(1, Relaxed);
+        if self.enabled {
+            let now = self.now();
+            let mut g = self.lock();
+            if g.wake.len() <= id as usize {
+                let n = (id as usize + 1).max(g.wake.len() * 2);
+                g.wake.resize_with(n, Wake::default);
+            }
+            g.sched.register(id, now);
+        }
+        id
+    }
+
+    /// Take the worker idle longest for a new connection (a new one if none is idle).
+    pub fn checkout(&self) -> WorkerId {
+        let idle = self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front();
+        idle.unwrap_or_else(|| self.new_worker())
+    }
+
+    /// Return a worker whose connection closed to the idle pool.
+    pub fn checkin(&self, worker: WorkerId) {
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(worker);
+    }
+
+    /// Workers created so far.
+    pub fn workers(&self) -> u64 {
+        self.next_worker.load(Relaxed) - 1
+    }
+
+    /// Wait for a slot (the worker becomes ready, then runs).
+    pub fn acquire(&self, worker: WorkerId, hints: Hints) -> Acquire<'_> {
+        Acquire {
+            gate: self,
+            worker,
+            hints,
+            state: AcquireState::default(),
+        }
+    }
+
+    /// Poll form of [`Gate::acquire`] for hand-written futures and bodies: keep `state` across
+    /// polls and call [`Gate::cancel`] if giving up before `Ready`.
+    pub fn poll_acquire(
+        &self,
+        state: &mut AcquireState,
+        worker: WorkerId,
+        hints: &Hints,
+        cx: &mut Context<'_>,
+    ) -> Poll<Permit<'_>> {
+        if !self.enabled {
+            return Poll::Ready(Permit {
+                gate: self,
+                worker,
+                boost: None,
+            });
+        }
+        let now = self.now();
+        let mut g = self.lock();
+        let marked;
+        if state.queued {
+            let w = &mut g.wake[worker as usize];
+            if !w.granted {
+                match &mut w.waker {
+                    Some(old) if old.will_wake(cx.waker()) => {}
+                    slot => *slot = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
+            }
+            w.granted = false;
+            w.waker = None;
+            state.queued = false;
+            marked = self.boost_nice.is_some() && g.sched.marked(worker);
+        } else {
+            if g.wake.len() <= worker as usize {
+                let n = (worker as usize + 1).max(g.wake.len() * 2);
+                g.wake.resize_with(n, Wake::default);
+            }
+            match g.sched.ready(worker, now, hints) {
+                Grant::RunNow => {
+                    marked = self.boost_nice.is_some() && g.sched.marked(worker);
+                }
+                Grant::Queued => {
+                    let w = &mut g.wake[worker as usize];
+                    w.granted = false;
+                    w.waker = Some(cx.waker().clone());
+                    state.queued = true;
+                    self.queued_bursts.fetch_add(1, Relaxed);
+                    return Poll::Pending;
+                }
+            }
+        }
+        drop(g);
+        self.bursts.fetch_add(1, Relaxed);
+        let boost = match (marked, self.boost_nice) {
+            (true, Some(nice)) => match os::prio::NiceGuard::raise_current(nice) {
+                Ok(guard) => Some(guard),
+                Err(_) => {
+                    self.boost_errors.fetch_add(1, Relaxed);
+                    None
+                }
+            },
+            _ => None,
+        };
+        Poll::Ready(Permit {
+            gate: self,
+            worker,
+            boost,
+        })
+    }
+
+    /// Give up an acquisition that has not returned `Ready` (client went away). If the slot was
+    /// granted meanwhile it is released.
+    pub fn cancel(&self, state: &mut AcquireState, worker: WorkerId) {
+        if !self.enabled || !state.queued {
+            return;
+        }
+        state.queued = false;
+        let now = self.now();
+        let mut g = self.lock();
+        let w = &mut g.wake[worker as usize];
+        w.granted = false;
+        w.waker = None;
+        // Ready or (granted) Run: either way `wait` takes it out and fills the slot.
+        let started = g.sched.wait(worker, now);
+        self.wake_started(g, started);
+    }
+
+    fn release(&self, worker: WorkerId) {
+        let now = self.now();
+        let mut g = self.lock();
+        let started = g.sched.wait(worker, now);
+        self.wake_started(g, started);
+    }
+
+    fn wake_started(&self, mut g: MutexGuard<'_, Inner>, started: Vec<WorkerId>) {
+        if started.is_empty() {
+            return;
+        }
+        let wakers: Vec<Waker> = started
+            .iter()
+            .filter_map(|&s| {
+                let w = g.wake.get_mut(s as usize)?;
+                w.granted = true;
+                w.waker.take()
+            })
+            .collect();
+        drop(g);
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Run the policy's periodic work (call every policy period).
+    pub fn tick(&self) {
+        if self.enabled {
+            let now = self.now();
+            self.lock().sched.maybe_tick(now);
+        }
+    }
+
+    /// The policy's period, if it has one.
+    pub fn period(&self) -> Option<u64> {
+        self.lock().sched.policy().period()
+    }
+
+    /// Current PL, LRQ and policy counters.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = self.now();
+        self.lock().sched.snapshot(now)
+    }
+
+    /// Policy name.
+    pub fn policy_name(&self) -> String {
+        self.lock().sched.policy().name().to_owned()
+    }
+
+    /// Take one PL/LRQ sample (the server calls this every 10 ms).
+    pub fn sample(&self) {
+        let (busy, queued) = if self.enabled {
+            let g = self.lock();
+            (g.sched.busy(), g.sched.queued())
+        } else {
+            (0, 0)
+        };
+        let s = &self.samples;
+        s.count.fetch_add(1, Relaxed);
+        s.sum_busy.fetch_add(busy as u64, Relaxed);
+        s.sum_queued.fetch_add(queued as u64, Relaxed);
+        if busy >= self.slots && queued > 1 {
+            s.bottleneck.fetch_add(1, Relaxed);
+        }
+        let mut r = s.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if r.len() >= RING {
+            r.pop_front();
+        }
+        r.push_back((self.now(), busy as u32, queued as u32));
+    }
+
+    /// Take the worker log kept since the last call (empty unless logging).
+    pub fn drain_log(&self) -> Vec<Event> {
+        self.lock().sched.drain_log()
+    }
+}
+
+/// State of one acquisition across polls (see [`Gate::poll_acquire`]).
+#[derive(Debug, Default)]
+pub struct AcquireState {
+    queued: bool,
+}
+
+impl AcquireState {
+    /// Whether the worker sits in the ready queue (or was granted and not yet polled).
+    pub fn is_queued(&self) -> bool {
+        self.queued
+    }
+}
+
+/// Future returned by [`Gate::acquire`]; cancels cleanly when dropped.
+pub struct Acquire<'a> {
+    gate: &'a Gate,
+    worker: WorkerId,
+    hints: Hints,
+    state: AcquireState,
+}
+
+impl<'a> Future for Acquire<'a> {
+    type Output = Permit<'a>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Permit<'a>> {
+        let this = self.get_mut();
+        let gate = this.gate;
+        gate.poll_acquire(&mut this.state, this.worker, &this.hints, cx)
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        self.gate.cancel(&mut self.state, self.worker);
+    }
+}
+
+/// A held CPU slot. Do the burst's work synchronously and drop it before any await.
+#[must_use = "a permit releases its slot when dropped"]
+pub struct Permit<'a> {
+    gate: &'a Gate,
+    worker: WorkerId,
+    boost: Option<os::prio::NiceGuard>,
+}
+
+impl Permit<'_> {
+    pub fn worker(&self) -> WorkerId {
+        self.worker
+    }
+    /// Whether the burst runs with a raised kernel priority.
+    pub fn boosted(&self) -> bool {
+        self.boost.is_some()
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        // Lower the thread first, then let the next worker in.
+        self.boost.take();
+        if self.gate.enabled {
+            self.gate.release(self.worker);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::{PolicyConfig, State};
+    use std::sync::Arc;
+
+    fn gate(slots: usize) -> Arc<Gate> {
+        let p = policy::build("fifo", &PolicyConfig::default()).unwrap();
+        Arc::new(Gate::new(Sched::new(slots, p).with_log(), true, None))
+    }
+
+    #[tokio::test]
+    async fn second_worker_waits_for_the_slot() {
+        let g = gate(1);
+        let (a, b) = (g.checkout(), g.checkout());
+        let pa = g.acquire(a, Hints::default()).await;
+        let g2 = g.clone();
+        let t = tokio::spawn(async move {
+            let p = g2.acquire(b, Hints::default()).await;
+            p.worker()
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(g.snapshot().queued, 1);
+        assert!(!t.is_finished());
+        drop(pa);
+        assert_eq!(t.await.unwrap(), b);
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.queued), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn dropping_a_queued_acquire_leaves_no_trace() {
+        let g = gate(1);
+        let (a, b, c) = (g.checkout(), g.checkout(), g.checkout());
+        let pa = g.acquire(a, Hints::default()).await;
+        {
+            let mut fb = Box::pin(g.acquire(b, Hints::default()));
+            assert!(futures_util::poll!(fb.as_mut()).is_pending());
+            assert_eq!(g.snapshot().queued, 1);
+        }
+        assert_eq!(g.snapshot().queued, 0);
+        // A granted-but-unpolled acquisition releases its slot when dropped.
+        let mut fc = Box::pin(g.acquire(c, Hints::default()));
+        assert!(futures_util::poll!(fc.as_mut()).is_pending());
+        drop(pa);
+        assert_eq!(g.snapshot().busy, 1);
+        drop(fc);
+        assert_eq!(g.snapshot().busy, 0);
+    }
+
+    #[tokio::test]
+    async fn log_has_run_and_wait_per_burst() {
+        let g = gate(2);
+        let w = g.checkout();
+        for _ in 0..3 {
+            drop(g.acquire(w, Hints::default()).await);
+        }
+        let log = g.drain_log();
+        let runs = log.iter().filter(|e| e.state == State::Run).count();
+        let waits = log.iter().filter(|e| e.state == State::Wait).count();
+        assert_eq!(runs, 3);
+        assert_eq!(waits, 4); // registration + one per burst
+    }
+
+    #[test]
+    fn pool_is_fifo() {
+        let g = gate(1);
+        g.prefork(3);
+        let a = g.checkout();
+        assert_eq!(a, 1);
+        g.checkin(a);
+        assert_eq!(g.checkout(), 2);
+        assert_eq!(g.checkout(), 3);
+        assert_eq!(g.checkout(), 1);
+        assert_eq!(g.checkout(), 4);
+    }
+
+    #[tokio::test]
+    async fn disabled_gate_touches_nothing() {
+        let p = policy::build("fifo", &PolicyConfig::default()).unwrap();
+        let g = Gate::new(Sched::new(1, p).with_log(), false, None);
+        let w = g.checkout();
+        let p1 = g.acquire(w, Hints::default()).await;
+        let p2 = g.acquire(w + 1, Hints::default()).await;
+        drop((p1, p2));
+        assert!(g.drain_log().is_empty());
+    }
+}

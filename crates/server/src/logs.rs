@@ -1,0 +1,218 @@
+//! Background log writers: the worker log (`--pfs-log`, JSON lines drained from
+//! `Sched::drain_log`) and the access log (Combined Log Format). Both write from their own
+//! thread fed by a channel, so neither the gate nor a request ever waits for a disk.
+
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use policy::{Event, State};
+
+/// A line-writing thread fed by a channel.
+struct Writer<T: Send + 'static> {
+    tx: Mutex<Option<Sender<T>>>,
+    join: Mutex<Option<JoinHandle<io::Result<()>>>>,
+}
+
+impl<T: Send + 'static> Writer<T> {
+    fn spawn(
+        path: &Path,
+        name: &str,
+        mut format: impl FnMut(&mut dyn Write, T) -> io::Result<()> + Send + 'static,
+    ) -> io::Result<Self> {
+        let out: Box<dyn Write + Send> = if path.as_os_str() == "-" {
+            Box::new(io::stdout())
+        } else {
+            Box::new(
+                std::fs::File::create(path)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
+            )
+        };
+        let (tx, rx): (Sender<T>, Receiver<T>) = mpsc::channel();
+        let join = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                let mut w = BufWriter::with_capacity(64 * 1024, out);
+                while let Ok(item) = rx.recv() {
+                    format(&mut w, item)?;
+                    while let Ok(item) = rx.try_recv() {
+                        format(&mut w, item)?;
+                    }
+                    w.flush()?;
+                }
+                w.flush()
+            })?;
+        Ok(Self {
+            tx: Mutex::new(Some(tx)),
+            join: Mutex::new(Some(join)),
+        })
+    }
+
+    fn send(&self, item: T) {
+        if let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = tx.send(item);
+        }
+    }
+
+    fn close(&self) -> io::Result<()> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let join = self.join.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match join.map(|j| j.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("log writer thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The worker log as JSON lines: `{"worker":3,"state":"run","t_ns":123}`.
+pub struct PfsLog(Writer<Vec<Event>>);
+
+impl PfsLog {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        Writer::spawn(path, "pfs-log", |w, events: Vec<Event>| {
+            for e in events {
+                let s = match e.state {
+                    State::Run => "run",
+                    State::Wait => "wait",
+                    State::Ready => "ready",
+                };
+                writeln!(
+                    w,
+                    "{{\"worker\":{},\"state\":\"{s}\",\"t_ns\":{}}}",
+                    e.worker, e.t
+                )?;
+            }
+            Ok(())
+        })
+        .map(Self)
+    }
+
+    pub fn write(&self, events: Vec<Event>) {
+        if !events.is_empty() {
+            self.0.send(events);
+        }
+    }
+
+    /// Flush and stop the writer.
+    pub fn close(&self) -> io::Result<()> {
+        self.0.close()
+    }
+}
+
+/// What the access log needs from a request, captured when it arrives.
+#[derive(Debug, Clone)]
+pub struct AccessRecord {
+    pub remote: std::net::IpAddr,
+    pub time: SystemTime,
+    pub request_line: String,
+    pub referer: String,
+    pub user_agent: String,
+}
+
+/// Combined Log Format writer.
+pub struct AccessLog(Writer<(AccessRecord, u16, u64)>);
+
+impl AccessLog {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        Writer::spawn(path, "access-log", |w, (r, status, bytes)| {
+            w.write_all(combined_line(&r, status, bytes).as_bytes())
+        })
+        .map(Self)
+    }
+
+    pub fn write(&self, rec: AccessRecord, status: u16, bytes: u64) {
+        self.0.send((rec, status, bytes));
+    }
+
+    pub fn close(&self) -> io::Result<()> {
+        self.0.close()
+    }
+}
+
+fn clf_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            c if c.is_control() => vec!['?'],
+            c => vec![c],
+        })
+        .collect()
+}
+
+/// One Combined Log Format line (UTC), newline included.
+pub fn combined_line(r: &AccessRecord, status: u16, bytes: u64) -> String {
+    let t = time::OffsetDateTime::from(r.time);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let bytes = if bytes == 0 {
+        "-".to_string()
+    } else {
+        bytes.to_string()
+    };
+    let dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            clf_escape(s)
+        }
+    };
+    format!(
+        "{} - - [{:02}/{}/{}:{:02}:{:02}:{:02} +0000] \"{}\" {} {} \"{}\" \"{}\"\n",
+        r.remote,
+        t.day(),
+        MONTHS[t.month() as usize - 1],
+        t.year(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        clf_escape(&r.request_line),
+        status,
+        bytes,
+        dash(&r.referer),
+        dash(&r.user_agent)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn combined_format() {
+        let r = AccessRecord {
+            remote: "10.0.0.1".parse().unwrap(),
+            time: SystemTime::UNIX_EPOCH + Duration::from_secs(971_211_336),
+            request_line: "GET /a\"b HTTP/1.1".into(),
+            referer: String::new(),
+            user_agent: "curl/8".into(),
+        };
+        assert_eq!(
+            combined_line(&r, 200, 2326),
+            "10.0.0.1 - - [10/Oct/2000:20:55:36 +0000] \"GET /a\\\"b HTTP/1.1\" 200 2326 \"-\" \"curl/8\"\n"
+        );
+    }
+
+    #[test]
+    fn pfs_log_writes_json_lines() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("pfs.jsonl");
+        let log = PfsLog::create(&p).unwrap();
+        log.write(vec![Event {
+            worker: 2,
+            state: State::Ready,
+            t: 7,
+        }]);
+        log.close().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"worker\":2,\"state\":\"ready\",\"t_ns\":7}\n"
+        );
+    }
+}

@@ -1,0 +1,232 @@
+//! Counters and the Prometheus text exposition served on the admin address (`/metrics`), plus a
+//! JSON view of recent PL/LRQ samples (`/samples`).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::gate::Gate;
+
+/// Request and connection counters.
+pub struct Metrics {
+    requests: Vec<AtomicU64>,
+    bytes: Vec<AtomicU64>,
+    pub conns_accepted: AtomicU64,
+    pub conns_refused: AtomicU64,
+    pub conns_timed_out: AtomicU64,
+    pub conns_open: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            requests: (0..600).map(|_| AtomicU64::new(0)).collect(),
+            bytes: (0..600).map(|_| AtomicU64::new(0)).collect(),
+            conns_accepted: AtomicU64::new(0),
+            conns_refused: AtomicU64::new(0),
+            conns_timed_out: AtomicU64::new(0),
+            conns_open: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// One finished response.
+    pub fn record(&self, status: u16, bytes: u64) {
+        let i = (status as usize).min(599);
+        self.requests[i].fetch_add(1, Relaxed);
+        self.bytes[i].fetch_add(bytes, Relaxed);
+    }
+
+    /// Responses with `status` so far.
+    pub fn requests(&self, status: u16) -> u64 {
+        self.requests[(status as usize).min(599)].load(Relaxed)
+    }
+
+    /// All responses so far.
+    pub fn total_requests(&self) -> u64 {
+        self.requests.iter().map(|a| a.load(Relaxed)).sum()
+    }
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The Prometheus text exposition.
+pub fn render(gate: &Gate, m: &Metrics) -> String {
+    let snap = gate.snapshot();
+    let s = &gate.samples;
+    let mut o = String::with_capacity(4096);
+    let policy = gate.policy_name();
+    macro_rules! metric {
+        ($name:expr, $kind:expr, $help:expr, $val:expr) => {
+            let _ = writeln!(
+                o,
+                "# HELP {} {}\n# TYPE {} {}\n{} {}",
+                $name, $help, $name, $kind, $name, $val
+            );
+        };
+    }
+    let _ = writeln!(
+        o,
+        "# HELP triage_info Server configuration.\n# TYPE triage_info gauge\ntriage_info{{policy=\"{policy}\",gate=\"{}\"}} 1",
+        if gate.enabled() { "on" } else { "off" }
+    );
+    metric!(
+        "triage_slots",
+        "gauge",
+        "CPU slots of the gate.",
+        snap.slots
+    );
+    metric!("triage_pl", "gauge", "PL: slots busy now.", snap.busy);
+    metric!(
+        "triage_lrq",
+        "gauge",
+        "LRQ: workers in the ready queue now.",
+        snap.queued
+    );
+    metric!(
+        "triage_pl_samples_total",
+        "counter",
+        "PL/LRQ samples taken (every 10 ms).",
+        s.count.load(Relaxed)
+    );
+    metric!(
+        "triage_pl_busy_sum",
+        "counter",
+        "Sum of busy slots over all samples (PL).",
+        s.sum_busy.load(Relaxed)
+    );
+    metric!(
+        "triage_lrq_sum",
+        "counter",
+        "Sum of ready-queue lengths over all samples (LRQ).",
+        s.sum_queued.load(Relaxed)
+    );
+    metric!(
+        "triage_bottleneck_samples_total",
+        "counter",
+        "Samples with all slots busy and more than one worker ready.",
+        s.bottleneck.load(Relaxed)
+    );
+    let slp = snap
+        .stats
+        .slp
+        .map_or("NaN".to_string(), |v| secs(v).to_string());
+    metric!(
+        "triage_slp_seconds",
+        "gauge",
+        "Current SLP (long-wait threshold); NaN if the policy has none.",
+        slp
+    );
+    let rw = snap.stats.rw.map_or("NaN".to_string(), |v| v.to_string());
+    metric!(
+        "triage_rw",
+        "gauge",
+        "Current RW (run/wait change threshold); NaN if the policy has none.",
+        rw
+    );
+    metric!(
+        "triage_policy_promotions_total",
+        "counter",
+        "Workers placed at the head of the ready queue.",
+        snap.stats.promotions
+    );
+    metric!(
+        "triage_policy_demotions_total",
+        "counter",
+        "Marked workers sent to the back.",
+        snap.stats.demotions
+    );
+    metric!(
+        "triage_policy_starvation_rescues_total",
+        "counter",
+        "Workers served out of policy order by the starvation guard.",
+        snap.stats.starvation_rescues
+    );
+    metric!(
+        "triage_bursts_total",
+        "counter",
+        "Bursts run (slots granted).",
+        gate.bursts.load(Relaxed)
+    );
+    metric!(
+        "triage_queued_bursts_total",
+        "counter",
+        "Bursts that waited in the ready queue.",
+        gate.queued_bursts.load(Relaxed)
+    );
+    metric!(
+        "triage_boost_errors_total",
+        "counter",
+        "Kernel priority changes that failed.",
+        gate.boost_errors.load(Relaxed)
+    );
+    metric!(
+        "triage_workers",
+        "gauge",
+        "Workers created (prefork pool size).",
+        gate.workers()
+    );
+    metric!(
+        "triage_connections_open",
+        "gauge",
+        "Open client connections.",
+        m.conns_open.load(Relaxed)
+    );
+    metric!(
+        "triage_connections_accepted_total",
+        "counter",
+        "Accepted client connections.",
+        m.conns_accepted.load(Relaxed)
+    );
+    metric!(
+        "triage_connections_refused_total",
+        "counter",
+        "Connections refused with 503 (max_conns).",
+        m.conns_refused.load(Relaxed)
+    );
+    metric!(
+        "triage_connections_timed_out_total",
+        "counter",
+        "Connections closed by a header, keep-alive or send timeout.",
+        m.conns_timed_out.load(Relaxed)
+    );
+    let _ = writeln!(
+        o,
+        "# HELP triage_requests_total Responses by status.\n# TYPE triage_requests_total counter"
+    );
+    for (i, c) in m.requests.iter().enumerate() {
+        let v = c.load(Relaxed);
+        if v > 0 {
+            let _ = writeln!(o, "triage_requests_total{{status=\"{i}\"}} {v}");
+        }
+    }
+    let _ = writeln!(o, "# HELP triage_response_bytes_total Body bytes sent by status.\n# TYPE triage_response_bytes_total counter");
+    for (i, c) in m.bytes.iter().enumerate() {
+        let v = c.load(Relaxed);
+        if m.requests[i].load(Relaxed) > 0 {
+            let _ = writeln!(o, "triage_response_bytes_total{{status=\"{i}\"}} {v}");
+        }
+    }
+    o
+}
+
+/// Recent PL/LRQ samples as JSON: `{"slots":1,"samples":[[t_ns,busy,queued],...]}`.
+pub fn samples_json(gate: &Gate) -> String {
+    let r = gate
+        .samples
+        .recent
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let mut o = String::with_capacity(32 + r.len() * 24);
+    let _ = write!(o, "{{\"slots\":{},\"samples\":[", gate.slots());
+    for (i, (t, b, q)) in r.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        let _ = write!(o, "[{t},{b},{q}]");
+    }
+    o.push_str("]}");
+    o
+}

@@ -1,0 +1,188 @@
+//! Request-path resolution, pure: turn the path of a request URI into the list of segments of a
+//! file below the document root, or refuse it. No file system access here (symlinks are
+//! handled by the store, which opens files with `openat2(RESOLVE_BENEATH)`).
+//!
+//! Refused (403): any `..` segment, raw or percent-encoded (`%2e%2e`); an encoded slash
+//! (`%2f`) or any backslash (raw or `%5c`); NUL (`%00`) or other control bytes. Malformed
+//! percent-encoding and paths not starting with `/` are 400.
+
+/// Why a path was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    /// Syntactically broken (400).
+    BadRequest,
+    /// Tries to leave the root or smuggle a separator (403).
+    Forbidden,
+}
+
+/// A resolved path: decoded segments (no `.`/`..`/empty ones) and whether the request path
+/// ended with `/` (a directory request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub segments: Vec<Vec<u8>>,
+    pub trailing_slash: bool,
+}
+
+impl Resolved {
+    /// The relative path, segments joined with `/` (empty for the root).
+    pub fn rel_path(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.segments.iter().map(|s| s.len() + 1).sum());
+        for (i, s) in self.segments.iter().enumerate() {
+            if i > 0 {
+                out.push(b'/');
+            }
+            out.extend_from_slice(s);
+        }
+        out
+    }
+
+    /// Extension of the last segment (after the last `.`), if any.
+    pub fn extension(&self) -> Option<&str> {
+        let last = self.segments.last()?;
+        let dot = last.iter().rposition(|&b| b == b'.')?;
+        std::str::from_utf8(&last[dot + 1..]).ok()
+    }
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Resolve the path component of a request target (query already removed).
+pub fn resolve(path: &str) -> Result<Resolved, Reject> {
+    let raw = path.as_bytes();
+    if raw.first() != Some(&b'/') {
+        return Err(Reject::BadRequest);
+    }
+    let mut segments = Vec::new();
+    let mut trailing_slash = false;
+    for seg in raw[1..].split(|&b| b == b'/') {
+        trailing_slash = seg.is_empty();
+        if seg.is_empty() {
+            continue;
+        }
+        let mut dec = Vec::with_capacity(seg.len());
+        let mut i = 0;
+        while i < seg.len() {
+            let b = seg[i];
+            if b == b'%' {
+                let (Some(h), Some(l)) = (
+                    seg.get(i + 1).copied().and_then(hex),
+                    seg.get(i + 2).copied().and_then(hex),
+                ) else {
+                    return Err(Reject::BadRequest);
+                };
+                let v = h << 4 | l;
+                if v == b'/' {
+                    return Err(Reject::Forbidden);
+                }
+                dec.push(v);
+                i += 3;
+            } else {
+                dec.push(b);
+                i += 1;
+            }
+        }
+        if dec
+            .iter()
+            .any(|&b| b == b'\\' || b == 0 || b < 0x20 || b == 0x7f)
+        {
+            return Err(Reject::Forbidden);
+        }
+        match dec.as_slice() {
+            b"." => continue,
+            b".." => return Err(Reject::Forbidden),
+            _ => segments.push(dec),
+        }
+    }
+    Ok(Resolved {
+        segments,
+        trailing_slash,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn segs(p: &str) -> Vec<String> {
+        resolve(p)
+            .unwrap()
+            .segments
+            .into_iter()
+            .map(|s| String::from_utf8(s).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn plain_paths() {
+        assert_eq!(segs("/"), Vec::<String>::new());
+        assert_eq!(segs("/a/b.html"), vec!["a", "b.html"]);
+        assert_eq!(segs("//a/./b"), vec!["a", "b"]);
+        assert_eq!(segs("/a%20b"), vec!["a b"]);
+        assert!(resolve("/dir/").unwrap().trailing_slash);
+        assert!(!resolve("/dir").unwrap().trailing_slash);
+        assert_eq!(resolve("/x/y.PNG").unwrap().extension(), Some("PNG"));
+        assert_eq!(resolve("/a/b").unwrap().rel_path(), b"a/b");
+    }
+
+    #[test]
+    fn traversal_forms_are_refused() {
+        for p in [
+            "/..",
+            "/../etc/passwd",
+            "/a/../../b",
+            "/%2e%2e/x",
+            "/%2E%2E/x",
+            "/.%2e/x",
+            "/a%2fb",
+            "/a%2F..%2Fb",
+            "/a\\b",
+            "/..\\x",
+            "/a%5cb",
+            "/a%00b",
+            "/a%0ab",
+        ] {
+            assert_eq!(resolve(p), Err(Reject::Forbidden), "{p}");
+        }
+    }
+
+    #[test]
+    fn malformed_is_bad_request() {
+        for p in ["", "a", "/%", "/%4", "/%zz", "*"] {
+            assert_eq!(resolve(p), Err(Reject::BadRequest), "{p}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_never_escapes(p in "\\PC*") {
+            if let Ok(r) = resolve(&p) {
+                for s in &r.segments {
+                    prop_assert!(!s.is_empty());
+                    prop_assert!(s.as_slice() != b".." && s.as_slice() != b".");
+                    prop_assert!(!s.contains(&b'/') && !s.contains(&b'\\') && !s.contains(&0));
+                }
+            }
+        }
+
+        #[test]
+        fn traversal_mixes_never_pass(parts in proptest::collection::vec(
+            prop_oneof![Just("a"), Just(".."), Just("%2e%2e"), Just("."), Just("%2e"), Just("%2f"), Just("b.txt")], 1..8)) {
+            let p = format!("/{}", parts.join("/"));
+            let has_up = parts.iter().any(|s| *s == ".." || *s == "%2e%2e");
+            let has_slash = parts.iter().any(|s| *s == "%2f");
+            if has_up || has_slash {
+                prop_assert_eq!(resolve(&p), Err(Reject::Forbidden));
+            } else {
+                prop_assert!(resolve(&p).is_ok());
+            }
+        }
+    }
+}

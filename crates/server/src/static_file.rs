@@ -1,0 +1,276 @@
+//! The static-file handler: one burst (under a slot) resolves the path, looks the file up,
+//! evaluates conditionals and ranges, builds the head and produces the first chunk; the rest
+//! of the body follows chunk by chunk, a burst each (see `body`).
+
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use policy::Hints;
+
+use crate::body::{ChunkSource, Gated, Gzip, ServeBody};
+use crate::headers::{self, RangeReq};
+use crate::resolve::{resolve, Reject};
+use crate::router::Site;
+use crate::server::{ConnState, Shared};
+use crate::store::{Entry, Lookup};
+
+/// MIME type for a file name's extension.
+pub fn mime_for(ext: Option<&str>) -> &'static str {
+    ext.and_then(|e| mime_guess::from_ext(e).first_raw())
+        .unwrap_or("application/octet-stream")
+}
+
+fn ext_of(path: &str) -> Option<&str> {
+    let last = path.rsplit('/').next()?;
+    last.rsplit_once('.').map(|(_, e)| e)
+}
+
+/// A short plain-text response.
+pub fn simple(status: StatusCode) -> Response<ServeBody> {
+    let text = format!(
+        "{} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    let mut r = Response::new(ServeBody::once(text.clone()));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+    r
+}
+
+/// Serve a request from `site`'s store.
+pub async fn serve(
+    shared: &Arc<Shared>,
+    conn: &Arc<ConnState>,
+    site: &Arc<Site>,
+    req: Request<Incoming>,
+) -> Response<ServeBody> {
+    let mime = mime_for(ext_of(req.uri().path()));
+    let hints = Hints {
+        class: headers::content_class(mime),
+        urgency: req
+            .headers()
+            .get("priority")
+            .and_then(|v| v.to_str().ok())
+            .and_then(headers::urgency),
+        container: site.container,
+    };
+    let permit = shared.gate.acquire(conn.worker, hints).await;
+    let resp = burst(shared, conn, site, &req, hints);
+    drop(permit);
+    resp
+}
+
+fn burst(
+    shared: &Arc<Shared>,
+    conn: &ConnState,
+    site: &Site,
+    req: &Request<Incoming>,
+    hints: Hints,
+) -> Response<ServeBody> {
+    let head = match *req.method() {
+        Method::GET => false,
+        Method::HEAD => true,
+        _ => {
+            let mut r = simple(StatusCode::METHOD_NOT_ALLOWED);
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+    };
+    let path = req.uri().path();
+    let resolved = match resolve(path) {
+        Ok(r) => r,
+        Err(Reject::BadRequest) => return simple(StatusCode::BAD_REQUEST),
+        Err(Reject::Forbidden) => return simple(StatusCode::FORBIDDEN),
+    };
+    let rel = resolved.rel_path();
+    let (entry, mime) = match site.store.lookup(&rel) {
+        Lookup::File(e) => (e, mime_for(resolved.extension())),
+        Lookup::Dir => {
+            if !resolved.trailing_slash && !resolved.segments.is_empty() {
+                let mut loc = path.to_owned();
+                loc.push('/');
+                if let Some(q) = req.uri().query() {
+                    loc.push('?');
+                    loc.push_str(q);
+                }
+                let mut r = simple(StatusCode::MOVED_PERMANENTLY);
+                if let Ok(v) = HeaderValue::from_str(&loc) {
+                    r.headers_mut().insert(header::LOCATION, v);
+                }
+                return r;
+            }
+            let found = site.index.iter().find_map(|idx| {
+                let mut p = rel.clone();
+                if !p.is_empty() {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(idx.as_bytes());
+                match site.store.lookup(&p) {
+                    Lookup::File(e) => Some((e, mime_for(ext_of(idx)))),
+                    _ => None,
+                }
+            });
+            match found {
+                Some(f) => f,
+                None => return simple(StatusCode::FORBIDDEN),
+            }
+        }
+        Lookup::NotFound => return simple(StatusCode::NOT_FOUND),
+        Lookup::Forbidden => return simple(StatusCode::FORBIDDEN),
+        Lookup::Error(e) => {
+            tracing::warn!(path, error = %e, "lookup failed");
+            return simple(StatusCode::INTERNAL_SERVER_ERROR);
+        }
+    };
+    respond(shared, conn, req, entry, mime, head, hints)
+}
+
+fn header_str<'a>(h: &'a HeaderMap, n: header::HeaderName) -> Option<&'a str> {
+    h.get(n).and_then(|v| v.to_str().ok())
+}
+
+fn respond(
+    shared: &Arc<Shared>,
+    conn: &ConnState,
+    req: &Request<Incoming>,
+    entry: Arc<Entry>,
+    mime: &'static str,
+    head: bool,
+    hints: Hints,
+) -> Response<ServeBody> {
+    let rh = req.headers();
+    let etag = entry.etag.to_str().unwrap_or("");
+    let gz_cfg = &shared.gzip;
+    let gzippable = gz_cfg.enabled
+        && entry.len >= gz_cfg.min_size
+        && headers::mime_matches(mime, &gz_cfg.types);
+    let gzip = gzippable
+        && header_str(rh, header::ACCEPT_ENCODING).is_some_and(headers::accepts_gzip)
+        && !rh.contains_key(header::RANGE);
+
+    let not_modified = match header_str(rh, header::IF_NONE_MATCH) {
+        Some(inm) => headers::none_match(inm, etag),
+        None => header_str(rh, header::IF_MODIFIED_SINCE)
+            .is_some_and(|ims| headers::not_modified_since(ims, entry.mtime)),
+    };
+
+    let mut hm = HeaderMap::with_capacity(10);
+    hm.insert(header::SERVER, HeaderValue::from_static("triage"));
+    if gzip {
+        // A distinct validator for the compressed representation.
+        let tag = format!("{}-gzip\"", etag.trim_end_matches('"'));
+        if let Ok(v) = HeaderValue::from_str(&tag) {
+            hm.insert(header::ETAG, v);
+        }
+    } else {
+        hm.insert(header::ETAG, entry.etag.clone());
+    }
+    hm.insert(header::LAST_MODIFIED, entry.last_modified.clone());
+    if gzippable {
+        hm.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+    if not_modified {
+        let mut r = Response::new(ServeBody::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        *r.headers_mut() = hm;
+        return r;
+    }
+    hm.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
+
+    let mut status = StatusCode::OK;
+    let (mut start, mut end) = (0, entry.len);
+    if gzip {
+        hm.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    } else {
+        hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        let range = header_str(rh, header::RANGE).filter(|_| {
+            header_str(rh, header::IF_RANGE).is_none_or(|ir| {
+                headers::if_range_ok(ir, etag, entry.last_modified.to_str().unwrap_or(""))
+            })
+        });
+        match range.map(|r| headers::parse_range(r, entry.len)) {
+            None | Some(RangeReq::Full) => {
+                hm.insert(header::CONTENT_LENGTH, entry.content_length.clone());
+            }
+            Some(RangeReq::Partial(a, b)) => {
+                status = StatusCode::PARTIAL_CONTENT;
+                (start, end) = (a, b + 1);
+                hm.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes {a}-{b}/{}", entry.len)) {
+                    hm.insert(header::CONTENT_RANGE, v);
+                }
+            }
+            Some(RangeReq::Unsatisfiable) => {
+                let mut r = simple(StatusCode::RANGE_NOT_SATISFIABLE);
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{}", entry.len)) {
+                    r.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                return r;
+            }
+        }
+    }
+
+    let body = if head {
+        ServeBody::empty()
+    } else {
+        let source = EntrySource {
+            entry,
+            pos: start,
+            end,
+            chunk: shared.chunk,
+        };
+        let gz = gzip.then(|| Gzip::new(shared.gzip.level));
+        let mut gated = Gated::new(
+            shared.gate.clone(),
+            conn.worker,
+            hints,
+            Box::new(source),
+            gz,
+        );
+        match gated.produce_now() {
+            Ok(first) => ServeBody::gated(first, gated),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading file failed");
+                return simple(StatusCode::INTERNAL_SERVER_ERROR);
+            }
+        }
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = hm;
+    r
+}
+
+/// Chunks of a file (memory slices, or `pread`).
+struct EntrySource {
+    entry: Arc<Entry>,
+    pos: u64,
+    end: u64,
+    chunk: usize,
+}
+
+impl ChunkSource for EntrySource {
+    fn produce(&mut self) -> io::Result<Option<Bytes>> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let n = (self.end - self.pos).min(self.chunk as u64) as usize;
+        let b = self.entry.read_at(self.pos, n)?;
+        self.pos += n as u64;
+        Ok(Some(b))
+    }
+
+    fn remaining(&self) -> Option<u64> {
+        Some(self.end - self.pos)
+    }
+}

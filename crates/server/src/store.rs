@@ -1,0 +1,339 @@
+//! Where a site's files come from: a directory (opened with `openat2(RESOLVE_BENEATH)` so no
+//! path or symlink can leave the document root) with a small content cache, or an in-memory
+//! map (the built-in demo site, tests).
+//!
+//! The cache keeps, per (device, inode), the file's validators and header values and, for files
+//! up to `cache_max_file` bytes, the content. Every request still opens and `fstat`s the file,
+//! so a changed file (new mtime or size) is re-read at once; a total budget bounds memory (the
+//! cache is emptied when a new entry would exceed it).
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::HeaderValue;
+
+/// A file ready to be served: validators, preformatted header values, and its content (in
+/// memory, or an open file to read chunk by chunk).
+#[derive(Debug)]
+pub struct Entry {
+    pub len: u64,
+    pub mtime: SystemTime,
+    pub etag: HeaderValue,
+    pub last_modified: HeaderValue,
+    pub content_length: HeaderValue,
+    pub content: Content,
+}
+
+/// Where the bytes are.
+#[derive(Debug)]
+pub enum Content {
+    Mem(Bytes),
+    File(File),
+}
+
+impl Entry {
+    /// Build an entry with its header values.
+    pub fn new(len: u64, mtime: SystemTime, content: Content) -> Self {
+        let secs = mtime
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let etag = HeaderValue::from_str(&format!("\"{secs:x}-{len:x}\"")).expect("ascii etag");
+        let last_modified =
+            HeaderValue::from_str(&httpdate::fmt_http_date(mtime)).expect("ascii date");
+        Self {
+            len,
+            mtime,
+            etag,
+            last_modified,
+            content_length: HeaderValue::from(len),
+            content,
+        }
+    }
+
+    /// Read `len` bytes at `off` (from memory or with `pread`).
+    pub fn read_at(&self, off: u64, len: usize) -> io::Result<Bytes> {
+        match &self.content {
+            Content::Mem(b) => {
+                let start = (off as usize).min(b.len());
+                let end = start.saturating_add(len).min(b.len());
+                Ok(b.slice(start..end))
+            }
+            Content::File(f) => {
+                let mut buf = vec![0u8; len];
+                let mut got = 0;
+                while got < len {
+                    match f.read_at(&mut buf[got..], off + got as u64) {
+                        Ok(0) => break,
+                        Ok(n) => got += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if got < len {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ));
+                }
+                buf.truncate(got);
+                Ok(Bytes::from(buf))
+            }
+        }
+    }
+}
+
+/// Result of looking a path up.
+#[derive(Debug)]
+pub enum Lookup {
+    File(Arc<Entry>),
+    Dir,
+    NotFound,
+    /// Outside the root (symlink escape), or not readable.
+    Forbidden,
+    Error(io::Error),
+}
+
+/// A site's files.
+#[derive(Debug)]
+pub enum Store {
+    Dir(DirStore),
+    Mem(MemStore),
+}
+
+impl Store {
+    /// Look up `rel` (segments joined with `/`, already checked by `resolve`).
+    pub fn lookup(&self, rel: &[u8]) -> Lookup {
+        match self {
+            Store::Dir(d) => d.lookup(rel),
+            Store::Mem(m) => m.lookup(rel),
+        }
+    }
+}
+
+/// A document root on disk.
+#[derive(Debug)]
+pub struct DirStore {
+    root: PathBuf,
+    root_fd: OwnedFd,
+    cache: Mutex<Cache>,
+    cache_max_file: u64,
+    cache_budget: u64,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    map: HashMap<(u64, u64), (i64, i64, Arc<Entry>)>,
+    bytes: u64,
+}
+
+impl DirStore {
+    /// Open `root` (must be a directory).
+    pub fn open(root: &Path, cache_max_file: u64, cache_budget: u64) -> io::Result<Self> {
+        let c = CString::new(root.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in root path"))?;
+        // SAFETY: valid C string; the returned fd is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            root: root.to_owned(),
+            // SAFETY: fd was just opened and is owned by nobody else.
+            root_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            cache: Mutex::new(Cache::default()),
+            cache_max_file,
+            cache_budget,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn open_beneath(&self, rel: &[u8]) -> io::Result<File> {
+        let rel: &[u8] = if rel.is_empty() { b"." } else { rel };
+        let c = CString::new(rel)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+        // SAFETY: valid fd, C string and open_how of the size passed.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.root_fd.as_raw_fd(),
+                c.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd was just opened and is owned by nobody else.
+        Ok(unsafe { File::from_raw_fd(fd as i32) })
+    }
+
+    fn lookup(&self, rel: &[u8]) -> Lookup {
+        let file = match self.open_beneath(rel) {
+            Ok(f) => f,
+            Err(e) => {
+                return match e.raw_os_error() {
+                    Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ENAMETOOLONG) => {
+                        Lookup::NotFound
+                    }
+                    // EXDEV: resolution left the root (symlink escape); ELOOP: magic links.
+                    Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::EACCES)
+                    | Some(libc::EPERM) => Lookup::Forbidden,
+                    _ => Lookup::Error(e),
+                };
+            }
+        };
+        let md = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => return Lookup::Error(e),
+        };
+        if md.is_dir() {
+            return Lookup::Dir;
+        }
+        if !md.is_file() {
+            return Lookup::Forbidden;
+        }
+        let key = (md.dev(), md.ino());
+        let stamp = (md.mtime(), md.mtime_nsec());
+        {
+            let c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((s, ns, e)) = c.map.get(&key) {
+                if (*s, *ns) == stamp && e.len == md.len() {
+                    return Lookup::File(e.clone());
+                }
+            }
+        }
+        let mtime = md.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let len = md.len();
+        if len <= self.cache_max_file {
+            let probe = Entry::new(len, mtime, Content::File(file));
+            let data = match probe.read_at(0, len as usize) {
+                Ok(d) => d,
+                Err(e) => return Lookup::Error(e),
+            };
+            let e = Arc::new(Entry {
+                content: Content::Mem(data),
+                ..probe
+            });
+            let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if c.bytes + len > self.cache_budget {
+                c.map.clear();
+                c.bytes = 0;
+            }
+            if len <= self.cache_budget {
+                if let Some(old) = c.map.insert(key, (stamp.0, stamp.1, e.clone())) {
+                    c.bytes -= old.2.len;
+                }
+                c.bytes += len;
+            }
+            Lookup::File(e)
+        } else {
+            Lookup::File(Arc::new(Entry::new(len, mtime, Content::File(file))))
+        }
+    }
+}
+
+/// Files held in memory, keyed by relative path (`a/b.html`).
+#[derive(Debug, Default)]
+pub struct MemStore {
+    files: HashMap<Vec<u8>, Arc<Entry>>,
+    dirs: std::collections::HashSet<Vec<u8>>,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        let mut s = Self::default();
+        s.dirs.insert(Vec::new());
+        s
+    }
+
+    /// Add a file (its parent directories appear too).
+    pub fn insert(&mut self, rel: &str, data: impl Into<Bytes>, mtime: SystemTime) {
+        let data = data.into();
+        let rel = rel.trim_start_matches('/');
+        let mut p = rel;
+        while let Some(i) = p.rfind('/') {
+            p = &p[..i];
+            self.dirs.insert(p.as_bytes().to_vec());
+        }
+        self.files.insert(
+            rel.as_bytes().to_vec(),
+            Arc::new(Entry::new(data.len() as u64, mtime, Content::Mem(data))),
+        );
+    }
+
+    fn lookup(&self, rel: &[u8]) -> Lookup {
+        if let Some(e) = self.files.get(rel) {
+            return Lookup::File(e.clone());
+        }
+        if self.dirs.contains(rel) {
+            return Lookup::Dir;
+        }
+        Lookup::NotFound
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_store_stays_beneath_root() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("a.txt"), b"hello").unwrap();
+        std::fs::write(t.path().join("secret"), b"no").unwrap();
+        std::os::unix::fs::symlink("../secret", root.join("out")).unwrap();
+        std::os::unix::fs::symlink("a.txt", root.join("in")).unwrap();
+        let s = DirStore::open(&root, 1024, 1 << 20).unwrap();
+        match s.lookup(b"a.txt") {
+            Lookup::File(e) => assert_eq!(e.read_at(0, 5).unwrap(), &b"hello"[..]),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(s.lookup(b"in"), Lookup::File(_)));
+        assert!(matches!(s.lookup(b"out"), Lookup::Forbidden));
+        assert!(matches!(s.lookup(b"nope"), Lookup::NotFound));
+        assert!(matches!(s.lookup(b""), Lookup::Dir));
+    }
+
+    #[test]
+    fn cache_sees_changes() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("f"), b"one").unwrap();
+        let s = DirStore::open(t.path(), 1024, 1 << 20).unwrap();
+        let Lookup::File(a) = s.lookup(b"f") else {
+            panic!()
+        };
+        let Lookup::File(b) = s.lookup(b"f") else {
+            panic!()
+        };
+        assert!(Arc::ptr_eq(&a, &b));
+        std::fs::write(t.path().join("f"), b"three").unwrap();
+        let Lookup::File(c) = s.lookup(b"f") else {
+            panic!()
+        };
+        assert_eq!(c.len, 5);
+    }
+}
