@@ -1,0 +1,450 @@
+//! What a run does: [`LoadConfig`] (URL pattern, browsers, arrival mode, connection style,
+//! throttle, bounds) with its validation, and the parsers for the human forms of durations,
+//! byte rates and sizes that the CLI accepts (`500ms`, `10Mbit/s`, `16KiB`).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use url::Url;
+
+use crate::LoadError;
+
+/// How browsers (or, in `rate` mode, requests) arrive.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Arrival {
+    /// Every browser requests its page at the same moment, every `interval` (seed 001 exp 1).
+    Burst {
+        /// Time between bursts.
+        #[serde(with = "secs")]
+        interval: Duration,
+    },
+    /// Every browser requests pages at random times (seed 001 exp 2/3): with `Uniform`, once per
+    /// `interval` window at a uniformly random instant inside it; with `Poisson`, as a Poisson
+    /// process of mean gap `interval`.
+    Random {
+        /// Window length (uniform) or mean gap (Poisson).
+        #[serde(with = "secs")]
+        interval: Duration,
+        /// The distribution.
+        dist: RandomDist,
+    },
+    /// Closed loop: each browser fetches a page, thinks, fetches the next.
+    Closed {
+        /// Think time between the end of one page and the start of the next (mean if `Exp`).
+        #[serde(with = "secs")]
+        think: Duration,
+        /// Fixed or exponentially distributed think time.
+        think_dist: ThinkDist,
+    },
+    /// Open loop at a fixed request rate over a fixed set of connections; each request's
+    /// latency counts from its *scheduled* send time (coordinated omission corrected, as wrk2).
+    /// One unit is one GET of the URL (embedded objects are not fetched in this mode).
+    Rate {
+        /// Requests per second, over all connections.
+        rate: f64,
+        /// Number of connections; connection `c` owns the requests `c, c+C, c+2C, ...`.
+        connections: usize,
+    },
+    /// Replay of timestamped URLs (see [`crate::trace`]); each entry is a page.
+    Trace {
+        /// Where the entries came from (for the record only).
+        source: String,
+        /// The entries, sorted by offset.
+        #[serde(skip)]
+        entries: Vec<crate::trace::TraceEntry>,
+    },
+}
+
+impl Arrival {
+    /// The mode's name as the CLI spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Arrival::Burst { .. } => "burst",
+            Arrival::Random { .. } => "random",
+            Arrival::Closed { .. } => "closed",
+            Arrival::Rate { .. } => "rate",
+            Arrival::Trace { .. } => "trace",
+        }
+    }
+}
+
+/// Distribution of arrival instants in `random` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RandomDist {
+    /// One page per browser per interval window, at a uniformly random instant in it.
+    Uniform,
+    /// Exponential gaps of mean `interval` per browser.
+    Poisson,
+}
+
+/// Distribution of think times in `closed` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkDist {
+    /// Exactly `think`.
+    Fixed,
+    /// Exponential with mean `think`.
+    Exp,
+}
+
+/// Connection style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnMode {
+    /// HTTP/1.1 persistent connections, kept per browser and reused across its requests.
+    KeepAlive,
+    /// One connection per request (HTTP/1.0 style: the request says `Connection: close`).
+    Close,
+}
+
+/// Everything a run needs. Build it with [`LoadConfig::new`] and set the public fields.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadConfig {
+    /// The page URL, with optional placeholders `{browser}` (0-based browser index) and `{page}`
+    /// (0-based page count of that browser). Only `http://` URLs.
+    pub url_pattern: String,
+    /// Number of emulated browsers (ignored by `rate`, which uses its connections).
+    pub browsers: usize,
+    /// Parallel connections per browser for embedded objects (K; Netscape 3 used 4).
+    pub parallel: usize,
+    /// Keep-alive or one connection per request.
+    pub conn_mode: ConnMode,
+    /// Arrival mode.
+    pub arrival: Arrival,
+    /// Fetch only the URL itself (do not parse HTML nor fetch embedded objects).
+    pub plain: bool,
+    /// Per-connection read throttle in bytes/s (a slow link), or none.
+    pub throttle_bps: Option<f64>,
+    /// SO_RCVBUF for every connection (set before connect). Default: 8 KiB when throttled (so
+    /// the server's sends block as on a slow link), the kernel's default otherwise.
+    pub rcvbuf: Option<usize>,
+    /// Stop scheduling new pages after this long.
+    #[serde(with = "opt_secs")]
+    pub duration: Option<Duration>,
+    /// Stop after this many pages (requests in `rate` mode).
+    pub max_pages: Option<u64>,
+    /// Per-request timeout (connect + request + whole response).
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+    /// After the schedule ends, how long in-flight pages may still run before they are cut
+    /// and reported as `unfinished`. Default: `timeout`.
+    #[serde(with = "opt_secs")]
+    pub drain: Option<Duration>,
+    /// Seed of all randomness.
+    pub seed: u64,
+    /// Show progress on stderr (a bar on a terminal, a line every 5 s otherwise).
+    pub progress: bool,
+    /// Largest HTML body kept for parsing (bytes beyond it are counted, not parsed).
+    pub max_html_bytes: usize,
+}
+
+impl LoadConfig {
+    /// A config with defaults: 1 browser, K=4, keep-alive, closed loop without think time,
+    /// 10 s, timeout 10 s, seed 1.
+    pub fn new(url_pattern: impl Into<String>) -> Self {
+        LoadConfig {
+            url_pattern: url_pattern.into(),
+            browsers: 1,
+            parallel: 4,
+            conn_mode: ConnMode::KeepAlive,
+            arrival: Arrival::Closed {
+                think: Duration::ZERO,
+                think_dist: ThinkDist::Fixed,
+            },
+            plain: false,
+            throttle_bps: None,
+            rcvbuf: None,
+            duration: Some(Duration::from_secs(10)),
+            max_pages: None,
+            timeout: Duration::from_secs(10),
+            drain: None,
+            seed: 1,
+            progress: false,
+            max_html_bytes: 4 << 20,
+        }
+    }
+
+    /// Checks every field; the message names the bad field and value.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let bad = |m: String| Err(LoadError::Config(m));
+        expand_url(&self.url_pattern, 0, 0)?;
+        if self.browsers == 0 {
+            return bad("browsers must be at least 1".into());
+        }
+        if self.parallel == 0 {
+            return bad("parallel connections per browser (K) must be at least 1".into());
+        }
+        if self.duration.is_none() && self.max_pages.is_none() && !self.is_trace() {
+            return bad("the run needs a bound: set a duration and/or a page count".into());
+        }
+        if self.duration == Some(Duration::ZERO) {
+            return bad("duration must be positive".into());
+        }
+        if self.max_pages == Some(0) {
+            return bad("page/request count must be at least 1".into());
+        }
+        if self.timeout.is_zero() {
+            return bad("timeout must be positive".into());
+        }
+        if let Some(t) = self.throttle_bps {
+            if !(t.is_finite() && t >= 1.0) {
+                return bad(format!("throttle must be at least 1 byte/s, got {t}"));
+            }
+        }
+        if let Some(r) = self.rcvbuf {
+            if r == 0 {
+                return bad("rcvbuf must be positive".into());
+            }
+        }
+        match &self.arrival {
+            Arrival::Burst { interval } | Arrival::Random { interval, .. } => {
+                if interval.is_zero() {
+                    return bad(format!(
+                        "{} mode needs a positive interval",
+                        self.arrival.name()
+                    ));
+                }
+            }
+            Arrival::Closed { .. } => {}
+            Arrival::Rate { rate, connections } => {
+                if !(rate.is_finite() && *rate > 0.0) {
+                    return bad(format!(
+                        "rate must be a positive number of requests/s, got {rate}"
+                    ));
+                }
+                if *connections == 0 {
+                    return bad("rate mode needs at least 1 connection".into());
+                }
+            }
+            Arrival::Trace { entries, source } => {
+                if entries.is_empty() {
+                    return bad(format!("trace {source} has no entries"));
+                }
+                for e in entries {
+                    crate::trace::resolve(&e.url, &self.url_pattern).map_err(|m| {
+                        LoadError::Config(format!("trace {source} line {}: {m}", e.line))
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn is_trace(&self) -> bool {
+        matches!(self.arrival, Arrival::Trace { .. })
+    }
+
+    /// The receive buffer to set on sockets, if any.
+    pub(crate) fn effective_rcvbuf(&self) -> Option<usize> {
+        self.rcvbuf
+            .or_else(|| self.throttle_bps.map(|_| DEFAULT_THROTTLED_RCVBUF))
+    }
+}
+
+/// SO_RCVBUF used on throttled connections unless set (Linux doubles it for bookkeeping).
+pub const DEFAULT_THROTTLED_RCVBUF: usize = 8 * 1024;
+
+/// Substitutes `{browser}` and `{page}` in `pattern` and parses the result as an `http://` URL.
+pub fn expand_url(pattern: &str, browser: usize, page: u64) -> Result<Url, LoadError> {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut rest = pattern;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(t) = tail.strip_prefix("{browser}") {
+            out.push_str(&browser.to_string());
+            rest = t;
+        } else if let Some(t) = tail.strip_prefix("{page}") {
+            out.push_str(&page.to_string());
+            rest = t;
+        } else {
+            let end = tail.find('}').map(|j| j + 1).unwrap_or(tail.len());
+            return Err(LoadError::Config(format!(
+                "URL pattern {pattern:?}: unknown placeholder {:?} (known: {{browser}}, {{page}})",
+                &tail[..end]
+            )));
+        }
+    }
+    out.push_str(rest);
+    parse_http_url(&out).map_err(|m| LoadError::Config(format!("URL pattern {pattern:?}: {m}")))
+}
+
+/// Parses an absolute `http://` URL with a host; the message says what is wrong.
+pub fn parse_http_url(s: &str) -> Result<Url, String> {
+    let u = Url::parse(s).map_err(|e| format!("not a valid URL ({e}): {s:?}"))?;
+    match u.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(format!(
+                "https is not supported (no TLS in triage load): {s:?}"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "scheme {other:?} is not supported, use http://: {s:?}"
+            ))
+        }
+    }
+    if u.host().is_none() {
+        return Err(format!("URL has no host: {s:?}"));
+    }
+    Ok(u)
+}
+
+/// Parses a duration: a number with unit `us`, `ms`, `s`, `m` or `h` (`500ms`, `1.5s`); a bare
+/// number means seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?} (expected e.g. 500ms, 2s, 1.5m)"))?;
+    let mult = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => {
+            return Err(format!(
+                "bad duration unit {u:?} in {s:?} (use us, ms, s, m, h)"
+            ))
+        }
+    };
+    let secs = v * mult;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("duration {s:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a byte rate in bytes/s: `200KB/s`, `10Mbit`, `1.25MB`, `64KiB/s`, or a bare number
+/// of bytes/s. K/M/G are decimal (1000), Ki/Mi/Gi binary; `bit` divides by 8.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("/s")
+        .or_else(|| t.strip_suffix("ps"))
+        .unwrap_or(t);
+    let v = parse_size_f64(t).map_err(|e| format!("bad rate {s:?}: {e} (e.g. 200KB/s, 10Mbit)"))?;
+    if v < 1.0 {
+        return Err(format!("bad rate {s:?}: must be at least 1 byte/s"));
+    }
+    Ok(v)
+}
+
+/// Parses a size in bytes: `8192`, `16KiB`, `64KB`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let v = parse_size_f64(s.trim()).map_err(|e| format!("bad size {s:?}: {e}"))?;
+    if v < 1.0 || v > (1u64 << 40) as f64 {
+        return Err(format!("bad size {s:?}: out of range"));
+    }
+    Ok(v as usize)
+}
+
+fn parse_size_f64(t: &str) -> Result<f64, String> {
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| "not a number".to_string())?;
+    let unit = unit.trim();
+    let (prefix, bits) = if let Some(p) = unit.strip_suffix("bit") {
+        (p, true)
+    } else if let Some(p) = unit.strip_suffix('b') {
+        (p, true)
+    } else if let Some(p) = unit.strip_suffix('B') {
+        (p, false)
+    } else {
+        (unit, false)
+    };
+    let mult = match prefix {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("unknown unit {unit:?}")),
+    };
+    let v = v * mult / if bits { 8.0 } else { 1.0 };
+    if !v.is_finite() {
+        return Err("out of range".into());
+    }
+    Ok(v)
+}
+
+/// Serde helper: a `Duration` as float seconds.
+mod secs {
+    use serde::Serializer;
+    use std::time::Duration;
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+/// Serde helper: an `Option<Duration>` as float seconds or null.
+mod opt_secs {
+    use serde::Serializer;
+    use std::time::Duration;
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_f64(d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("200KB/s").unwrap(), 200_000.0);
+        assert_eq!(parse_rate("10Mbit").unwrap(), 1_250_000.0);
+        assert_eq!(parse_rate("10Mbps").unwrap(), 1_250_000.0);
+        assert_eq!(parse_rate("64KiB/s").unwrap(), 65536.0);
+        assert_eq!(parse_rate("1000").unwrap(), 1000.0);
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("10 furlongs").is_err());
+        assert_eq!(parse_size("16KiB").unwrap(), 16384);
+    }
+
+    #[test]
+    fn url_patterns() {
+        let u = expand_url("http://h:8080/b{browser}/p{page}.html", 3, 7).unwrap();
+        assert_eq!(u.as_str(), "http://h:8080/b3/p7.html");
+        assert!(expand_url("http://h/{brows}/", 0, 0).is_err());
+        assert!(expand_url("https://h/", 0, 0).is_err());
+        assert!(expand_url("ftp://h/", 0, 0).is_err());
+        assert!(expand_url("not a url", 0, 0).is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut c = LoadConfig::new("http://127.0.0.1:1/");
+        c.parallel = 0;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("parallel"), "{e}");
+        let mut c = LoadConfig::new("http://127.0.0.1:1/");
+        c.duration = None;
+        assert!(c.validate().unwrap_err().to_string().contains("bound"));
+    }
+}
