@@ -98,6 +98,48 @@ impl Drop for Completion {
     }
 }
 
+/// The producing half of a gated stream: source, compressor, end flag.
+struct Producer {
+    source: Box<dyn ChunkSource>,
+    gzip: Option<Gzip>,
+    ended: bool,
+}
+
+impl Producer {
+    fn produce(&mut self) -> io::Result<Option<Bytes>> {
+        if self.ended {
+            return Ok(None);
+        }
+        let out = match self.source.produce()? {
+            Some(b) => {
+                // A source that knows it is exhausted ends the stream in this burst, saving a
+                // burst just to learn that nothing is left.
+                let last = self.source.remaining() == Some(0);
+                if last {
+                    self.ended = true;
+                }
+                match &mut self.gzip {
+                    Some(gz) if last => {
+                        let mut v = gz.chunk(&b)?.to_vec();
+                        v.extend_from_slice(&gz.finish()?);
+                        Bytes::from(v)
+                    }
+                    Some(gz) => gz.chunk(&b)?,
+                    None => b,
+                }
+            }
+            None => {
+                self.ended = true;
+                match &mut self.gzip {
+                    Some(gz) => gz.finish()?,
+                    None => return Ok(None),
+                }
+            }
+        };
+        Ok(Some(out))
+    }
+}
+
 /// A gated chunk stream.
 pub struct Gated {
     gate: Arc<Gate>,
@@ -105,9 +147,7 @@ pub struct Gated {
     hints: Hints,
     acq: AcquireState,
     acquiring: bool,
-    source: Box<dyn ChunkSource>,
-    gzip: Option<Gzip>,
-    ended: bool,
+    prod: Producer,
     pending: Option<Bytes>,
 }
 
@@ -125,77 +165,57 @@ impl Gated {
             hints,
             acq: AcquireState::default(),
             acquiring: false,
-            source,
-            gzip,
-            ended: false,
+            prod: Producer {
+                source,
+                gzip,
+                ended: false,
+            },
             pending: None,
         }
     }
 
-    /// Produce the next piece of output. Call only while holding the worker's slot.
-    /// Returns `None` once the stream (including the gzip trailer) is complete.
+    /// Process one chunk of the source (one burst's work). Call only while holding the
+    /// worker's slot. Returns `None` once the stream (including the gzip trailer) is complete,
+    /// and possibly an empty chunk when the compressor kept everything buffered.
     pub fn produce_now(&mut self) -> io::Result<Option<Bytes>> {
-        loop {
-            if self.ended {
-                return Ok(None);
-            }
-            let out = match self.source.produce()? {
-                Some(b) => {
-                    // A source that knows it is exhausted ends the stream in this burst,
-                    // saving a burst just to learn that nothing is left.
-                    let last = self.source.remaining() == Some(0);
-                    if last {
-                        self.ended = true;
-                    }
-                    match &mut self.gzip {
-                        Some(gz) if last => {
-                            let mut v = gz.chunk(&b)?.to_vec();
-                            v.extend_from_slice(&gz.finish()?);
-                            Bytes::from(v)
-                        }
-                        Some(gz) => gz.chunk(&b)?,
-                        None => b,
-                    }
-                }
-                None => {
-                    self.ended = true;
-                    match &mut self.gzip {
-                        Some(gz) => gz.finish()?,
-                        None => return Ok(None),
-                    }
-                }
-            };
-            if !out.is_empty() {
-                return Ok(Some(out));
-            }
-        }
+        self.prod.produce()
     }
 
     /// Whether everything has been produced.
     pub fn ended(&self) -> bool {
-        self.ended
+        self.prod.ended
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
-        if let Some(b) = self.pending.take() {
-            return Poll::Ready(Some(Ok(b)));
-        }
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        if !self.acquiring {
-            if let Err(e) = std::task::ready!(self.source.poll_input(cx)) {
-                return Poll::Ready(Some(Err(e)));
+        loop {
+            if let Some(b) = self.pending.take() {
+                return Poll::Ready(Some(Ok(b)));
             }
-            self.acquiring = true;
+            if self.prod.ended {
+                return Poll::Ready(None);
+            }
+            if !self.acquiring {
+                if let Err(e) = std::task::ready!(self.prod.source.poll_input(cx)) {
+                    return Poll::Ready(Some(Err(e)));
+                }
+                self.acquiring = true;
+            }
+            let permit = std::task::ready!(self.gate.poll_acquire(
+                &mut self.acq,
+                self.worker,
+                &self.hints,
+                cx
+            ));
+            self.acquiring = false;
+            let out = self.prod.produce();
+            drop(permit);
+            match out {
+                // The compressor kept the chunk: that was one burst; the next one goes through
+                // the ready queue again, without a frame in between.
+                Ok(Some(b)) if b.is_empty() => {}
+                other => return Poll::Ready(other.transpose()),
+            }
         }
-        let gate = self.gate.clone();
-        let permit =
-            std::task::ready!(gate.poll_acquire(&mut self.acq, self.worker, &self.hints, cx));
-        self.acquiring = false;
-        let out = self.produce_now();
-        drop(permit);
-        Poll::Ready(out.transpose())
     }
 }
 
@@ -243,7 +263,7 @@ impl ServeBody {
         if gated.ended() {
             return first.map_or_else(Self::empty, Self::once);
         }
-        gated.pending = first;
+        gated.pending = first.filter(|b| !b.is_empty());
         Self {
             kind: Kind::Gated(Box::new(gated)),
             done: None,
@@ -281,7 +301,7 @@ impl Body for ServeBody {
         match &self.kind {
             Kind::Empty => true,
             Kind::Once(b) => b.is_none(),
-            Kind::Gated(g) => g.ended && g.pending.is_none(),
+            Kind::Gated(g) => g.prod.ended && g.pending.is_none(),
         }
     }
 

@@ -469,37 +469,42 @@ async fn connection(
             async move { Ok::<_, Infallible>(crate::router::dispatch(&shared, &conn, req).await) }
         })
     };
-    let mut c = pin!(builder.serve_connection(io, svc));
-    let at = |ns: u64| tokio::time::Instant::from_std(epoch + Duration::from_nanos(ns));
-    let watchdog = tokio::time::sleep_until(at(conn.deadline(&t)));
-    let mut watchdog = pin!(watchdog);
-    let mut stopping = *stop.borrow();
-    if stopping {
-        c.as_mut().graceful_shutdown();
-    }
-    loop {
-        tokio::select! {
-            r = c.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "connection ended with an error");
-                }
-                break;
-            }
-            _ = stop.changed(), if !stopping => {
-                stopping = true;
-                c.as_mut().graceful_shutdown();
-            }
-            _ = &mut watchdog => {
-                let d = conn.deadline(&t);
-                if shared.gate.now() >= d {
-                    shared.metrics.conns_timed_out.fetch_add(1, Relaxed);
+    {
+        let mut c = pin!(builder.serve_connection(io, svc));
+        let at = |ns: u64| tokio::time::Instant::from_std(epoch + Duration::from_nanos(ns));
+        // The watchdog wakes at the current deadline but at least every `min` (a state change can
+        // move the deadline earlier), so a timeout fires between 1x and 2x its value.
+        let min = t.header.min(t.keepalive).min(t.send).max(1_000_000);
+        let next = |now: u64| at(conn.deadline(&t).min(now + min));
+        let watchdog = tokio::time::sleep_until(next(shared.gate.now()));
+        let mut watchdog = pin!(watchdog);
+        let mut stopping = *stop.borrow();
+        if stopping {
+            c.as_mut().graceful_shutdown();
+        }
+        loop {
+            tokio::select! {
+                r = c.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
                     break;
                 }
-                watchdog.as_mut().reset(at(d));
+                _ = stop.changed(), if !stopping => {
+                    stopping = true;
+                    c.as_mut().graceful_shutdown();
+                }
+                _ = &mut watchdog => {
+                    let now = shared.gate.now();
+                    if now >= conn.deadline(&t) {
+                        shared.metrics.conns_timed_out.fetch_add(1, Relaxed);
+                        break;
+                    }
+                    watchdog.as_mut().reset(next(now));
+                }
             }
         }
-    }
-    drop(c);
+    } // the connection (and its socket) is dropped here
     shared.gate.checkin(worker);
     shared.metrics.conns_open.fetch_sub(1, Relaxed);
 }

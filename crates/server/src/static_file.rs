@@ -135,7 +135,7 @@ fn burst(
     respond(shared, conn, req, entry, mime, head, hints)
 }
 
-fn header_str<'a>(h: &'a HeaderMap, n: header::HeaderName) -> Option<&'a str> {
+fn header_str(h: &HeaderMap, n: header::HeaderName) -> Option<&str> {
     h.get(n).and_then(|v| v.to_str().ok())
 }
 

@@ -1,0 +1,113 @@
+//! The gate seen from outside: the worker log of `--policy pos --pfs-log` has run/wait cycles
+//! that grow with the size of the file served (one burst per 16 KiB chunk); `--gate off`
+//! serves without any burst; several clients on one slot queue and all complete.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+
+fn counts(log: &str) -> HashMap<u64, (usize, usize, usize)> {
+    let mut m: HashMap<u64, (usize, usize, usize)> = HashMap::new();
+    for line in log.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect(line);
+        let w = v["worker"].as_u64().unwrap();
+        assert!(v["t_ns"].is_u64(), "{line}");
+        let e = m.entry(w).or_default();
+        match v["state"].as_str().unwrap() {
+            "run" => e.0 += 1,
+            "wait" => e.1 += 1,
+            "ready" => e.2 += 1,
+            s => panic!("bad state {s}"),
+        }
+    }
+    m
+}
+
+#[tokio::test]
+async fn pfs_log_cycles_grow_with_file_size() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("small.html"), vec![b'x'; 4_000]).unwrap();
+    std::fs::write(t.path().join("large.bmp"), vec![7u8; 400_000]).unwrap();
+    let log = t.path().join("pfs.jsonl");
+    let mut cfg = config(Some(t.path()));
+    cfg.policy = "pos".into();
+    cfg.pfs_log = Some(log.clone());
+    cfg.workers = 0; // only the workers the two connections create
+    let s = start(cfg).await;
+    assert_eq!(get(s.addr, "/small.html", "").await.body.len(), 4_000);
+    // Let the pool see the first worker idle again, then take a fresh one for the image.
+    let c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(get(s.addr, "/large.bmp", "").await.body.len(), 400_000);
+    drop(c);
+    s.stop().await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let c = counts(&text);
+    let mut runs: Vec<(usize, usize)> =
+        c.values().filter(|v| v.0 > 0).map(|v| (v.0, v.1)).collect();
+    runs.sort();
+    assert_eq!(runs.len(), 2, "{c:?}");
+    let (small, large) = (runs[0], runs[1]);
+    // 4 KB: one burst (head + the whole body). 400 KB in 16 KiB chunks: 25 chunks, the first
+    // produced with the head.
+    assert!(small.0 <= 2, "{c:?}");
+    assert!(large.0 >= 25, "{c:?}");
+    // Every run is followed by a wait.
+    assert!(large.1 >= large.0 && small.1 >= small.0, "{c:?}");
+}
+
+#[tokio::test]
+async fn gate_off_serves_without_bursts() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("f.txt"), "hello").unwrap();
+    let mut cfg = config(Some(t.path()));
+    cfg.gate = false;
+    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
+    let s = start(cfg).await;
+    assert_eq!(get(s.addr, "/f.txt", "").await.body, b"hello");
+    let m = metrics(s.admin.unwrap()).await;
+    assert_eq!(metric(&m, "triage_bursts_total"), Some(0.0));
+    assert!(m.contains("gate=\"off\""));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_share_one_slot() {
+    let t = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+    std::fs::write(t.path().join("img.bmp"), &data).unwrap();
+    let mut cfg = config(Some(t.path()));
+    cfg.policy = "pos".into();
+    cfg.threads = Some(2);
+    cfg.chunk = 4096;
+    cfg.gzip.enabled = true;
+    cfg.gzip.level = 9;
+    cfg.gzip.types = vec!["image/bmp".into()];
+    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
+    let s = start(cfg).await;
+    let addr = s.addr;
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(async move { get(addr, "/img.bmp", "Accept-Encoding: gzip\r\n").await })
+        })
+        .collect();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200);
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(r.body.as_slice()),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, data);
+    }
+    let m = metrics(s.admin.unwrap()).await;
+    assert_eq!(metric(&m, "triage_pl"), Some(0.0));
+    assert_eq!(metric(&m, "triage_lrq"), Some(0.0));
+    assert!(metric(&m, "triage_bursts_total").unwrap() >= 8.0 * 70.0);
+    s.stop().await;
+}
