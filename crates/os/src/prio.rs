@@ -92,7 +92,10 @@ mod tests {
 
     #[test]
     fn rejects_out_of_range() {
-        assert_eq!(set_thread_nice(current_tid(), 25), Err(PrioError::Range(25)));
+        assert_eq!(
+            set_thread_nice(current_tid(), 25),
+            Err(PrioError::Range(25))
+        );
     }
 
     #[test]
@@ -108,7 +111,9 @@ mod tests {
             match set_thread_nice(tid, before) {
                 Ok(()) => assert_eq!(thread_nice(tid).unwrap(), before),
                 Err(PrioError::Permission { .. }) => {
-                    eprintln!("SKIP sets_and_restores_own_thread: restoring nice needs CAP_SYS_NICE")
+                    eprintln!(
+                        "SKIP sets_and_restores_own_thread: restoring nice needs CAP_SYS_NICE"
+                    )
                 }
                 Err(e) => panic!("{e}"),
             }
