@@ -284,3 +284,102 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        T::try_parse_from(std::iter::once("load").chain(args.iter().copied())).map(|t| t.a)
+    }
+
+    fn usage_err(args: &[&str]) -> String {
+        let e = run(parse(args).expect("clap accepts these flags")).unwrap_err();
+        assert!(
+            e.downcast_ref::<UsageError>().is_some(),
+            "not a usage error: {e:#}"
+        );
+        e.to_string()
+    }
+
+    #[test]
+    fn bad_urls_are_usage_errors() {
+        assert!(usage_err(&["not a url"]).contains("not a valid URL"));
+        assert!(usage_err(&["https://h/"]).contains("https"));
+        assert!(usage_err(&["ftp://h/"]).contains("ftp"));
+        assert!(usage_err(&["http://h/{brwser}/"]).contains("{brwser}"));
+        assert!(usage_err(&[]).contains("missing URL"));
+        assert!(usage_err(&["http://h/", "--url-pattern", "http://h/"]).contains("not both"));
+    }
+
+    #[test]
+    fn inconsistent_flags_are_usage_errors() {
+        assert!(usage_err(&["http://h/", "--rate", "5"]).contains("--rate"));
+        assert!(usage_err(&["http://h/", "--mode", "burst"]).contains("--interval"));
+        assert!(usage_err(&["http://h/", "--mode", "rate"]).contains("--rate"));
+        assert!(usage_err(&[
+            "http://h/",
+            "--mode",
+            "rate",
+            "--rate",
+            "5",
+            "--browsers",
+            "3"
+        ])
+        .contains("--connections"));
+        assert!(usage_err(&[
+            "http://h/",
+            "--think",
+            "1s",
+            "--mode",
+            "random",
+            "--interval",
+            "1s"
+        ])
+        .contains("--think"));
+        assert!(usage_err(&["http://h/", "--mode", "trace"]).contains("--trace"));
+        assert!(
+            usage_err(&["http://h/", "--mode", "trace", "--trace", "/nonexistent/t"])
+                .contains("cannot read")
+        );
+        assert!(usage_err(&["http://h/", "-k", "0"]).contains("parallel"));
+        assert!(usage_err(&["http://h/", "--pages", "0"]).contains("count"));
+    }
+
+    #[test]
+    fn bad_values_are_clap_usage_errors() {
+        for args in [
+            &["http://h/", "--duration", "fast"][..],
+            &["http://h/", "--throttle", "10 furlongs"],
+            &["http://h/", "--mode", "sideways"],
+            &["http://h/", "--connection", "maybe"],
+        ] {
+            let e = parse(args).err().expect("rejected");
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn network_failures_are_counted_not_fatal() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let dir = std::env::temp_dir().join(format!("triage-load-test-{}", std::process::id()));
+        let url = format!("http://127.0.0.1:{port}/");
+        let a = parse(&[&url, "--pages", "2", "-q", "--out", dir.to_str().unwrap()]).unwrap();
+        run(a).unwrap();
+        let s = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["pages"], 2);
+        assert_eq!(v["errors"], 2);
+    }
+}
