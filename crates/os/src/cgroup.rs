@@ -609,6 +609,12 @@ impl CgroupRoot {
         Ok(self.handle(PathBuf::from(rel)))
     }
 
+    /// A handle on the run directory itself (every cgroup of this root is below it): its
+    /// [`Cgroup::cpu_usage`] is the CPU of everything this root placed in cgroups.
+    pub fn top(&self) -> Cgroup {
+        self.handle(PathBuf::new())
+    }
+
     fn handle(&self, rel: PathBuf) -> Cgroup {
         let dirs = self.inner.dirs(&rel);
         Cgroup {

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod ready;
 pub mod registry;
 pub mod sched;
+pub mod share;
 pub mod worker;
 
 pub use queue::{ContentClass, Ctx, Hints, Policy, PolicyStats};

@@ -86,6 +86,15 @@ pub trait Policy: Send {
         let _ = (worker, ctx);
     }
 
+    /// `worker` wants a slot, one is free and the queue is empty: may it run now? Returning
+    /// `false` queues it instead (through [`Policy::enqueue`]), e.g. because its container is
+    /// over its CPU cap (`share`). Policies that charge work to a container learn here which
+    /// container a burst that skips the queue belongs to.
+    fn admit(&mut self, worker: WorkerId, hints: &Hints, ctx: &Ctx) -> bool {
+        let _ = (worker, hints, ctx);
+        true
+    }
+
     /// `worker` wants a slot and none is free: put it in the ready queue.
     fn enqueue(&mut self, worker: WorkerId, hints: &Hints, ctx: &Ctx);
 

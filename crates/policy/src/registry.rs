@@ -71,7 +71,12 @@ pub struct Entry {
 }
 
 /// Every policy the mechanisms can be asked for.
-pub const REGISTRY: &[Entry] = &[crate::fifo::ENTRY, crate::pos::ENTRY, crate::content::ENTRY];
+pub const REGISTRY: &[Entry] = &[
+    crate::fifo::ENTRY,
+    crate::pos::ENTRY,
+    crate::content::ENTRY,
+    crate::share::ENTRY,
+];
 
 /// Names of all registered policies.
 pub fn names() -> Vec<&'static str> {

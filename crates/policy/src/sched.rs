@@ -5,7 +5,8 @@
 //! runs next. Invariants, checked by the tests:
 //! - `busy <= slots`, and `busy` equals the number of workers in [`State::Run`];
 //! - a worker is in the policy's queue exactly when it is in [`State::Ready`];
-//! - a slot is never left idle while the queue is non-empty (work conserving).
+//! - a slot is never left idle while the queue is non-empty (work conserving), unless the
+//!   policy holds work back on purpose (`share` caps; see [`Sched::poll`]).
 
 use std::collections::HashMap;
 
@@ -144,11 +145,14 @@ impl Sched {
             State::Wait => {}
         }
         self.transition(worker, State::Ready, now);
-        if self.busy < self.slots && self.policy.is_empty() {
+        let ctx = self.ctx(now);
+        if self.busy < self.slots
+            && self.policy.is_empty()
+            && self.policy.admit(worker, hints, &ctx)
+        {
             self.transition(worker, State::Run, now);
             Grant::RunNow
         } else {
-            let ctx = self.ctx(now);
             self.policy.enqueue(worker, hints, &ctx);
             Grant::Queued
         }
@@ -215,6 +219,14 @@ impl Sched {
         self.states.remove(&worker);
         let ctx = self.ctx(now);
         self.policy.on_exit(worker, &ctx);
+        self.fill(now)
+    }
+
+    /// Run the policy's periodic work if due and fill free slots from the queue; returns the
+    /// workers that got a slot. A policy may hold ready work back (`share` caps); mechanisms
+    /// call this at least every [`Policy::period`] so that work resumes.
+    pub fn poll(&mut self, now: Nanos) -> Vec<WorkerId> {
+        self.maybe_tick(now);
         self.fill(now)
     }
 

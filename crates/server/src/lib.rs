@@ -11,6 +11,7 @@
 
 pub mod body;
 pub mod config;
+pub mod containers;
 pub mod demo;
 pub mod gate;
 pub mod headers;
