@@ -17,8 +17,13 @@
 
 pub mod error;
 pub mod peers;
+pub mod pos;
 pub mod process;
+pub mod progress;
+pub mod report;
 pub mod results;
+pub mod runner;
+pub mod sampler;
 pub mod signals;
 pub mod site;
 pub mod testbed;

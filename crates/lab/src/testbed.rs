@@ -231,9 +231,7 @@ impl Testbed {
         let pid = std::process::id();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let root = nix::unistd::geteuid().is_root();
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let cpus = online_cpus();
         let mut notes = Vec::new();
         let workdir = tempfile::Builder::new()
             .prefix(&format!("triage-lab-{}-{pid}-{n}-", cfg.tag))
@@ -479,6 +477,23 @@ impl Testbed {
         Ok(())
     }
 
+    /// A closure that moves the calling thread into the server's network namespace, for
+    /// threads that outlive a borrow of the testbed (samplers). No-op on loopback.
+    pub fn enter_server_ns_fn(&self) -> impl FnOnce() -> Result<()> + Send + 'static {
+        let fd = self
+            .net
+            .as_ref()
+            .map(|n| (n.server_fd.try_clone(), n.server.clone()));
+        move || {
+            if let Some((fd, name)) = fd {
+                let fd = fd.map_err(|e| LabError::io("duplicating", &name, e))?;
+                setns(&fd, CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| LabError::Os(format!("entering {name}: {e}")))?;
+            }
+            Ok(())
+        }
+    }
+
     /// Wait until `addr` accepts connections (seen from the server namespace), or fail if
     /// `child` exits or `timeout` passes.
     pub fn wait_listening(
@@ -543,6 +558,17 @@ impl Drop for Testbed {
             }
         }
         self.net.take();
+    }
+}
+
+/// CPUs online on the machine (not only those this thread may use: the lab pins itself).
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
     }
 }
 

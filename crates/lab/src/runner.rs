@@ -1,0 +1,283 @@
+//! One run: one server variant on the testbed under one load, measured.
+//!
+//! [`Bench::run`] starts the server under test on the server side (triage as
+//! `<this binary> serve ...`, or a peer from [`crate::peers`]), the CPU hog if the variant has
+//! one, the PL/LRQ samplers, then the load generator as `<this binary> load ...` on the client
+//! side with a trace of page requests the lab wrote (so every variant gets exactly the same
+//! arrivals), waits for it, stops everything and reads the load's `pages.csv`. The lab measures
+//! exactly what users run: the same binary and flags.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{LabError, Result};
+use crate::peers::{Gzip, Peer, PeerSite, Prefork};
+use crate::process::log_tail;
+use crate::results::{parse_pages_csv, Page};
+use crate::sampler::{CpuSampler, GatePoller, GateStats, PlLrq};
+use crate::site::Site;
+use crate::testbed::Testbed;
+
+/// Which server a variant runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "server")]
+pub enum ServerKind {
+    /// `triage serve` with these extra flags (policy, SLP, RW, boost...).
+    Triage { args: Vec<String> },
+    /// A peer with its default configuration for the lab.
+    Peer { peer: Peer },
+}
+
+/// A named configuration to compare.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Variant {
+    /// Short name (`fifo`, `pos-rw3`, `nginx`...).
+    pub name: String,
+    #[serde(flatten)]
+    pub server: ServerKind,
+    /// Run the CPU hog beside the server.
+    pub hog: bool,
+}
+
+impl Variant {
+    /// A triage variant.
+    pub fn triage(name: &str, args: &[&str], hog: bool) -> Variant {
+        Variant {
+            name: name.to_owned(),
+            server: ServerKind::Triage {
+                args: args.iter().map(|s| s.to_string()).collect(),
+            },
+            hog,
+        }
+    }
+
+    /// A peer variant.
+    pub fn peer(peer: Peer, hog: bool) -> Variant {
+        Variant {
+            name: peer.name().to_owned(),
+            server: ServerKind::Peer { peer },
+            hog,
+        }
+    }
+
+    /// The peer, if this is one.
+    pub fn peer_kind(&self) -> Option<Peer> {
+        match self.server {
+            ServerKind::Peer { peer } => Some(peer),
+            ServerKind::Triage { .. } => None,
+        }
+    }
+}
+
+/// The load of one run.
+#[derive(Debug, Clone)]
+pub struct LoadPlan {
+    /// `triage load` trace text: `<ms offset> /path browser` per line.
+    pub trace: String,
+    pub browsers: usize,
+    /// Parallel connections per browser (K).
+    pub parallel: usize,
+    /// Time covered by the trace (the load stops scheduling after it).
+    pub duration: Duration,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    pub seed: u64,
+    /// More `triage load` flags.
+    pub extra: Vec<String>,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub pages: Vec<Page>,
+    /// PL/LRQ from the cgroup (all servers alike).
+    pub cpu: PlLrq,
+    /// triage's gate view (triage only).
+    pub gate: Option<GateStats>,
+    pub wall_s: f64,
+    /// The load generator's own summary.json.
+    pub load_summary: Option<serde_json::Value>,
+}
+
+/// Everything the runs of a lab share.
+pub struct Bench<'a> {
+    pub tb: &'a Testbed,
+    /// The `triage` binary (normally `std::env::current_exe()`).
+    pub triage_bin: PathBuf,
+    pub site: &'a Site,
+    /// On-the-fly compression, the same for every server (`None`: off).
+    pub gzip: Option<Gzip>,
+    pub prefork: Prefork,
+    pub keepalive_s: u32,
+}
+
+fn os(s: impl Into<OsString>) -> OsString {
+    s.into()
+}
+
+impl Bench<'_> {
+    /// The `triage serve` command line of a variant.
+    pub fn triage_args(
+        &self,
+        extra: &[String],
+        listen: SocketAddr,
+        admin: SocketAddr,
+    ) -> Vec<OsString> {
+        let mut a = vec![
+            os("serve"),
+            os("--root"),
+            self.site.root.clone().into_os_string(),
+            os("--listen"),
+            os(listen.to_string()),
+            os("--admin"),
+            os(admin.to_string()),
+            os("--slots"),
+            os("1"),
+            os("--keepalive-timeout"),
+            os(format!("{}s", self.keepalive_s)),
+        ];
+        if let Some(g) = &self.gzip {
+            a.push(os("--gzip-level"));
+            a.push(os(g.level.to_string()));
+        }
+        a.extend(extra.iter().map(os));
+        a
+    }
+
+    /// Run `v` under `load`, keeping logs and the load's output in `dir`.
+    pub fn run(&self, v: &Variant, load: &LoadPlan, dir: &Path) -> Result<RunOutcome> {
+        std::fs::create_dir_all(dir).map_err(|e| LabError::io("creating", dir, e))?;
+        let addr = self.tb.server_addr()?;
+        let mut admin = None;
+        let mut server = match &v.server {
+            ServerKind::Triage { args } => {
+                let a = self.tb.server_addr()?;
+                admin = Some(a);
+                self.tb.spawn_server_side(
+                    &format!("triage serve ({})", v.name),
+                    &self.triage_bin,
+                    &self.triage_args(args, addr, a),
+                    Some(dir.join("server.log")),
+                )?
+            }
+            ServerKind::Peer { peer } => {
+                let site = PeerSite {
+                    root: self.site.root.clone(),
+                    listen: addr,
+                    gzip: self.gzip.clone(),
+                    keepalive_s: self.keepalive_s,
+                    extra: String::new(),
+                };
+                let p = peer.prepare(&dir.join(peer.name()), &site, &self.prefork)?;
+                self.tb.spawn_server_side(
+                    peer.name(),
+                    &p.program,
+                    &p.args,
+                    Some(dir.join("server.log")),
+                )?
+            }
+        };
+        self.tb
+            .wait_listening(addr, &mut server, Duration::from_secs(15))?;
+        let mut hog = if v.hog {
+            Some(self.tb.spawn_hog()?)
+        } else {
+            None
+        };
+        // Let the hog take its share and the server's workers go idle before the first page.
+        crate::signals::sleep(Duration::from_millis(300))?;
+        let trace = dir.join("trace.txt");
+        crate::results::write_file(&trace, load.trace.as_bytes())?;
+        let out = dir.join("load");
+        let mut args = vec![
+            os("load"),
+            os(format!("http://{addr}/b{{browser}}/index.html")),
+            os("--mode"),
+            os("trace"),
+            os("--trace"),
+            trace.into_os_string(),
+            os("--browsers"),
+            os(load.browsers.to_string()),
+            os("--parallel"),
+            os(load.parallel.to_string()),
+            os("--duration"),
+            os(format!("{}ms", load.duration.as_millis().max(1))),
+            os("--timeout"),
+            os(format!("{}ms", load.timeout.as_millis())),
+            os("--seed"),
+            os(load.seed.to_string()),
+            os("--out"),
+            out.clone().into_os_string(),
+            os("--quiet"),
+        ];
+        if let Some(rate) = self.tb.client_rate() {
+            // No shaped link: each connection reads at the link rate shared by the browsers.
+            let per = (rate as f64 / load.browsers.max(1) as f64).max(1.0);
+            args.push(os("--throttle"));
+            args.push(os(format!("{}", per.round() as u64)));
+        }
+        args.extend(load.extra.iter().map(os));
+        let sampler =
+            CpuSampler::start(self.tb.server_cgroup().cloned(), self.tb.server_capacity());
+        let poller = admin.map(|a| GatePoller::start(self.tb, a, Duration::from_millis(500)));
+        let t0 = Instant::now();
+        let mut client = self.tb.spawn_client(
+            "triage load",
+            &self.triage_bin,
+            &args,
+            Some(dir.join("load.log")),
+        )?;
+        let deadline = t0 + load.duration + load.timeout * 2 + Duration::from_secs(30);
+        let status = client.wait_until(deadline)?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        let cpu = sampler.finish();
+        let gate = poller.and_then(GatePoller::finish);
+        if let Some(h) = hog.as_mut() {
+            h.stop(Duration::from_millis(200));
+        }
+        let server_status = server.try_wait()?;
+        server.stop(Duration::from_secs(3));
+        if let Some(cg) = self.tb.server_cgroup() {
+            let _ = cg.kill_all();
+        }
+        let Some(status) = status else {
+            return Err(LabError::Process {
+                name: "triage load".into(),
+                msg: format!("still running after {:.0} s; stopped", wall_s),
+            });
+        };
+        if !status.success() {
+            return Err(LabError::Process {
+                name: "triage load".into(),
+                msg: format!("{status}: {}", log_tail(Some(&dir.join("load.log")), 2000)),
+            });
+        }
+        if let Some(s) = server_status {
+            return Err(LabError::Process {
+                name: v.name.clone(),
+                msg: format!(
+                    "server exited during the run ({s}): {}",
+                    server.log_tail(2000)
+                ),
+            });
+        }
+        let csv_path = out.join("pages.csv");
+        let text = std::fs::read_to_string(&csv_path)
+            .map_err(|e| LabError::io("reading", &csv_path, e))?;
+        let pages = parse_pages_csv(&text)?;
+        let load_summary = std::fs::read_to_string(out.join("summary.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        Ok(RunOutcome {
+            pages,
+            cpu,
+            gate,
+            wall_s,
+            load_summary,
+        })
+    }
+}

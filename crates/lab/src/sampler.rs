@@ -1,0 +1,322 @@
+//! PL and LRQ, seed 001 §4.3, sampled every 10 ms while a run is under load.
+//!
+//! Two views, both reported:
+//! - [`CpuSampler`], the same for every server (triage and peers): every 10 ms it reads the
+//!   server-side cgroup's CPU usage and the states of all its threads. PL sample = the share
+//!   of the server side's CPU capacity (its quota) used in the last interval, clamped to 0..1
+//!   (1 = the emulated CPU was busy the whole interval); LRQ sample = threads in state `R`
+//!   beyond the one that can run (the server side has one CPU), i.e. ready and waiting. These
+//!   are proxies of the paper's "processor busy" and "processes in the ready queue" at the
+//!   granularity the kernel exposes; the CPU hog counts as a ready process, as in the paper.
+//! - [`GatePoller`], triage only: the gate's own PL/LRQ counters from `/metrics`
+//!   (`triage_pl_busy_sum`, `triage_lrq_sum`, `triage_pl_samples_total`, also sampled every
+//!   10 ms by the server), and SLP/RW as predicted over time.
+//!
+//! Cgroup membership comes from the `os` crate; thread states are read from `/proc`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::testbed::{http_get, Testbed};
+
+/// Sampling interval of the paper.
+pub const INTERVAL: Duration = Duration::from_millis(10);
+
+/// PL/LRQ summary of one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PlLrq {
+    pub samples: u64,
+    /// Sum of PL samples (the paper's PL counter).
+    pub pl_sum: f64,
+    /// Sum of LRQ samples (the paper's LRQ).
+    pub lrq_sum: f64,
+    /// `pl_sum / samples`: fraction of time the server side's CPU was busy.
+    pub pl_mean: f64,
+    /// `lrq_sum / samples`: mean number of ready, waiting threads.
+    pub lrq_mean: f64,
+    /// CPU seconds the server side used during the run.
+    pub cpu_s: f64,
+}
+
+/// State letters of the threads of `pids` (from `/proc/<pid>/task/<tid>/stat`).
+pub fn thread_states(pids: &[i32]) -> Vec<char> {
+    let mut out = Vec::new();
+    for pid in pids {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in dir.flatten() {
+            let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+                continue;
+            };
+            if let Some(c) = stat_state(&stat) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// The state letter of a `/proc/.../stat` line (the field after the `(comm)`).
+pub fn stat_state(stat: &str) -> Option<char> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
+}
+
+/// LRQ sample from thread states: runnable threads beyond the `cpus` that can run.
+pub fn lrq_sample(states: &[char], cpus: usize) -> usize {
+    let r = states.iter().filter(|&&c| c == 'R').count();
+    r.saturating_sub(cpus)
+}
+
+/// Samples the server-side cgroup every [`INTERVAL`] on its own thread.
+pub struct CpuSampler {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<PlLrq>>,
+}
+
+impl CpuSampler {
+    /// Start sampling `cg` whose capacity is `capacity` CPUs (its quota).
+    pub fn start(cg: Option<os::Cgroup>, capacity: f64) -> CpuSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("lab-cpu-sampler".into())
+            .spawn(move || {
+                let mut out = PlLrq::default();
+                let Some(cg) = cg else { return out };
+                let first = cg.cpu_usage().unwrap_or_default();
+                let mut last = first;
+                let mut last_t = Instant::now();
+                let mut next = last_t + INTERVAL;
+                while !s2.load(Ordering::Relaxed) {
+                    let now = Instant::now();
+                    if now < next {
+                        std::thread::sleep(next - now);
+                        continue;
+                    }
+                    next += INTERVAL;
+                    if next < now {
+                        next = now + INTERVAL; // fell behind: do not burst
+                    }
+                    let usage = cg.cpu_usage().unwrap_or(last);
+                    let t = Instant::now();
+                    let dt = (t - last_t).as_secs_f64();
+                    let du = usage.saturating_sub(last).as_secs_f64();
+                    let pl = if dt > 0.0 {
+                        (du / (dt * capacity)).clamp(0.0, 1.0)
+                    } else {
+                        0.0
+                    };
+                    let pids = cg.all_pids().unwrap_or_default();
+                    let lrq = lrq_sample(&thread_states(&pids), 1);
+                    out.samples += 1;
+                    out.pl_sum += pl;
+                    out.lrq_sum += lrq as f64;
+                    last = usage;
+                    last_t = t;
+                }
+                out.cpu_s = last.saturating_sub(first).as_secs_f64();
+                if out.samples > 0 {
+                    out.pl_mean = out.pl_sum / out.samples as f64;
+                    out.lrq_mean = out.lrq_sum / out.samples as f64;
+                }
+                out
+            })
+            .ok();
+        CpuSampler { stop, handle }
+    }
+
+    /// Stop and return the summary.
+    pub fn finish(mut self) -> PlLrq {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for CpuSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// triage's own gate view of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GateStats {
+    /// Gate samples (every 10 ms) during the run.
+    pub samples: f64,
+    /// Mean busy slots.
+    pub pl_mean: f64,
+    /// Mean ready-queue length.
+    pub lrq_mean: f64,
+    /// Share of samples in seed 001's bottleneck (all slots busy, more than one ready).
+    pub bottleneck_frac: f64,
+    pub promotions: f64,
+    pub demotions: f64,
+    pub starvation_rescues: f64,
+    /// SLP (s) and RW over time: (seconds since start, slp_s, rw); NaN when the policy has none.
+    pub series: Vec<(f64, f64, f64)>,
+}
+
+/// Parse the Prometheus text format into `name -> value` (unlabelled series only).
+pub fn parse_prometheus(text: &str) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        if l.starts_with('#') || l.contains('{') {
+            continue;
+        }
+        let mut it = l.split_whitespace();
+        if let (Some(k), Some(v)) = (it.next(), it.next()) {
+            let v = if v.eq_ignore_ascii_case("nan") {
+                f64::NAN
+            } else {
+                match v.parse() {
+                    Ok(x) => x,
+                    Err(_) => continue,
+                }
+            };
+            m.insert(k.to_owned(), v);
+        }
+    }
+    m
+}
+
+/// Polls triage's `/metrics` every `every` from the server namespace.
+pub struct GatePoller {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Option<GateStats>>>,
+}
+
+fn gate_delta(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>, k: &str) -> f64 {
+    b.get(k).copied().unwrap_or(0.0) - a.get(k).copied().unwrap_or(0.0)
+}
+
+impl GatePoller {
+    /// Start polling `admin` (the server's admin address).
+    pub fn start(tb: &Testbed, admin: SocketAddr, every: Duration) -> GatePoller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let entered = tb.enter_server_ns_fn();
+        let handle = std::thread::Builder::new()
+            .name("lab-gate-poller".into())
+            .spawn(move || {
+                entered().ok()?;
+                let get = || {
+                    http_get(admin, "/metrics", Duration::from_secs(2))
+                        .ok()
+                        .map(|t| parse_prometheus(&t))
+                };
+                let first = get()?;
+                let t0 = Instant::now();
+                let mut series = Vec::new();
+                let mut last = first.clone();
+                loop {
+                    let stopping = s2.load(Ordering::Relaxed);
+                    if let Some(m) = get() {
+                        series.push((
+                            t0.elapsed().as_secs_f64(),
+                            m.get("triage_slp_seconds").copied().unwrap_or(f64::NAN),
+                            m.get("triage_rw").copied().unwrap_or(f64::NAN),
+                        ));
+                        last = m;
+                    }
+                    if stopping {
+                        break;
+                    }
+                    let end = Instant::now() + every;
+                    while Instant::now() < end && !s2.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                let samples = gate_delta(&first, &last, "triage_pl_samples_total");
+                let per = |k: &str| {
+                    if samples > 0.0 {
+                        gate_delta(&first, &last, k) / samples
+                    } else {
+                        0.0
+                    }
+                };
+                Some(GateStats {
+                    samples,
+                    pl_mean: per("triage_pl_busy_sum"),
+                    lrq_mean: per("triage_lrq_sum"),
+                    bottleneck_frac: per("triage_bottleneck_samples_total"),
+                    promotions: gate_delta(&first, &last, "triage_policy_promotions_total"),
+                    demotions: gate_delta(&first, &last, "triage_policy_demotions_total"),
+                    starvation_rescues: gate_delta(
+                        &first,
+                        &last,
+                        "triage_policy_starvation_rescues_total",
+                    ),
+                    series,
+                })
+            })
+            .ok();
+        GatePoller { stop, handle }
+    }
+
+    /// Stop (after one last poll) and return the summary, if the server answered.
+    pub fn finish(mut self) -> Option<GateStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().and_then(|h| h.join().ok()).flatten()
+    }
+}
+
+impl Drop for GatePoller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_is_read_after_the_command_name() {
+        assert_eq!(stat_state("42 (a) b) R 1 2 3"), Some('R'));
+        assert_eq!(stat_state("7 (sleep) S 1"), Some('S'));
+        assert_eq!(stat_state("garbage"), None);
+    }
+
+    #[test]
+    fn lrq_counts_runnable_threads_beyond_the_cpu() {
+        assert_eq!(lrq_sample(&['R', 'S', 'R', 'R', 'D'], 1), 2);
+        assert_eq!(lrq_sample(&['S'], 1), 0);
+        assert_eq!(lrq_sample(&[], 1), 0);
+    }
+
+    #[test]
+    fn prometheus_unlabelled_values() {
+        let m = parse_prometheus(
+            "# HELP x y\n# TYPE x counter\ntriage_pl_busy_sum 12\ntriage_slp_seconds NaN\n\
+             triage_requests_total{status=\"200\"} 5\n",
+        );
+        assert_eq!(m["triage_pl_busy_sum"], 12.0);
+        assert!(m["triage_slp_seconds"].is_nan());
+        assert!(!m.contains_key("triage_requests_total"));
+    }
+
+    #[test]
+    fn own_threads_are_visible() {
+        let me = std::process::id() as i32;
+        let states = thread_states(&[me]);
+        assert!(!states.is_empty());
+        assert!(states.contains(&'R'), "{states:?}"); // this thread is running
+    }
+}
