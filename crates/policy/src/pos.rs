@@ -303,7 +303,11 @@ impl Policy for Pos {
                 if lowered {
                     // Queued workers first, in queue order, so their relative order is kept.
                     for id in self.q.order() {
-                        if self.workers[&id].marked && self.workers[&id].counter >= rw {
+                        if self
+                            .workers
+                            .get(&id)
+                            .is_some_and(|w| w.marked && w.counter >= rw)
+                        {
                             self.demote(id);
                         }
                     }
