@@ -526,10 +526,14 @@ impl Containers {
             .collect()
     }
 
-    /// Prometheus lines: `triage_container_cpu_seconds_total{container,source}`.
+    /// Prometheus lines: `triage_container_cpu_seconds_total{container,source}` (nothing
+    /// without containers).
     pub fn render_metrics(&self) -> String {
         use std::fmt::Write as _;
         let mut o = String::new();
+        if self.tree.is_empty() {
+            return o;
+        }
         let _ = writeln!(
             o,
             "# HELP triage_container_cpu_seconds_total CPU charged to each resource container \
@@ -553,11 +557,23 @@ impl Containers {
         o
     }
 
-    /// Remove the cgroups (killing what is left in them). Also happens when the last handle
-    /// on the cgroup root is dropped.
-    pub fn cleanup(&mut self) {
-        self.groups.clear();
-        if let Some(r) = self.root.take() {
+    /// The gate's policy: `share` over this tree, `inner` (the server's `policy`) ordering
+    /// each container's workers unless the container names its own.
+    pub fn share_policy(
+        &self,
+        inner: &str,
+        cfg: &PolicyConfig,
+    ) -> Result<Box<dyn policy::Policy>, policy::PolicyError> {
+        let spec = self
+            .tree
+            .share_spec(inner, cfg, policy::share::DEFAULT_WINDOW);
+        Ok(Box::new(policy::share::Share::new(&spec)?))
+    }
+
+    /// Remove the server's cgroups (killing what is left in them: CGI stragglers). Also
+    /// happens when the last handle on the cgroup root is dropped.
+    pub fn cleanup(&self) {
+        if let Some(r) = &self.root {
             if let Err(e) = r.cleanup() {
                 tracing::warn!("containers: removing cgroups: {e}");
             }

@@ -68,6 +68,9 @@ pub struct Gate {
     /// Boost calls that failed (no permission...).
     pub boost_errors: AtomicU64,
     pub samples: Samples,
+    /// Per-container server CPU (resource containers): set once, then every burst's thread CPU
+    /// time is charged to the container of its hints.
+    account: std::sync::OnceLock<std::sync::Arc<crate::containers::CpuAccount>>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -98,7 +101,14 @@ impl Gate {
             queued_bursts: AtomicU64::new(0),
             boost_errors: AtomicU64::new(0),
             samples: Samples::default(),
+            account: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Charge every burst's thread CPU time to its container in `account` (resource
+    /// containers). Only the first call has an effect.
+    pub fn set_account(&self, account: std::sync::Arc<crate::containers::CpuAccount>) {
+        let _ = self.account.set(account);
     }
 
     pub fn enabled(&self) -> bool {
@@ -190,6 +200,7 @@ impl Gate {
                 gate: self,
                 worker,
                 boost: None,
+                timer: None,
             });
         }
         let now = self.now();
@@ -239,10 +250,15 @@ impl Gate {
             },
             _ => None,
         };
+        let timer = self
+            .account
+            .get()
+            .map(|_| (crate::containers::BurstTimer::start(), hints.container));
         Poll::Ready(Permit {
             gate: self,
             worker,
             boost,
+            timer,
         })
     }
 
@@ -288,11 +304,14 @@ impl Gate {
         }
     }
 
-    /// Run the policy's periodic work (call every policy period).
+    /// Run the policy's periodic work (call every policy period) and start work a policy held
+    /// back (`share` caps) if it may run now.
     pub fn tick(&self) {
         if self.enabled {
             let now = self.now();
-            self.lock().sched.maybe_tick(now);
+            let mut g = self.lock();
+            let started = g.sched.poll(now);
+            self.wake_started(g, started);
         }
     }
 
@@ -382,6 +401,8 @@ pub struct Permit<'a> {
     gate: &'a Gate,
     worker: WorkerId,
     boost: Option<os::prio::NiceGuard>,
+    /// Thread CPU at the start of the burst and the container it is charged to.
+    timer: Option<(crate::containers::BurstTimer, u32)>,
 }
 
 impl Permit<'_> {
@@ -398,6 +419,9 @@ impl Drop for Permit<'_> {
     fn drop(&mut self) {
         // Lower the thread first, then let the next worker in.
         self.boost.take();
+        if let (Some((t, c)), Some(acc)) = (self.timer.take(), self.gate.account.get()) {
+            t.stop(acc, c);
+        }
         if self.gate.enabled {
             self.gate.release(self.worker);
         }
