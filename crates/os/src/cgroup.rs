@@ -553,14 +553,26 @@ impl CgroupRoot {
             tops.push(top);
         }
         let inner = Arc::new(Inner { mounts, tops, run });
-        // Create the run directory in every hierarchy.
-        for (h, d) in inner
+        // Create the run directory in every hierarchy. Another process's cleanup may remove the
+        // shared top directory between our mkdirs: then make it again.
+        for ((h, d), top) in inner
             .mounts
             .hierarchies
             .iter()
             .zip(inner.dirs(Path::new("")))
+            .zip(&inner.tops)
         {
-            mkdir(&inner.mounts, h, &d)?;
+            let mut tries = 0;
+            while let Err(e) = mkdir(&inner.mounts, h, &d) {
+                tries += 1;
+                if tries > 5 || top.exists() {
+                    return Err(e);
+                }
+                mkdir(&inner.mounts, h, top)?;
+                if inner.mounts.version == Version::V2 {
+                    enable_controllers(&inner.mounts, h, top)?;
+                }
+            }
             if inner.mounts.version == Version::V2 {
                 enable_controllers(&inner.mounts, h, &d)?;
             }

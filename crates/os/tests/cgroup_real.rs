@@ -11,6 +11,10 @@ use os::{Cgroup, CgroupRoot, Version};
 /// Tests that burn CPU run one at a time (the machine has 2 CPUs, shared).
 static CPU: Mutex<()> = Mutex::new(());
 
+/// Serialises the crash simulation with the leftover check (a crashed owner's directory
+/// exists for a moment by design).
+static CRASH: Mutex<()> = Mutex::new(());
+
 /// The root name used by tests (kept apart from a running server's `triage`).
 const NAME: &str = "triage-test";
 
@@ -251,6 +255,7 @@ fn stale_groups_of_a_crashed_owner_are_removed() {
         eprintln!("SKIP {test}: {why}");
         return;
     }
+    let _crash = CRASH.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "crash_helper", "--ignored", "--nocapture"])
         .env("TRIAGE_CRASH_HELPER", "1")
@@ -312,6 +317,36 @@ fn v2_only_dir_fd() {
     match r.version() {
         Version::V1 => assert!(g.dir_fd().is_none()),
         Version::V2 => assert!(g.dir_fd().is_some()),
+    }
+    r.cleanup().unwrap();
+}
+
+#[test]
+fn no_group_of_a_dead_owner_is_left_behind() {
+    let Some(r) = root("no_group_of_a_dead_owner_is_left_behind") else {
+        return;
+    };
+    let _crash = CRASH.lock().unwrap_or_else(|e| e.into_inner());
+    // Every run directory under the test root, in every hierarchy, belongs to a live process
+    // (this one or a concurrent test run); anything else was left behind.
+    for h in &r.mounts().hierarchies {
+        let top = h.base.join(NAME);
+        for e in std::fs::read_dir(&top).unwrap().flatten() {
+            if !e.file_type().unwrap().is_dir() {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid: i32 = name
+                .strip_prefix("run-")
+                .and_then(|x| x.split('-').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("foreign directory {name} in {}", top.display()));
+            assert!(
+                alive(pid),
+                "{name} of dead pid {pid} left in {}",
+                top.display()
+            );
+        }
     }
     r.cleanup().unwrap();
 }
