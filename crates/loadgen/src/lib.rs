@@ -38,7 +38,7 @@ pub use config::{
     ThinkDist,
 };
 pub use report::{PageRecord, Report, Stats, Summary};
-pub use run::run;
+pub use run::{run, run_blocking};
 pub use trace::{parse_trace, TraceEntry};
 
 /// Why a run could not be done (network failures are not errors: they are counted).
@@ -47,6 +47,9 @@ pub enum LoadError {
     /// The configuration is invalid; the message names the field and value.
     #[error("{0}")]
     Config(String),
+    /// The runtime for [`run_blocking`] could not be built.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
     /// Writing results failed.
     #[error("cannot write {0}: {1}")]
     Write(String, #[source] std::io::Error),

@@ -73,6 +73,26 @@ pub async fn run(cfg: LoadConfig) -> Result<Report, LoadError> {
     Ok(Report::new(ctx.cfg.clone(), recs, elapsed))
 }
 
+/// [`run`] on a fresh single-threaded runtime (`threads == 1`) or a multi-threaded one, for
+/// callers without a runtime of their own. Returns when the run and its tasks have ended.
+pub fn run_blocking(cfg: LoadConfig, threads: usize) -> Result<Report, LoadError> {
+    let rt = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+    .map_err(LoadError::Runtime)?;
+    let r = rt.block_on(run(cfg));
+    // A name lookup stuck in getaddrinfo must not hold the caller: do not wait for it.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    r
+}
+
 /// One scheduled page of an open-loop mode.
 pub(crate) struct Event {
     off_ns: u64,
@@ -268,10 +288,13 @@ async fn run_rate(ctx: &Arc<Ctx>, rate: f64, conns: usize) -> Vec<PageRecord> {
         let ctx = ctx.clone();
         set.spawn(async move {
             let mut recs = Vec::new();
-            let target = match expand_url(&ctx.cfg.url_pattern, c, 0)
-                .map_err(|e| FetchError::new(ErrorKind::Unsupported, e.to_string()))
-                .and_then(|u| Target::new(u, ctx.cfg.conn_mode))
-            {
+            let target_for = |page: u64| {
+                expand_url(&ctx.cfg.url_pattern, c, page)
+                    .map_err(|e| FetchError::new(ErrorKind::Unsupported, e.to_string()))
+                    .and_then(|u| Target::new(u, ctx.cfg.conn_mode))
+            };
+            let per_request = ctx.cfg.url_pattern.contains("{page}");
+            let mut target = match target_for(0) {
                 Ok(t) => t,
                 Err(e) => {
                     recs.push(failed_page(&ctx, c, ctx.run_start, e));
@@ -306,6 +329,18 @@ async fn run_rate(ctx: &Arc<Ctx>, rate: f64, conns: usize) -> Vec<PageRecord> {
                     continue;
                 }
                 tokio::time::sleep_until(sched).await;
+                if per_request && i > 0 {
+                    match target_for(i) {
+                        Ok(t) => target = t,
+                        Err(e) => {
+                            rec.failed_requests = 1;
+                            rec.note_error(e.kind, e.to_string());
+                            ctx.finished(&rec);
+                            recs.push(rec);
+                            continue;
+                        }
+                    }
+                }
                 let (dl, hard) = ctx.request_deadline();
                 let res = tokio::time::timeout_at(
                     dl,

@@ -533,3 +533,25 @@ async fn report_files_have_the_documented_shape() {
     let (a, b) = (back.t1.mean_ms.unwrap(), r.summary.t1.mean_ms.unwrap());
     assert!((a - b).abs() < 1e-9, "{a} vs {b}");
 }
+
+#[tokio::test]
+async fn rate_mode_expands_page_per_request() {
+    let srv = serve(Site::new()).await;
+    let mut cfg = LoadConfig::new(srv.url("/c{browser}/r{page}"));
+    cfg.arrival = Arrival::Rate {
+        rate: 1000.0,
+        connections: 2,
+    };
+    cfg.duration = None;
+    cfg.max_pages = Some(6);
+    let r = loadgen::run(cfg).await.unwrap();
+    let mut paths = srv.paths();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["/c0/r0", "/c0/r1", "/c0/r2", "/c1/r0", "/c1/r1", "/c1/r2"]
+    );
+    // Everything 404s: counted as status errors, with latencies.
+    assert_eq!(r.summary.errors_by_kind.get("status"), Some(&6));
+    assert_eq!(r.summary.t1.count, 6);
+}

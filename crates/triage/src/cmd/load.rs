@@ -254,17 +254,7 @@ fn config(a: &Args) -> anyhow::Result<LoadConfig> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = config(&args)?;
-    let rt = if args.threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.threads)
-            .enable_all()
-            .build()?
-    };
-    let report = rt.block_on(loadgen::run(cfg)).map_err(|e| match e {
+    let report = loadgen::run_blocking(cfg, args.threads).map_err(|e| match e {
         loadgen::LoadError::Config(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;
