@@ -1,7 +1,7 @@
 //! A token bucket that paces reads from one connection to a byte rate, emulating a slow link
 //! on the client side. Reads are cut to the tokens available; when the bucket is empty the
 //! reader sleeps until a minimum chunk (about 4 ms worth, at least 1 byte) has accumulated, so
-//! the timer is not woken per byte. With a small SO_RCVBUF the unread bytes back up into the
+//! the timer is not woken per byte. Bursts are bounded by 50 ms worth of tokens. With a small SO_RCVBUF the unread bytes back up into the
 //! server's socket and its sends block, as they would on a 10 Mb/s network.
 
 use tokio::time::Instant;
@@ -17,16 +17,18 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    /// A bucket refilling at `rate` bytes/s, holding at most 20 ms worth (and at least 1 KiB,
-    /// or one second's worth if that is smaller); it starts full.
+    /// A bucket refilling at `rate` bytes/s, holding at most 50 ms worth (and at least 1 KiB,
+    /// or one second's worth if that is smaller), so that a reader delayed by the scheduler for
+    /// less than that loses no throughput; it starts with one chunk, so there is no initial
+    /// burst.
     pub fn new(rate: f64) -> Self {
-        let cap = (rate * 0.02).max(1024.0f64.min(rate)).max(1.0);
+        let cap = (rate * 0.05).max(1024.0f64.min(rate)).max(1.0);
         let chunk = (rate * 0.004).clamp(1.0, cap);
         Bucket {
             rate,
             cap,
             chunk,
-            tokens: cap,
+            tokens: chunk,
             last: Instant::now(),
         }
     }
@@ -60,7 +62,7 @@ mod tests {
     use super::*;
 
     /// In virtual time: reading 1 MB through a 100 KB/s bucket takes 10 s (minus the initial
-    /// 2 KB burst), whatever the chunking of the reads.
+    /// 400-byte chunk), whatever the chunking of the reads.
     #[tokio::test(start_paused = true)]
     async fn paces_to_the_rate() {
         let mut b = Bucket::new(100_000.0);
@@ -76,6 +78,25 @@ mod tests {
         let secs = t0.elapsed().as_secs_f64();
         assert!((9.9..=10.05).contains(&secs), "took {secs} s");
         assert!(reads >= 667, "{reads} reads");
+    }
+
+    /// A reader that comes back late (here 30 ms, less than the 50 ms of capacity) finds the
+    /// tokens it missed, so the average rate holds.
+    #[tokio::test(start_paused = true)]
+    async fn late_readers_keep_the_rate() {
+        let mut b = Bucket::new(100_000.0);
+        let t0 = Instant::now();
+        let mut got = 0usize;
+        let mut last = t0;
+        while got < 100_000 {
+            let n = b.allowance().await.min(100_000 - got);
+            b.consume(n);
+            got += n;
+            last = Instant::now();
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        }
+        let secs = last.duration_since(t0).as_secs_f64();
+        assert!((0.99..=1.04).contains(&secs), "took {secs} s");
     }
 
     #[tokio::test(start_paused = true)]
