@@ -89,6 +89,9 @@ pub struct SiteConfig {
     /// Index files for directory requests; defaults to the server's `index`.
     #[serde(default)]
     pub index: Option<Vec<String>>,
+    /// CGI script directories, limits and container (`[site.cgi]`, see docs/cgi.md).
+    #[serde(default)]
+    pub cgi: Option<crate::cgi::CgiConfig>,
 }
 
 /// Everything `triage serve` can be configured with. See docs/server.md for each key.

@@ -10,6 +10,7 @@
 //! - [`demo`]: the built-in demo site.
 
 pub mod body;
+pub mod cgi;
 pub mod config;
 pub mod containers;
 pub mod demo;

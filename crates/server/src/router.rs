@@ -43,6 +43,8 @@ pub struct Site {
     pub container: u32,
     /// Longest prefix wins; a request no route matches is served by [`Handler::Static`].
     pub routes: Vec<Route>,
+    /// CGI script directories, checked before the routes (see `cgi`).
+    pub cgi: Option<Arc<crate::cgi::Cgi>>,
 }
 
 impl Site {
@@ -58,6 +60,7 @@ impl Site {
                 prefix: "/".into(),
                 handler: Handler::Static,
             }],
+            cgi: None,
         }
     }
 
@@ -125,8 +128,15 @@ pub async fn dispatch(
         .and_then(|h| h.to_str().ok())
         .or_else(|| req.uri().host());
     let site = shared.sites.pick(host).clone();
-    let resp = match site.handler(req.uri().path()) {
-        Handler::Static => crate::static_file::serve(shared, conn, &site, req).await,
+    let resp = match site
+        .cgi
+        .as_ref()
+        .filter(|c| c.handles_path(req.uri().path()))
+    {
+        Some(cgi) => crate::cgi::glue::serve(shared, conn, &site, cgi, req).await,
+        None => match site.handler(req.uri().path()) {
+            Handler::Static => crate::static_file::serve(shared, conn, &site, req).await,
+        },
     };
     let status = resp.status().as_u16();
     resp.map(|b| {

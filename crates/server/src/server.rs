@@ -44,6 +44,8 @@ pub enum ServerError {
     },
     #[error("document root {path}: {err}")]
     Root { path: String, err: io::Error },
+    #[error(transparent)]
+    Cgi(#[from] crate::cgi::CgiError),
     #[error("{what} {path}: {err}")]
     Log {
         what: &'static str,
@@ -66,6 +68,8 @@ pub struct Shared {
 pub struct ConnState {
     pub worker: policy::WorkerId,
     pub remote: SocketAddr,
+    /// The server's address of this connection.
+    pub local: SocketAddr,
     busy: AtomicBool,
     requests: AtomicU64,
     idle_since: AtomicU64,
@@ -74,10 +78,11 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    fn new(worker: policy::WorkerId, remote: SocketAddr, now: u64) -> Self {
+    fn new(worker: policy::WorkerId, remote: SocketAddr, local: SocketAddr, now: u64) -> Self {
         Self {
             worker,
             remote,
+            local,
             busy: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             idle_since: AtomicU64::new(now),
@@ -233,6 +238,7 @@ fn build_sites(cfg: &Config) -> Result<Sites, ServerError> {
             })
     };
     let mut sites = Vec::new();
+    let cg_root = crate::cgi::cgroup_root(&cfg.sites);
     if let Some(root) = &cfg.root {
         sites.push(Arc::new(Site::new(
             "default",
@@ -247,6 +253,10 @@ fn build_sites(cfg: &Config) -> Result<Sites, ServerError> {
             s.index.clone().unwrap_or_else(|| cfg.index.clone()),
         );
         site.aliases = s.aliases.clone();
+        if let Some(c) = &s.cgi {
+            let cgi = crate::cgi::Cgi::for_site(c, &s.name, &s.root, cg_root.as_ref())?;
+            site.cgi = Some(Arc::new(cgi));
+        }
         sites.push(Arc::new(site));
     }
     if sites.is_empty() {
@@ -454,7 +464,8 @@ async fn connection(
     epoch: Instant,
 ) {
     let worker = shared.gate.checkout();
-    let conn = Arc::new(ConnState::new(worker, peer, shared.gate.now()));
+    let local = stream.local_addr().unwrap_or(peer);
+    let conn = Arc::new(ConnState::new(worker, peer, local, shared.gate.now()));
     let io = TokioIo::new(ConnIo {
         stream,
         conn: conn.clone(),
@@ -579,7 +590,8 @@ fn admin(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/metrics" => (
             StatusCode::OK,
             "text/plain; version=0.0.4",
-            crate::metrics::render(&shared.gate, &shared.metrics),
+            crate::metrics::render(&shared.gate, &shared.metrics)
+                + &crate::cgi::metrics(&shared.sites),
         ),
         "/samples" => (
             StatusCode::OK,

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use policy::Hints;
 
 use crate::body::{ChunkSource, Gated, Gzip, ServeBody};
@@ -47,11 +46,11 @@ pub fn simple(status: StatusCode) -> Response<ServeBody> {
 }
 
 /// Serve a request from `site`'s store.
-pub async fn serve(
+pub async fn serve<B>(
     shared: &Arc<Shared>,
     conn: &Arc<ConnState>,
     site: &Arc<Site>,
-    req: Request<Incoming>,
+    req: Request<B>,
 ) -> Response<ServeBody> {
     let mime = mime_for(ext_of(req.uri().path()));
     let hints = Hints {
@@ -69,11 +68,11 @@ pub async fn serve(
     resp
 }
 
-fn burst(
+fn burst<B>(
     shared: &Arc<Shared>,
     conn: &ConnState,
     site: &Site,
-    req: &Request<Incoming>,
+    req: &Request<B>,
     hints: Hints,
 ) -> Response<ServeBody> {
     let head = match *req.method() {
@@ -139,10 +138,10 @@ fn header_str(h: &HeaderMap, n: header::HeaderName) -> Option<&str> {
     h.get(n).and_then(|v| v.to_str().ok())
 }
 
-fn respond(
+fn respond<B>(
     shared: &Arc<Shared>,
     conn: &ConnState,
-    req: &Request<Incoming>,
+    req: &Request<B>,
     entry: Arc<Entry>,
     mime: &'static str,
     head: bool,

@@ -206,12 +206,14 @@ async fn virtual_hosts_by_host_header() {
             aliases: vec![],
             root: a.path().to_owned(),
             index: None,
+            cgi: None,
         },
         SiteConfig {
             name: "b.test".into(),
             aliases: vec!["www.b.test".into()],
             root: b.path().to_owned(),
             index: None,
+            cgi: None,
         },
     ];
     let s = start(cfg).await;

@@ -34,6 +34,7 @@
 //!   group is killed (`killpg(SIGKILL)`) and its cgroup removed.
 
 pub mod env;
+pub mod glue;
 pub mod parse;
 mod relay;
 pub mod spawn;
@@ -87,9 +88,21 @@ pub struct CgiConfig {
     /// Largest request body passed to a script.
     #[serde(default = "default_max_body", deserialize_with = "de_size")]
     pub max_request_body: u64,
-    /// Run each request in its own cgroup when the server has a container for the site.
+    /// Run each request in its own cgroup (a child of the site's CGI container).
     #[serde(default = "yes")]
     pub cgroups: bool,
+    /// The site's CGI container, relative to the server's cgroup tree (default
+    /// `site-<name>/cgi`). Sites may share one (then their scripts time-share it).
+    #[serde(default)]
+    pub container: Option<String>,
+    /// Cap of the CGI container, in CPUs (`0.3` = 30% of one CPU; children included).
+    #[serde(default)]
+    pub cpu_max: Option<f64>,
+    /// Weight of the CGI container among its siblings, 1..=10000 (100 = default): its share of
+    /// the CPU when they compete, all of it when they do not (a reservation in seed 000's
+    /// sense).
+    #[serde(default)]
+    pub weight: Option<u32>,
 }
 
 fn default_timeout() -> Duration {
@@ -138,6 +151,9 @@ impl CgiConfig {
             max_output: default_max_output(),
             max_request_body: default_max_body(),
             cgroups: true,
+            container: None,
+            cpu_max: None,
+            weight: None,
         }
     }
 }
@@ -253,6 +269,25 @@ impl Body for Reply {
     }
 }
 
+/// A request whose script was found, ready to run (see [`Cgi::prepare`]).
+#[derive(Debug)]
+pub struct Prepared<B> {
+    parts: http::request::Parts,
+    body: B,
+    conn: Conn,
+    cwd: PathBuf,
+    script: PathBuf,
+    script_name: String,
+    path_info: String,
+}
+
+impl<B> Prepared<B> {
+    /// The script file.
+    pub fn script(&self) -> &Path {
+        &self.script
+    }
+}
+
 struct Dir {
     url: String,
     segs: Vec<Vec<u8>>,
@@ -262,6 +297,7 @@ struct Dir {
 struct Container {
     root: os::CgroupRoot,
     rel: String,
+    cg: os::Cgroup,
 }
 
 /// A site's CGI handler. See the module docs.
@@ -271,6 +307,9 @@ pub struct Cgi {
     max_output: u64,
     max_request_body: u64,
     cgroups: bool,
+    cpu_max: Option<f64>,
+    weight: Option<u32>,
+    container_name: Option<String>,
     site: SiteInfo,
     container: Option<Container>,
     seq: AtomicU64,
@@ -388,6 +427,22 @@ impl Cgi {
                 path,
             });
         }
+        if let Some(f) = cfg.cpu_max {
+            if !(f.is_finite() && f > 0.0) {
+                return Err(CgiError {
+                    key: "cgi.cpu_max".into(),
+                    msg: format!("{f} is not a positive number of CPUs"),
+                });
+            }
+        }
+        if let Some(w) = cfg.weight {
+            if !(1..=10_000).contains(&w) {
+                return Err(CgiError {
+                    key: "cgi.weight".into(),
+                    msg: format!("{w} is not in 1..=10000"),
+                });
+            }
+        }
         if cfg.timeout.is_zero() {
             return Err(CgiError {
                 key: "cgi.timeout".into(),
@@ -402,6 +457,9 @@ impl Cgi {
             max_output: cfg.max_output,
             max_request_body: cfg.max_request_body,
             cgroups: cfg.cgroups,
+            cpu_max: cfg.cpu_max,
+            weight: cfg.weight,
+            container_name: cfg.container.clone(),
             site,
             container: None,
             seq: AtomicU64::new(0),
@@ -410,27 +468,91 @@ impl Cgi {
         })
     }
 
-    /// Run every request in a child of `rel` (the site's CGI container, created if missing)
-    /// under `root`. Ignored when the configuration says `cgroups = false`.
-    pub fn set_container(&mut self, root: os::CgroupRoot, rel: &str) -> Result<(), CgiError> {
+    /// The handler of a configured site: checks the configuration and, when cgroups are
+    /// wanted and `cg_root` is there, creates the site's CGI container with its limits.
+    /// Asking for `cpu_max` or `weight` without usable cgroups is an error (a limit that
+    /// cannot be enforced is not silently dropped).
+    pub fn for_site(
+        cfg: &CgiConfig,
+        name: &str,
+        root: &Path,
+        cg_root: Option<&os::CgroupRoot>,
+    ) -> Result<Self, CgiError> {
+        let document_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+        let mut c = Self::new(
+            cfg,
+            SiteInfo {
+                document_root,
+                server_name: name.to_owned(),
+                server_software: concat!("triage/", env!("CARGO_PKG_VERSION")).to_owned(),
+            },
+        )?;
+        if cfg.cgroups {
+            match cg_root {
+                Some(r) => c.set_container(r.clone(), &default_container(name))?,
+                None if cfg.cpu_max.is_some() || cfg.weight.is_some() => {
+                    return Err(CgiError {
+                        key: if cfg.cpu_max.is_some() {
+                            "cgi.cpu_max"
+                        } else {
+                            "cgi.weight"
+                        }
+                        .into(),
+                        msg: "cgroups are not usable here (see the warning above), so this \
+                              limit cannot be enforced; remove it or set `cgroups = false`"
+                            .into(),
+                    })
+                }
+                None => {}
+            }
+        }
+        Ok(c)
+    }
+
+    /// Run every request in a child of the site's CGI container (`container` from the
+    /// configuration, else `default_rel`), created under `root` if missing, with the
+    /// configured `cpu_max` and `weight`. Ignored when the configuration says
+    /// `cgroups = false`.
+    pub fn set_container(
+        &mut self,
+        root: os::CgroupRoot,
+        default_rel: &str,
+    ) -> Result<(), CgiError> {
         if !self.cgroups {
             return Ok(());
         }
-        root.create(rel).map_err(|e| CgiError {
-            key: "cgi.cgroups".into(),
+        let rel = self
+            .container_name
+            .clone()
+            .unwrap_or_else(|| default_rel.to_owned());
+        let rel = rel.trim_matches('/').to_owned();
+        let bad = |key: &str, e: os::CgroupError| CgiError {
+            key: key.into(),
             msg: format!("site CGI container {rel}: {e}"),
-        })?;
-        self.container = Some(Container {
-            root,
-            rel: rel.trim_end_matches('/').to_owned(),
-        });
+        };
+        let cg = root.create(&rel).map_err(|e| bad("cgi.container", e))?;
+        if let Some(f) = self.cpu_max {
+            cg.set_cpu_max(Some(f), CPU_PERIOD)
+                .map_err(|e| bad("cgi.cpu_max", e))?;
+        }
+        if let Some(w) = self.weight {
+            cg.set_weight(w).map_err(|e| bad("cgi.weight", e))?;
+        }
+        self.container = Some(Container { root, rel, cg });
         Ok(())
     }
 
     /// The site's CGI container, if any.
-    pub fn container(&self) -> Option<os::Cgroup> {
-        let c = self.container.as_ref()?;
-        c.root.create(&c.rel).ok()
+    pub fn container(&self) -> Option<&os::Cgroup> {
+        self.container.as_ref().map(|c| &c.cg)
+    }
+
+    /// Whether a raw request path is under a script directory (see [`Cgi::handles`]); paths
+    /// that do not resolve are not (the static handler refuses them).
+    pub fn handles_path(&self, path: &str) -> bool {
+        crate::resolve::resolve(path)
+            .map(|r| self.handles(&r.segments))
+            .unwrap_or(false)
     }
 
     pub fn stats(&self) -> &Arc<CgiStats> {
@@ -527,21 +649,13 @@ impl Cgi {
         Ok((cwd, real, name, info))
     }
 
-    /// The request cgroup and how to place the child in it; `None` without containers (warned
-    /// once).
-    fn request_cgroup(&self) -> Option<(os::Cgroup, spawn::Placement)> {
+    /// The request cgroup; `None` without containers (warned once).
+    fn request_cgroup(&self) -> Option<os::Cgroup> {
         let c = self.container.as_ref()?;
         let n = self.seq.fetch_add(1, Relaxed);
         let rel = format!("{}/req-{n}", c.rel);
-        let made = c.root.create(&rel).and_then(|cg| {
-            let join = cg.join_hook()?;
-            Ok((cg, join))
-        });
-        match made {
-            Ok((cg, join)) => {
-                let dir = cg.dir_fd();
-                Some((cg, spawn::Placement::Cgroup { dir, join }))
-            }
+        match c.root.create(&rel) {
+            Ok(cg) => Some(cg),
             Err(e) => {
                 if !self.warned.swap(true, Relaxed) {
                     tracing::warn!(
@@ -554,19 +668,70 @@ impl Cgi {
         }
     }
 
-    /// Run the script for `req`. Call only when [`Cgi::handles`] said yes (otherwise 404).
+    /// Run the script for `req`: [`Cgi::prepare`] then [`Cgi::run`]. Call only when
+    /// [`Cgi::handles`] said yes (otherwise 404).
     pub async fn serve<B>(&self, req: Request<B>, conn: Conn) -> Outcome
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::fmt::Display + Send,
     {
+        match self.prepare(req, conn) {
+            Ok(p) => self.run(p).await,
+            Err(o) => o,
+        }
+    }
+
+    /// The synchronous part (a CPU burst for the server's gate): find the script and check the
+    /// request. `Err` is the response when there is nothing to run (404, 403, 501, 413...).
+    pub fn prepare<B>(&self, req: Request<B>, conn: Conn) -> Result<Prepared<B>, Outcome>
+    where
+        B: Body<Data = Bytes>,
+    {
         let (parts, body) = req.into_parts();
         let path = parts.uri.path().to_owned();
         let (cwd, script, script_name, path_info) = match self.locate(&path) {
             Ok(x) => x,
-            Err((status, why)) => return self.reject(status, &path, why),
+            Err((status, why)) => return Err(self.reject(status, &path, why)),
         };
+        if !body.is_end_stream() {
+            if let Some(n) = body.size_hint().exact() {
+                if n > self.max_request_body {
+                    return Err(self.reject(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        &path,
+                        "request body too large",
+                    ));
+                }
+            }
+        }
+        Ok(Prepared {
+            parts,
+            body,
+            conn,
+            cwd,
+            script,
+            script_name,
+            path_info,
+        })
+    }
 
+    /// Start the script and wait for its header block (no CPU slot needed: the worker waits
+    /// on the pipe).
+    pub async fn run<B>(&self, p: Prepared<B>) -> Outcome
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
+        let Prepared {
+            parts,
+            body,
+            conn,
+            cwd,
+            script,
+            script_name,
+            path_info,
+        } = p;
+        let path = parts.uri.path().to_owned();
         // The request body: streamed when its length is known, else read first.
         let declared = parts
             .headers
@@ -581,13 +746,7 @@ impl Cgi {
         let (input, content_length) = if body.is_end_stream() {
             (Input::None, declared)
         } else if let Some(n) = body.size_hint().exact() {
-            if n > self.max_request_body {
-                return self.reject(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &path,
-                    "request body too large",
-                );
-            }
+            // Checked against the limit by `prepare`.
             (Input::Stream(body), Some(n))
         } else {
             let mut body = body;
@@ -642,21 +801,45 @@ impl Cgi {
             content_length,
         });
 
-        let (cgroup, placement) = match self.request_cgroup() {
-            Some((cg, p)) => (Some(cg), p),
-            None => (None, spawn::Placement::None),
-        };
+        let cgroup = self.request_cgroup();
         let started = tokio::time::Instant::now();
         let deadline = started + self.timeout;
-        let spawned = spawn::spawn(
-            spawn::Command {
-                program: &script,
-                dir: &cwd,
-                env,
-            },
-            placement,
-        )
-        .await;
+        let mut attempt = 0;
+        let spawned = loop {
+            let placement = match &cgroup {
+                Some(cg) => match cg.join_hook() {
+                    Ok(join) => spawn::Placement::Cgroup {
+                        dir: cg.dir_fd(),
+                        join,
+                    },
+                    Err(e) => {
+                        tracing::warn!("cgi: cannot join the request cgroup: {e}");
+                        spawn::Placement::None
+                    }
+                },
+                None => spawn::Placement::None,
+            };
+            let r = spawn::spawn(
+                spawn::Command {
+                    program: &script,
+                    dir: &cwd,
+                    env: &env,
+                },
+                placement,
+            )
+            .await;
+            match &r {
+                // The file is open for writing somewhere (just deployed, or a fork elsewhere in
+                // this process still holds a copy of a writer's fd): try again shortly.
+                Err(spawn::SpawnError::Exec { source, .. })
+                    if source.raw_os_error() == Some(libc::ETXTBSY) && attempt < 10 =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                _ => break r,
+            }
+        };
         let mut sp = match spawned {
             Ok(sp) => sp,
             Err(e) => {
@@ -844,6 +1027,99 @@ async fn log_stderr(mut err: tokio::net::unix::pipe::Receiver, script: Arc<str>)
     if !line.is_empty() && logged < MAX_STDERR_LOG {
         tracing::warn!(script = %script, "cgi stderr: {}", String::from_utf8_lossy(&line));
     }
+}
+
+/// CFS period of a CGI container's cap.
+pub const CPU_PERIOD: Duration = Duration::from_millis(100);
+
+/// The default CGI container of a site: `site-<name>/cgi`, the name reduced to characters
+/// safe in a cgroup name.
+pub fn default_container(site: &str) -> String {
+    let clean: String = site
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("site-{clean}/cgi")
+}
+
+/// The server's cgroup tree for CGI containers, if any site wants them and cgroups are
+/// usable; otherwise `None` with one warning saying why.
+pub fn cgroup_root(sites: &[crate::config::SiteConfig]) -> Option<os::CgroupRoot> {
+    if !sites
+        .iter()
+        .any(|s| s.cgi.as_ref().is_some_and(|c| c.cgroups))
+    {
+        return None;
+    }
+    match os::CgroupRoot::open("triage") {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(
+                "cgi: no cgroups ({e}); scripts run without per-request containers and \
+                 without CPU limits"
+            );
+            None
+        }
+    }
+}
+
+/// Prometheus lines for every site's CGI counters and container CPU time.
+pub fn metrics(sites: &crate::router::Sites) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let with: Vec<_> = sites
+        .0
+        .iter()
+        .filter_map(|s| s.cgi.as_ref().map(|c| (s.name.as_str(), c)))
+        .collect();
+    if with.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "# HELP triage_cgi_total CGI requests by outcome.\n# TYPE triage_cgi_total counter"
+    );
+    for (name, c) in &with {
+        let s = &c.stats;
+        for (outcome, v) in [
+            ("started", &s.started),
+            ("completed", &s.completed),
+            ("rejected", &s.rejected),
+            ("spawn_failed", &s.spawn_failed),
+            ("malformed", &s.malformed),
+            ("timeout", &s.timeouts),
+            ("output_limited", &s.output_limited),
+            ("client_gone", &s.client_gone),
+            ("in_cgroup", &s.in_cgroup),
+        ] {
+            let _ = writeln!(
+                out,
+                "triage_cgi_total{{site=\"{name}\",outcome=\"{outcome}\"}} {}",
+                v.load(Relaxed)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP triage_cgi_cpu_seconds_total CPU time of the site's CGI container (running \
+         scripts included).\n# TYPE triage_cgi_cpu_seconds_total counter"
+    );
+    for (name, c) in &with {
+        if let Some(Ok(d)) = c.container().map(|cg| cg.cpu_usage()) {
+            let _ = writeln!(
+                out,
+                "triage_cgi_cpu_seconds_total{{site=\"{name}\"}} {:.6}",
+                d.as_secs_f64()
+            );
+        }
+    }
+    out
 }
 
 /// Account and remove a request cgroup once its script is gone (kills stragglers that left

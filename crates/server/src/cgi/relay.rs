@@ -287,6 +287,12 @@ impl CgiRelay {
         matches!(self.state, State::Done) && self.pending.is_none()
     }
 
+    /// The response needs no body (HEAD): end the script now, counted as completed.
+    pub fn discard(mut self) {
+        self.tracker.done();
+        self.kill();
+    }
+
     /// The script's pid while it runs (tests, logs).
     pub fn pid(&self) -> Option<i32> {
         self.guard.as_ref().map(|g| g.pid())

@@ -74,7 +74,7 @@ pub struct Command<'a> {
     pub program: &'a Path,
     pub dir: &'a Path,
     /// `KEY=VALUE` entries; the environment is exactly this.
-    pub env: Vec<(String, String)>,
+    pub env: &'a [(String, String)],
 }
 
 /// A started script.
@@ -532,29 +532,74 @@ impl Drop for ProcGuard {
         if let Ok(Some(_)) = self.try_reap() {
             return;
         }
-        // Still dying: reap it in the background.
-        let mut rest = ProcGuard {
-            pid: self.pid,
-            pidfd: self.pidfd.take(),
-            exit: None,
-            on_reaped: self.on_reaped.take(),
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => {
-                h.spawn(async move {
-                    if let Err(e) = rest.wait().await {
-                        tracing::warn!(pid = rest.pid, "cgi: reaping the script failed: {e}");
-                    }
-                });
-            }
-            Err(_) => {
-                // No runtime: the process was SIGKILLed, block until it is gone.
-                let _ = std::thread::spawn(move || {
-                    while let Ok(None) = rest.try_reap() {
-                        std::thread::sleep(std::time::Duration::from_millis(5));
-                    }
-                });
-            }
+        // Still dying: the reaper thread waits for it. Not a task of the runtime: a task
+        // dropped unpolled (runtime shutting down) would drop a guard again, and again.
+        if let Some(fd) = self.pidfd.take() {
+            reaper().send(Reaper {
+                pid: self.pid,
+                pidfd: fd.into_inner(),
+                on_reaped: self.on_reaped.take(),
+            });
         }
     }
+}
+
+/// A killed script waiting to be reaped by the reaper thread.
+struct Reaper {
+    pid: i32,
+    pidfd: OwnedFd,
+    on_reaped: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Reaper {
+    /// Block until the leader exits, kill what is left of its group, reap it.
+    fn reap(mut self) {
+        let raw = self.pidfd.as_raw_fd() as libc::id_t;
+        // SAFETY: zeroed siginfo is a valid out-parameter; waitid/kill on our own child.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            loop {
+                let r = libc::waitid(P_PIDFD, raw, &mut info, libc::WEXITED | libc::WNOWAIT);
+                if r == 0 || *libc::__errno_location() != libc::EINTR {
+                    break;
+                }
+            }
+            libc::kill(-self.pid, libc::SIGKILL);
+            libc::waitid(P_PIDFD, raw, &mut info, libc::WEXITED | libc::WNOHANG);
+        }
+        if let Some(f) = self.on_reaped.take() {
+            f();
+        }
+    }
+}
+
+struct ReaperHandle(std::sync::Mutex<std::sync::mpsc::Sender<Reaper>>);
+
+impl ReaperHandle {
+    fn send(&self, r: Reaper) {
+        let tx = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(std::sync::mpsc::SendError(r)) = tx.send(r) {
+            // The thread could not be started: reap here (the process was SIGKILLed).
+            r.reap();
+        }
+    }
+}
+
+/// The one thread that reaps scripts whose guard was dropped before they ended.
+fn reaper() -> &'static ReaperHandle {
+    static R: std::sync::OnceLock<ReaperHandle> = std::sync::OnceLock::new();
+    R.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Reaper>();
+        let spawned = std::thread::Builder::new()
+            .name("cgi-reaper".into())
+            .spawn(move || {
+                for r in rx {
+                    r.reap();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cgi: cannot start the reaper thread ({e}); reaping inline");
+        }
+        ReaperHandle(std::sync::Mutex::new(tx))
+    })
 }

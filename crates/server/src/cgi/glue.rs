@@ -1,0 +1,155 @@
+//! CGI inside the server: the gate's bursts around a CGI request and local redirects.
+//!
+//! A CGI request is one worker (the connection's) going through:
+//! 1. a burst (holding a slot): [`super::Cgi::prepare`] finds the script and checks the request;
+//! 2. a wait: the script is started and the worker waits on its pipe for the header block;
+//! 3. the body: [`super::CgiRelay`] as the gated body's chunk source, so every read from the
+//!    pipe is a wait and every chunk relayed is a burst holding a slot (`body::Gated`).
+//!
+//! The policy is told nothing about content before the script's `Content-Type` is known (POS
+//! must work on opaque handlers); once it is, the relay's bursts carry its content class.
+//! A local redirect (RFC 3875 §6.2.2) is answered by dispatching a GET for the new path on the
+//! same site: to CGI again (at most [`MAX_LOCAL_REDIRECTS`] times) or to the static files.
+
+use std::io;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use http_body::Body;
+use policy::{ContentClass, Hints};
+
+use super::{CgiRelay, Conn, Outcome, Reply};
+use crate::body::{ChunkSource, Gated, ServeBody};
+use crate::router::Site;
+use crate::server::{ConnState, Shared};
+
+/// Local redirects followed for one request before answering 500.
+pub const MAX_LOCAL_REDIRECTS: usize = 10;
+
+impl ChunkSource for CgiRelay {
+    fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        CgiRelay::poll_input(self, cx)
+    }
+    fn produce(&mut self) -> io::Result<Option<Bytes>> {
+        CgiRelay::produce(self)
+    }
+    fn remaining(&self) -> Option<u64> {
+        CgiRelay::remaining(self)
+    }
+}
+
+fn hints_for(site: &Site, class: ContentClass, req_urgency: Option<u8>) -> Hints {
+    Hints {
+        class,
+        urgency: req_urgency,
+        container: site.container,
+    }
+}
+
+/// Serve a request for a path under one of `site`'s script directories.
+pub async fn serve<B>(
+    shared: &Arc<Shared>,
+    conn: &Arc<ConnState>,
+    site: &Arc<Site>,
+    cgi: &Arc<super::Cgi>,
+    req: Request<B>,
+) -> Response<ServeBody>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display + Send,
+{
+    let urgency = req
+        .headers()
+        .get("priority")
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::headers::urgency);
+    let head = req.method() == http::Method::HEAD;
+    let host = req.headers().get(header::HOST).cloned();
+    let info = Conn {
+        local: conn.local,
+        remote: conn.remote,
+    };
+    let permit = shared
+        .gate
+        .acquire(conn.worker, hints_for(site, ContentClass::Unknown, urgency))
+        .await;
+    let prepared = cgi.prepare(req, info);
+    drop(permit);
+    let mut outcome = match prepared {
+        Ok(p) => cgi.run(p).await,
+        Err(o) => o,
+    };
+    for _ in 0..MAX_LOCAL_REDIRECTS {
+        let loc = match outcome {
+            Outcome::Response(r) => return respond(shared, conn, site, r, urgency, head),
+            Outcome::LocalRedirect(loc) => loc,
+        };
+        let mut b = Request::builder()
+            .method(http::Method::GET)
+            .uri(loc.as_str());
+        if let Some(h) = &host {
+            b = b.header(header::HOST, h.clone());
+        }
+        let Ok(next) = b.body(http_body_util::Empty::<Bytes>::new()) else {
+            tracing::warn!(location = %loc, "cgi: bad local redirect location");
+            return crate::static_file::simple(StatusCode::BAD_GATEWAY);
+        };
+        let path = next.uri().path().to_owned();
+        let is_cgi = crate::resolve::resolve(&path)
+            .map(|r| cgi.handles(&r.segments))
+            .unwrap_or(false);
+        if !is_cgi {
+            return crate::static_file::serve(shared, conn, site, next).await;
+        }
+        let permit = shared
+            .gate
+            .acquire(conn.worker, hints_for(site, ContentClass::Unknown, urgency))
+            .await;
+        let prepared = cgi.prepare(next, info);
+        drop(permit);
+        outcome = match prepared {
+            Ok(p) => cgi.run(p).await,
+            Err(o) => o,
+        };
+    }
+    tracing::warn!("cgi: more than {MAX_LOCAL_REDIRECTS} local redirects");
+    crate::static_file::simple(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+fn respond(
+    shared: &Arc<Shared>,
+    conn: &Arc<ConnState>,
+    site: &Site,
+    r: Response<Reply>,
+    urgency: Option<u8>,
+    head: bool,
+) -> Response<ServeBody> {
+    let (parts, reply) = r.into_parts();
+    let body = match reply {
+        Reply::Bytes(b) => ServeBody::once(b),
+        // HEAD: no body is sent; the script is ended.
+        Reply::Relay(relay) if head => {
+            relay.discard();
+            ServeBody::empty()
+        }
+        Reply::Relay(relay) => {
+            let class = parts
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(crate::headers::content_class)
+                .unwrap_or_default();
+            let gated = Gated::new(
+                shared.gate.clone(),
+                conn.worker,
+                hints_for(site, class, urgency),
+                relay,
+                None,
+            );
+            ServeBody::gated(None, gated)
+        }
+    };
+    Response::from_parts(parts, body)
+}
