@@ -157,6 +157,10 @@ pub struct Config {
     pub pfs_log: Option<PathBuf>,
     /// Combined Log Format; `-` = stdout.
     pub access_log: Option<PathBuf>,
+
+    /// Resource containers (`[[container]]`, see docs/containers.md); none = no `share`.
+    #[serde(rename = "container")]
+    pub containers: Vec<crate::containers::ContainerConfig>,
 }
 
 impl Default for Config {
@@ -192,6 +196,7 @@ impl Default for Config {
             gzip: GzipConfig::default(),
             pfs_log: None,
             access_log: None,
+            containers: Vec::new(),
         }
     }
 }
@@ -270,9 +275,24 @@ impl Config {
                 return Err(bad(&format!("site[{i}].name"), "must not be empty".into()));
             }
         }
+        self.container_tree()?;
         policy::build(&self.policy, &self.policy_config())
             .map(|_| ())
             .map_err(|e| bad("policy", e.to_string()))
+    }
+
+    /// The validated resource-container tree (empty without `[[container]]`).
+    pub fn container_tree(&self) -> Result<crate::containers::Tree, ConfigError> {
+        crate::containers::Tree::build(
+            &self.containers,
+            &crate::containers::site_names(&self.sites),
+            available_cpus(),
+            &policy::registry::names(),
+        )
+        .map_err(|e| ConfigError::Value {
+            key: e.key,
+            msg: e.msg,
+        })
     }
 
     /// The policy crate's view of this configuration.

@@ -62,6 +62,8 @@ pub struct Shared {
     pub access_log: Option<AccessLog>,
     pub chunk: usize,
     pub gzip: GzipConfig,
+    /// Resource containers (empty tree without `[[container]]`).
+    pub containers: crate::containers::Containers,
 }
 
 /// Per-connection state: the worker serving it and what the watchdog needs.
@@ -228,7 +230,10 @@ pub fn runtime(cfg: &Config) -> io::Result<tokio::runtime::Runtime> {
     }
 }
 
-fn build_sites(cfg: &Config) -> Result<Sites, ServerError> {
+fn build_sites(
+    cfg: &Config,
+    containers: &mut crate::containers::Containers,
+) -> Result<Sites, ServerError> {
     let open = |p: &std::path::Path| {
         DirStore::open(p, cfg.cache_max_file, cfg.cache_budget)
             .map(Store::Dir)
@@ -238,7 +243,13 @@ fn build_sites(cfg: &Config) -> Result<Sites, ServerError> {
             })
     };
     let mut sites = Vec::new();
-    let cg_root = crate::cgi::cgroup_root(&cfg.sites);
+    // One cgroup root for the containers and the CGI request cgroups.
+    let cg_root = if containers.tree().is_empty() {
+        crate::cgi::cgroup_root(&cfg.sites)
+    } else {
+        containers.attach_cgroups(os::CgroupRoot::open("triage").map_err(|e| e.to_string()));
+        containers.cgroup_root().cloned()
+    };
     if let Some(root) = &cfg.root {
         sites.push(Arc::new(Site::new(
             "default",
@@ -253,6 +264,7 @@ fn build_sites(cfg: &Config) -> Result<Sites, ServerError> {
             s.index.clone().unwrap_or_else(|| cfg.index.clone()),
         );
         site.aliases = s.aliases.clone();
+        site.container = containers.tree().site_container(&s.name);
         if let Some(c) = &s.cgi {
             let cgi = crate::cgi::Cgi::for_site(c, &s.name, &s.root, cg_root.as_ref())?;
             site.cgi = Some(Arc::new(cgi));
@@ -273,12 +285,16 @@ impl Server {
     /// Validate `cfg`, open roots and logs, and bind the listeners (port 0 allowed).
     pub async fn bind(cfg: Config) -> Result<Self, ServerError> {
         cfg.validate()?;
-        let sites = build_sites(&cfg)?;
-        let policy = policy::build(&cfg.policy, &cfg.policy_config()).map_err(|e| {
-            crate::config::ConfigError::Value {
-                key: "policy".into(),
-                msg: e.to_string(),
-            }
+        let mut containers = crate::containers::Containers::new(cfg.container_tree()?);
+        let sites = build_sites(&cfg, &mut containers)?;
+        let policy = if containers.tree().is_empty() {
+            policy::build(&cfg.policy, &cfg.policy_config())
+        } else {
+            containers.share_policy(&cfg.policy, &cfg.policy_config())
+        }
+        .map_err(|e| crate::config::ConfigError::Value {
+            key: "policy".into(),
+            msg: e.to_string(),
         })?;
         let mut sched = Sched::new(cfg.effective_slots(), policy);
         let pfs_log = match &cfg.pfs_log {
@@ -308,6 +324,9 @@ impl Server {
             Some(a) => Some(bind_listener(a, "admin")?),
             None => None,
         };
+        if !containers.tree().is_empty() {
+            gate.set_account(containers.account().clone());
+        }
         let shared = Arc::new(Shared {
             gate,
             sites,
@@ -315,6 +334,7 @@ impl Server {
             access_log,
             chunk: cfg.chunk as usize,
             gzip: cfg.gzip.clone(),
+            containers,
         });
         Ok(Self {
             cfg,
@@ -424,6 +444,7 @@ impl Server {
         if let Some(l) = &shared.access_log {
             l.close()?;
         }
+        shared.containers.cleanup();
         Ok(())
     }
 }
@@ -591,7 +612,8 @@ fn admin(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             StatusCode::OK,
             "text/plain; version=0.0.4",
             crate::metrics::render(&shared.gate, &shared.metrics)
-                + &crate::cgi::metrics(&shared.sites),
+                + &crate::cgi::metrics(&shared.sites)
+                + &shared.containers.render_metrics(),
         ),
         "/samples" => (
             StatusCode::OK,
