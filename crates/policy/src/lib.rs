@@ -16,6 +16,8 @@
 //!   [`registry`]; adding a policy is one file plus one line there.
 
 pub mod content;
+pub mod delayed;
+pub mod dispatch;
 pub mod fifo;
 pub mod pos;
 pub mod predict;
@@ -24,6 +26,7 @@ pub mod ready;
 pub mod registry;
 pub mod sched;
 pub mod share;
+pub mod timeshare;
 pub mod worker;
 
 pub use queue::{ContentClass, Ctx, Hints, Policy, PolicyStats};

@@ -75,6 +75,8 @@ pub const REGISTRY: &[Entry] = &[
     crate::fifo::ENTRY,
     crate::pos::ENTRY,
     crate::content::ENTRY,
+    crate::timeshare::ENTRY,
+    crate::delayed::ENTRY,
     crate::share::ENTRY,
 ];
 
