@@ -3,7 +3,8 @@
 //! then alternates rounds of wrk (CPU 1, one thread, N connections, D seconds) and `triage
 //! load --plain` (CPU 1, single-threaded runtime, the same N connections) in `closed` mode
 //! and, optionally, in `rate` mode at the request rate wrk reached in that round. Prints the
-//! triage-load/wrk req/s ratio per round and the median (goal >= 0.8), and writes
+//! triage-load/wrk req/s ratio per round and the median (goal >= 0.8), the CPU time per
+//! request of both clients (from the children's rusage: steadier on a noisy machine), and writes
 //! `results/bench-load/<timestamp>/summary.json`. Everything it starts is stopped, and its
 //! temp dir removed, also on error.
 
@@ -204,6 +205,28 @@ fn run_triage(url: &str, conns: usize, secs: u64, rate: Option<f64>) -> anyhow::
     })
 }
 
+/// CPU seconds (user + system) used so far by this process's waited-for children, from
+/// /proc/self/stat (cutime + cstime, in USER_HZ = 100 ticks/s on Linux).
+fn children_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let cutime: f64 = f.get(13)?.parse().ok()?;
+    let cstime: f64 = f.get(14)?.parse().ok()?;
+    Some((cutime + cstime) / 100.0)
+}
+
+/// Runs `f` (which waits for a child) and returns its result with the child's CPU seconds.
+fn with_cpu<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, Option<f64>)> {
+    let before = children_cpu_secs();
+    let r = f()?;
+    let cpu = match (before, children_cpu_secs()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    Ok((r, cpu))
+}
+
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -275,14 +298,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.size, args.rounds
     );
     println!(
-        "{:>5} {:>12} {:>14} {:>7} {:>14} {:>7} {:>10}",
-        "round", "wrk req/s", "closed req/s", "ratio", "rate req/s", "ratio", "rate p99ms"
+        "{:>5} {:>12} {:>14} {:>7} {:>14} {:>7} {:>10} {:>10} {:>10}",
+        "round",
+        "wrk req/s",
+        "closed req/s",
+        "ratio",
+        "rate req/s",
+        "ratio",
+        "rate p99ms",
+        "wrk us/req",
+        "load us/req"
     );
     let mut rounds = Vec::new();
-    let (mut closed_ratios, mut rate_ratios) = (Vec::new(), Vec::new());
+    let (mut closed_ratios, mut rate_ratios, mut cpu_ratios) = (Vec::new(), Vec::new(), Vec::new());
     for r in 1..=args.rounds {
-        let w = run_wrk(&wrk, &url, c, d)?;
-        let cl = run_triage(&url, c, d, None)?;
+        let (w, w_cpu) = with_cpu(|| run_wrk(&wrk, &url, c, d))?;
+        let (cl, cl_cpu) = with_cpu(|| run_triage(&url, c, d, None))?;
+        // CPU per request (µs): less sensitive to a noisy machine than req/s.
+        let per_req = |cpu: Option<f64>, rps: f64| {
+            cpu.filter(|_| rps > 0.0)
+                .map(|s| s * 1e6 / (rps * d as f64))
+        };
+        let (w_us, cl_us) = (per_req(w_cpu, w), per_req(cl_cpu, cl.rps));
+        if let (Some(a), Some(b)) = (w_us, cl_us) {
+            cpu_ratios.push(a / b);
+        }
         let rt = if args.no_rate {
             None
         } else {
@@ -294,11 +334,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rate_ratios.extend(rr);
         let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$}"));
         println!(
-            "{r:>5} {w:>12.0} {:>14.0} {cr:>7.3} {:>14} {:>7} {:>10}",
+            "{r:>5} {w:>12.0} {:>14.0} {cr:>7.3} {:>14} {:>7} {:>10} {:>10} {:>10}",
             cl.rps,
             f(rt.as_ref().map(|x| x.rps), 0),
             f(rr, 3),
-            f(rt.as_ref().and_then(|x| x.p99_ms), 2)
+            f(rt.as_ref().and_then(|x| x.p99_ms), 2),
+            f(w_us, 2),
+            f(cl_us, 2)
         );
         let _ = std::io::stdout().flush();
         if cl.errors > 0 || rt.as_ref().is_some_and(|x| x.errors > 0) {
@@ -314,6 +356,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "closed_rps": cl.rps,
             "closed_ratio": cr,
             "closed_errors": cl.errors,
+            "wrk_cpu_us_per_req": w_us,
+            "closed_cpu_us_per_req": cl_us,
             "rate_target_rps": rt.as_ref().map(|_| w),
             "rate_rps": rt.as_ref().map(|x| x.rps),
             "rate_ratio": rr,
@@ -323,10 +367,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mc = median(closed_ratios);
     let mr = median(rate_ratios);
+    let mcpu = median(cpu_ratios);
+    let f3 = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.3}"));
     println!(
-        "median triage-load/wrk req/s ratio: closed {} , rate {} (goal >= 0.8)",
-        mc.map_or("-".into(), |x| format!("{x:.3}")),
-        mr.map_or("-".into(), |x| format!("{x:.3}"))
+        "median triage-load/wrk req/s ratio: closed {}, rate {} (goal >= 0.8); \
+         CPU efficiency (wrk us/req / triage us/req): {}",
+        f3(mc),
+        f3(mr),
+        f3(mcpu)
     );
     let out = args.out.join(timestamp());
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -341,6 +389,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "rounds": rounds,
         "median_closed_ratio": mc,
         "median_rate_ratio": mr,
+        "median_cpu_efficiency_ratio": mcpu,
         "goal_ratio": 0.8,
     });
     let path = out.join("summary.json");
