@@ -319,7 +319,7 @@ pub fn available_cpus() -> usize {
         .unwrap_or(1)
 }
 
-/// Parse a duration: `<number><unit>` with unit ns, us, ms, s, m; a bare number is
+/// Parse a duration: `<number><unit>` with unit ns, us, ms, s, m, h; a bare number is
 /// milliseconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -336,7 +336,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "us" | "µs" => 1e-6,
         "s" => 1.0,
         "m" | "min" => 60.0,
-        u => return Err(format!("`{s}`: unknown unit `{u}` (ns, us, ms, s, m)")),
+        "h" => 3600.0,
+        u => return Err(format!("`{s}`: unknown unit `{u}` (ns, us, ms, s, m, h)")),
     };
     let secs = v * scale;
     if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
