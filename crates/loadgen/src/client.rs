@@ -623,3 +623,43 @@ impl Conn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(url: &str, mode: ConnMode) -> String {
+        let t = Target::new(Url::parse(url).unwrap(), mode).unwrap();
+        String::from_utf8(t.request).unwrap()
+    }
+
+    #[test]
+    fn request_bytes() {
+        assert_eq!(
+            req("http://h/a/b.html?x=1#frag", ConnMode::KeepAlive),
+            "GET /a/b.html?x=1 HTTP/1.1\r\nHost: h\r\nUser-Agent: triage-load\r\nAccept: */*\r\n\r\n"
+        );
+        let r = req("http://[::1]:8080", ConnMode::Close);
+        assert!(
+            r.starts_with("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n"),
+            "{r}"
+        );
+        assert!(r.ends_with("Connection: close\r\n\r\n"), "{r}");
+        let t = Target::new(Url::parse("http://[::1]:8080/").unwrap(), ConnMode::Close).unwrap();
+        assert_eq!(
+            t.origin,
+            Origin {
+                host: OriginHost::Ip("::1".parse().unwrap()),
+                port: 8080
+            }
+        );
+        assert_eq!(
+            Origin::of(&Url::parse("http://example.org/").unwrap())
+                .unwrap()
+                .port,
+            80
+        );
+        let e = Target::new(Url::parse("https://h/").unwrap(), ConnMode::Close).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+    }
+}

@@ -477,7 +477,12 @@ async fn chunked_and_close_delimited_bodies_and_stale_keepalive() {
                 resp.extend_from_slice(b"\r\n");
             }
             resp.extend_from_slice(b"0\r\nX-Trailer: 1\r\n\r\n");
-            let _ = s.write_all(&resp).await;
+            // In 5-byte pieces, so that every state of the decoder meets partial input.
+            let _ = s.set_nodelay(true);
+            for piece in resp.chunks(5) {
+                let _ = s.write_all(piece).await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         } else {
             let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\n0123456789").await;
         }
