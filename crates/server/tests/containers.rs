@@ -123,3 +123,63 @@ fn bad_container_configuration_names_the_key() {
         assert!(e.contains(want), "{text}: {e} should name {want}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_container_gets_no_more_than_its_cap_in_the_gate() {
+    let a = site("<p>capped, compressed on the fly</p>");
+    let text = format!(
+        r#"
+listen = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+slots = 1
+workers = 8
+cache_max_file = 0
+chunk = "4KiB"
+[gzip]
+enabled = true
+level = 9
+[[site]]
+name = "a.test"
+root = "{}"
+[[container]]
+name = "site-a"
+cpu_max = 0.05
+sites = ["a.test"]
+"#,
+        a.path().display()
+    );
+    let s = start(Config::from_toml(&text, "cap.toml").unwrap()).await;
+    let t0 = std::time::Instant::now();
+    let run_for = std::time::Duration::from_millis(1500);
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let addr = s.addr;
+        clients.push(tokio::spawn(async move {
+            let mut done = 0u32;
+            // Bounded in time and count.
+            while t0.elapsed() < run_for && done < 10_000 {
+                let r = raw(addr, &get_host("a.test")).await;
+                assert_eq!(r.status, 200);
+                done += 1;
+            }
+            done
+        }));
+    }
+    let mut done = 0;
+    for c in clients {
+        done += c.await.unwrap();
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let m = metrics(s.admin.unwrap()).await;
+    let cpu: f64 = line(&m, "site-a", "server").unwrap().parse().unwrap();
+    eprintln!(
+        "capped container: {done} responses, {cpu:.4} s server CPU in {elapsed:.2} s (cap 0.05)"
+    );
+    assert!(done > 0, "no progress under the cap");
+    // Thread CPU <= slot time <= cap * time (+ one window of slack for the last overrun).
+    assert!(
+        cpu <= 0.05 * elapsed + 0.02,
+        "site-a used {cpu:.4} s of CPU in {elapsed:.2} s with a 0.05 CPU cap"
+    );
+    s.stop().await;
+}
