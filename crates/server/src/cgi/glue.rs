@@ -79,7 +79,7 @@ where
     drop(permit);
     let mut outcome = match prepared {
         Ok(p) => cgi.run(p).await,
-        Err(o) => o,
+        Err(o) => *o,
     };
     for _ in 0..MAX_LOCAL_REDIRECTS {
         let loc = match outcome {
@@ -111,7 +111,7 @@ where
         drop(permit);
         outcome = match prepared {
             Ok(p) => cgi.run(p).await,
-            Err(o) => o,
+            Err(o) => *o,
         };
     }
     tracing::warn!("cgi: more than {MAX_LOCAL_REDIRECTS} local redirects");

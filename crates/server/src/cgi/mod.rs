@@ -677,13 +677,13 @@ impl Cgi {
     {
         match self.prepare(req, conn) {
             Ok(p) => self.run(p).await,
-            Err(o) => o,
+            Err(o) => *o,
         }
     }
 
     /// The synchronous part (a CPU burst for the server's gate): find the script and check the
     /// request. `Err` is the response when there is nothing to run (404, 403, 501, 413...).
-    pub fn prepare<B>(&self, req: Request<B>, conn: Conn) -> Result<Prepared<B>, Outcome>
+    pub fn prepare<B>(&self, req: Request<B>, conn: Conn) -> Result<Prepared<B>, Box<Outcome>>
     where
         B: Body<Data = Bytes>,
     {
@@ -691,16 +691,16 @@ impl Cgi {
         let path = parts.uri.path().to_owned();
         let (cwd, script, script_name, path_info) = match self.locate(&path) {
             Ok(x) => x,
-            Err((status, why)) => return Err(self.reject(status, &path, why)),
+            Err((status, why)) => return Err(Box::new(self.reject(status, &path, why))),
         };
         if !body.is_end_stream() {
             if let Some(n) = body.size_hint().exact() {
                 if n > self.max_request_body {
-                    return Err(self.reject(
+                    return Err(Box::new(self.reject(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         &path,
                         "request body too large",
-                    ));
+                    )));
                 }
             }
         }
