@@ -516,6 +516,7 @@ async fn connection(
         }
         loop {
             tokio::select! {
+                biased;
                 r = c.as_mut() => {
                     if let Err(e) = r {
                         tracing::debug!(error = %e, "connection ended with an error");

@@ -63,7 +63,7 @@ pub async fn serve<B>(
         container: site.container,
     };
     let permit = shared.gate.acquire(conn.worker, hints).await;
-    let resp = burst(shared, conn, site, &req, hints);
+    let resp = burst(shared, conn, site, &req, hints, mime);
     drop(permit);
     resp
 }
@@ -74,6 +74,7 @@ fn burst<B>(
     site: &Site,
     req: &Request<B>,
     hints: Hints,
+    path_mime: &'static str,
 ) -> Response<ServeBody> {
     let head = match *req.method() {
         Method::GET => false,
@@ -93,7 +94,12 @@ fn burst<B>(
     };
     let rel = resolved.rel_path();
     let (entry, mime) = match site.store.lookup(&rel) {
-        Lookup::File(e) => (e, mime_for(resolved.extension())),
+        // The decoded name has the same extension as the raw path unless the dot or the
+        // extension was percent-encoded.
+        Lookup::File(e) => match resolved.extension() {
+            Some(x) if path.ends_with(x) => (e, path_mime),
+            x => (e, mime_for(x)),
+        },
         Lookup::Dir => {
             if !resolved.trailing_slash && !resolved.segments.is_empty() {
                 let mut loc = path.to_owned();

@@ -5,9 +5,9 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn counts(log: &str) -> HashMap<u64, (usize, usize, usize)> {
     let mut m: HashMap<u64, (usize, usize, usize)> = HashMap::new();
@@ -37,12 +37,25 @@ async fn pfs_log_cycles_grow_with_file_size() {
     cfg.pfs_log = Some(log.clone());
     cfg.workers = 0; // only the workers the two connections create
     let s = start(cfg).await;
-    assert_eq!(get(s.addr, "/small.html", "").await.body.len(), 4_000);
-    // Let the pool see the first worker idle again, then take a fresh one for the image.
-    let c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The small file on a keep-alive connection that stays open, so the large file is served
+    // by another worker.
+    let mut a = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    a.write_all(b"GET /small.html HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    loop {
+        let mut tmp = [0u8; 8192];
+        let n = a.read(&mut tmp).await.unwrap();
+        assert!(n > 0);
+        buf.extend_from_slice(&tmp[..n]);
+        if let Some((r, _)) = parse(&buf, false) {
+            assert_eq!(r.body.len(), 4_000);
+            break;
+        }
+    }
     assert_eq!(get(s.addr, "/large.bmp", "").await.body.len(), 400_000);
-    drop(c);
+    drop(a);
     s.stop().await;
     let text = std::fs::read_to_string(&log).unwrap();
     let c = counts(&text);

@@ -356,7 +356,7 @@ async fn connection_limit_answers_503() {
     drop(held);
     // Once they are gone the server accepts again.
     let mut ok = false;
-    for _ in 0..100 {
+    for _ in 0..500 {
         if get(s.addr, "/style.css", "").await.status == 200 {
             ok = true;
             break;
