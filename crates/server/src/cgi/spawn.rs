@@ -603,3 +603,104 @@ fn reaper() -> &'static ReaperHandle {
         ReaperHandle(std::sync::Mutex::new(tx))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd<'a>(program: &'a Path, env: &'a [(String, String)]) -> Command<'a> {
+        Command {
+            program,
+            dir: Path::new("/"),
+            env,
+        }
+    }
+
+    #[tokio::test]
+    async fn exit_status_and_exec_errors() {
+        let sp = spawn(cmd(Path::new("/bin/false"), &[]), Placement::None)
+            .await
+            .unwrap();
+        assert_eq!(sp.placed, Placed::Nowhere);
+        let mut g = sp.guard;
+        assert_eq!(g.wait().await.unwrap(), Exit::Code(1));
+        match spawn(cmd(Path::new("/nonexistent/prog"), &[]), Placement::None).await {
+            Err(SpawnError::Exec { source, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(libc::ENOENT))
+            }
+            other => panic!("{:?}", other.map(|s| s.guard)),
+        }
+    }
+
+    #[tokio::test]
+    async fn refused_clone_into_cgroup_falls_back_to_joining() {
+        // A plain directory imitating cgroupfs: clone3(CLONE_INTO_CGROUP) refuses its fd, so
+        // the child must write itself into `cgroup.procs` between fork and exec.
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("cg");
+        std::fs::create_dir(&base).unwrap();
+        let mounts = os::Mounts::plain(os::Version::V2, vec![(vec!["cpu"], base)]);
+        let root = os::CgroupRoot::open_in("t", mounts).unwrap();
+        let cg = root.create("req-0").unwrap();
+        let join = cg.join_hook().unwrap();
+        let not_a_cgroup = OwnedFd::from(std::fs::File::open(tmp.path()).unwrap());
+        let sp = spawn(
+            cmd(Path::new("/bin/true"), &[]),
+            Placement::Cgroup {
+                dir: Some(not_a_cgroup),
+                join,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(sp.placed, Placed::Joined);
+        let mut g = sp.guard;
+        assert_eq!(g.wait().await.unwrap(), Exit::Code(0));
+        let procs = std::fs::read_to_string(cg.path().join("cgroup.procs")).unwrap();
+        assert_eq!(
+            procs, "0",
+            "the child wrote itself (pid 0 = the writer) into the group"
+        );
+    }
+
+    #[tokio::test]
+    async fn dropping_the_guard_kills_the_process_group() {
+        // sh starts a grandchild in the same group, prints its pid, and waits.
+        let sp = spawn(
+            Command {
+                program: Path::new("/bin/sh"),
+                dir: Path::new("/"),
+                env: &[],
+            },
+            Placement::None,
+        )
+        .await;
+        // /bin/sh without arguments reads commands from stdin.
+        let mut sp = sp.unwrap();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        sp.stdin
+            .write_all(b"sleep 300 & echo $! ; wait\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 64];
+        let n = sp.stdout.read(&mut buf).await.unwrap();
+        let grandchild: i32 = String::from_utf8_lossy(&buf[..n]).trim().parse().unwrap();
+        let leader = sp.guard.pid();
+        drop(sp.guard);
+        let gone = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true)
+        };
+        for _ in 0..500 {
+            if gone(leader) && gone(grandchild) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("leader {leader} or grandchild {grandchild} survived the guard");
+    }
+}
