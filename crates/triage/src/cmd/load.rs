@@ -73,7 +73,8 @@ pub struct Args {
     /// Number of emulated browsers (not for rate mode: see --connections).
     #[arg(long, default_value_t = 1)]
     browsers: usize,
-    /// Parallel connections per browser for embedded objects (K).
+    /// Parallel connections per browser for embedded objects (K; no effect with --plain or
+    /// --mode rate, which make one request per unit).
     #[arg(long, short = 'k', default_value_t = 4)]
     parallel: usize,
     /// Keep-alive connections or one connection per request.
@@ -213,6 +214,11 @@ fn config(a: &Args) -> anyhow::Result<LoadConfig> {
             }
         }
         Mode::Trace => {
+            if a.browsers != 1 {
+                return Err(usage(
+                    "--browsers does not apply to --mode trace: browsers come from the file",
+                ));
+            }
             let path = a
                 .trace
                 .as_ref()
@@ -335,6 +341,10 @@ mod tests {
         ])
         .contains("--think"));
         assert!(usage_err(&["http://h/", "--mode", "trace"]).contains("--trace"));
+        assert!(
+            usage_err(&["http://h/", "--mode", "trace", "--browsers", "2"])
+                .contains("from the file")
+        );
         assert!(
             usage_err(&["http://h/", "--mode", "trace", "--trace", "/nonexistent/t"])
                 .contains("cannot read")
