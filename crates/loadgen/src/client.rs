@@ -372,17 +372,31 @@ impl Conn {
                 ));
             }
         }
-        let mut lim = self.buf.len() - self.end;
-        if let Some(b) = self.throttle.as_mut() {
-            lim = lim.min(b.allowance().await);
-        }
-        let n = self
-            .stream
-            .read(&mut self.buf[self.end..self.end + lim])
-            .await?;
-        if let Some(b) = self.throttle.as_mut() {
-            b.consume(n);
-        }
+        let room = self.buf.len() - self.end;
+        let n = match self.throttle.as_mut() {
+            None => {
+                self.stream
+                    .read(&mut self.buf[self.end..self.end + room])
+                    .await?
+            }
+            Some(b) => loop {
+                let lim = room.min(b.allowance().await);
+                match self
+                    .stream
+                    .try_read(&mut self.buf[self.end..self.end + lim])
+                {
+                    Ok(n) => {
+                        b.consume(n);
+                        break n;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.stream.readable().await?;
+                        b.idle();
+                    }
+                    Err(e) => return Err(e),
+                }
+            },
+        };
         if n > 0 && self.first_byte.is_none() {
             self.first_byte = Some(Instant::now());
         }

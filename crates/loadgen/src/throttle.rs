@@ -1,7 +1,8 @@
 //! A token bucket that paces reads from one connection to a byte rate, emulating a slow link
 //! on the client side. Reads are cut to the tokens available; when the bucket is empty the
 //! reader sleeps until a minimum chunk (about 4 ms worth, at least 1 byte) has accumulated, so
-//! the timer is not woken per byte. Bursts are bounded by 50 ms worth of tokens. With a small SO_RCVBUF the unread bytes back up into the
+//! the timer is not woken per byte. Credit saved while data was waiting is bounded by 50 ms
+//! worth of tokens; credit saved while the link was idle is dropped ([`Bucket::idle`]). With a small SO_RCVBUF the unread bytes back up into the
 //! server's socket and its sends block, as they would on a 10 Mb/s network.
 
 use tokio::time::Instant;
@@ -51,6 +52,14 @@ impl Bucket {
         (self.tokens.floor() as usize).max(1)
     }
 
+    /// The link was idle (the reader had to wait for data): drop the credit saved meanwhile,
+    /// since a real link cannot deliver faster after a pause. Credit saved while data was
+    /// waiting (the reader was late) is kept, up to the capacity.
+    pub fn idle(&mut self) {
+        self.refill();
+        self.tokens = self.tokens.min(self.chunk);
+    }
+
     /// Takes `n` bytes that were read.
     pub fn consume(&mut self, n: usize) {
         self.tokens -= n as f64;
@@ -97,6 +106,21 @@ mod tests {
         }
         let secs = last.duration_since(t0).as_secs_f64();
         assert!((0.99..=1.04).contains(&secs), "took {secs} s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_time_is_not_credit() {
+        let mut b = Bucket::new(100_000.0);
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let late = b.allowance().await;
+        assert_eq!(late, 5000, "a late reader may use the 50 ms capacity");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        b.idle();
+        let n = b.allowance().await;
+        assert!(
+            n <= 400,
+            "after an idle second {n} bytes were allowed at once"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -205,6 +205,26 @@ async fn throttle_holds_the_rate() {
     );
 }
 
+#[tokio::test]
+async fn throttle_saves_no_credit_while_the_link_is_idle() {
+    // Two 100 KB responses at 200 KB/s on one keep-alive connection, 300 ms apart: the second
+    // takes as long as the first (a pause on a real link does not make it faster later).
+    let srv = serve(Site::new().file("/m", vec![b'm'; 100_000], "application/octet-stream")).await;
+    let mut cfg = closed(srv.url("/m"), 2);
+    cfg.plain = true;
+    cfg.throttle_bps = Some(200_000.0);
+    cfg.arrival = Arrival::Closed {
+        think: Duration::from_millis(300),
+        think_dist: ThinkDist::Fixed,
+    };
+    let r = loadgen::run(cfg).await.unwrap();
+    assert_eq!(srv.connections(), 1);
+    for p in &r.pages {
+        let t = p.t1_ms.unwrap();
+        assert!(t >= 480.0, "100 KB at 200 KB/s took {t:.1} ms: {p:?}");
+    }
+}
+
 /// Serves 400 KB with a 16 KiB send buffer to one throttled client (400 KB/s, about 1 s) and
 /// returns when the server's write finished as a fraction of the client's whole fetch.
 async fn server_write_fraction(rcvbuf: Option<usize>) -> f64 {
