@@ -361,7 +361,7 @@ mod tests {
             &["http://h/", "--mode", "sideways"],
             &["http://h/", "--connection", "maybe"],
         ] {
-            let e = parse(args).err().expect("rejected");
+            let e = parse(args).expect_err("rejected");
             assert_eq!(e.exit_code(), 2, "{args:?}");
         }
     }
