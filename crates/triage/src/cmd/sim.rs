@@ -1,9 +1,439 @@
-//! `triage sim` (being written).
+//! `triage sim`: the deterministic simulator (virtual time, the same policy code as the server).
+//! Each scenario prints a table, or with `--json` one JSON document on stdout; progress lines go
+//! to stderr. Parameters and their sources: `docs/sim.md`.
+
+use std::io::IsTerminal;
+
+use clap::Subcommand;
+use policy::{MS, SEC};
+use sim::link::LinkMode;
+
+use crate::cmd::UsageError;
 
 /// Arguments of `triage sim`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    scenario: Scenario,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`triage sim` is not implemented yet")
+#[derive(Subcommand, Debug)]
+enum Scenario {
+    /// Seed 001 Fig. 1: A needs 3.4 s, B 2.1 s of CPU, quantum 1 s. Timesharing gives A 5.5 s
+    /// and B 4.1 s; the delayed-switch POS (policy `delayed`, the paper's ref. [19]) delays the
+    /// switch by the predicted 0.1 s: B 3.1 s, A 5.5 s.
+    #[command(name = "pos-fig1")]
+    PosFig1(Fig1Args),
+    /// Seed 001 experiments 1-4 on a simulated 1999 testbed: Apache 1.2.5 prefork on a 233 MHz
+    /// AMD-K6 (BSD/OS 2.1, 4.4BSD-like timesharing, 100 ms quantum, buffer cache disabled),
+    /// 10 Mb/s Ethernet, Netscape-3 browsers (HTML, then images over up to 4 connections).
+    /// Defaults are the paper's: 9 browsers (3 machines x 3), 30 s interval, SLP 20 s fixed
+    /// (exp 1, 2) or predicted every 500 ms (exp 3, 4), RW 1..10, CPU hog in exp 1, 5 trials,
+    /// exp 4 with 3, 6, 9, 12 browsers.
+    Pos(PosArgs),
+    /// Seed 004 (LARD): a trace-driven cluster of N back ends with LRU file caches behind a
+    /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing.
+    Lard(LardArgs),
+    /// Events per second of the engine and of the scenarios' models (release build).
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct Fig1Args {
+    /// CPU time process A needs (seconds).
+    #[arg(long, default_value_t = 3.4)]
+    a: f64,
+    /// CPU time process B needs (seconds).
+    #[arg(long, default_value_t = 2.1)]
+    b: f64,
+    /// Time quantum (seconds).
+    #[arg(long, default_value_t = 1.0)]
+    quantum: f64,
+    /// Print `{"timesharing": {"A": s, "B": s}, "pos": {"A": s, "B": s}}` only.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct PosArgs {
+    /// Experiment of seed 001 §4: 1 (synchronized bursts + CPU hog, SLP 20 s), 2 (random
+    /// accesses, SLP 20 s), 3 (random, SLP predicted), 4 (as 3 with 3, 6, 9, 12 browsers).
+    #[arg(long)]
+    exp: u8,
+    /// Seed of every random choice (click times).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Trials per variant (paper: 5).
+    #[arg(long, default_value_t = 5)]
+    trials: usize,
+    /// Clicks per browser per trial (each a unique URL).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Browsers (exp 1-3; paper: 9 = 3 machines x 3).
+    #[arg(long, default_value_t = 9)]
+    browsers: usize,
+    /// Browser counts of exp 4, comma separated (paper: 3,6,9,12).
+    #[arg(long, value_delimiter = ',', default_value = "3,6,9,12")]
+    exp4_browsers: Vec<usize>,
+    /// Fixed RW values to run, comma separated (paper: 1..10).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8,9,10")]
+    rw: Vec<u32>,
+    /// Skip the variants with RW predicted (paper rule, split rule).
+    #[arg(long)]
+    no_rw_auto: bool,
+    /// Skip the context variants (`fifo`, `content`).
+    #[arg(long)]
+    no_context: bool,
+    /// Fixed SLP of exp 1 and 2, seconds (paper: 20).
+    #[arg(long, default_value_t = 20.0)]
+    slp: f64,
+    /// POS prediction period, ms (paper: 500).
+    #[arg(long, default_value_t = 500)]
+    period_ms: u64,
+    /// Burst interval, seconds (paper: 30).
+    #[arg(long, default_value_t = 30)]
+    interval_s: u64,
+    /// Time quantum, ms (4.4BSD `roundrobin`: 100).
+    #[arg(long, default_value_t = 100)]
+    quantum_ms: u64,
+    /// HTML size, KiB.
+    #[arg(long, default_value_t = 4)]
+    html_kb: u64,
+    /// Images per page.
+    #[arg(long, default_value_t = 8)]
+    images: usize,
+    /// Size of each image, KiB.
+    #[arg(long, default_value_t = 30)]
+    image_kb: u64,
+    /// Image connections per page (Netscape 3: 4).
+    #[arg(long, default_value_t = 4)]
+    conns: usize,
+    /// Link bandwidth, Mb/s (paper: 10).
+    #[arg(long, default_value_t = 10.0)]
+    link_mbps: f64,
+    /// Link sharing: fair (round robin per connection) or fifo.
+    #[arg(long, default_value = "fair")]
+    link: LinkMode,
+    /// CPU cost of accept + parse + open, µs (233 MHz K6, Apache 1.2.5; see docs/sim.md).
+    #[arg(long, default_value_t = 1100)]
+    accept_us: u64,
+    /// CPU cost of close + log, µs.
+    #[arg(long, default_value_t = 400)]
+    close_us: u64,
+    /// CPU cost per KiB sent, µs.
+    #[arg(long, default_value_t = 100)]
+    per_kib_us: u64,
+    /// Server CPU clock, MHz: every CPU cost scales by 233 / MHz (sensitivity: a smaller value
+    /// makes the server CPU-bound, as dynamic content would).
+    #[arg(long, default_value_t = 233.0)]
+    cpu_mhz: f64,
+    /// Serve files from memory instead of the disk (the paper disabled the buffer cache).
+    #[arg(long)]
+    no_disk: bool,
+    /// Spread of the clicks of one synchronized burst, ms (exp 1).
+    #[arg(long, default_value_t = 100)]
+    jitter_ms: u64,
+    /// Apache pool: StartServers,MinSpareServers,MaxSpareServers,MaxClients (1.2.5 defaults).
+    #[arg(long, value_delimiter = ',', default_value = "5,5,10,150")]
+    pool: Vec<usize>,
+    /// Do not let a waking server process preempt the CPU hog (4.4BSD does).
+    #[arg(long)]
+    no_hog_preempt: bool,
+    /// Worker threads (results do not depend on it).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Print one JSON document instead of the tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct LardArgs {
+    /// Node counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    nodes: Vec<usize>,
+    /// Seed of the synthetic trace.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Requests in the trace (the first quarter warms the caches up).
+    #[arg(long, default_value_t = 200_000)]
+    requests: usize,
+    /// Total size of the trace's files, MB.
+    #[arg(long, default_value_t = 512)]
+    working_set_mb: u64,
+    /// Largest file, KB (the Pareto tail is truncated there).
+    #[arg(long, default_value_t = 1024)]
+    max_file_kb: u64,
+    /// Zipf exponent of file popularity.
+    #[arg(long, default_value_t = 0.8)]
+    zipf: f64,
+    /// File cache per node in the `exceeds` workload, MB (LARD simulations: 32).
+    #[arg(long, default_value_t = 32)]
+    cache_mb: u64,
+    /// File cache per node in the `fits` workload, MB (must hold the working set).
+    #[arg(long, default_value_t = 1024)]
+    fits_cache_mb: u64,
+    /// Which workloads: exceeds, fits or both.
+    #[arg(long, default_value = "both")]
+    workload: String,
+    /// Policies, comma separated, among wrr, lard, lard-r, chbl-1.25, chbl-1.5.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "wrr,lard,lard-r,chbl-1.25,chbl-1.5"
+    )]
+    policies: Vec<String>,
+    /// LARD T_low (connections).
+    #[arg(long, default_value_t = 25)]
+    t_low: u32,
+    /// LARD T_high (connections).
+    #[arg(long, default_value_t = 65)]
+    t_high: u32,
+    /// Start with cold caches instead of caches holding the most popular files.
+    #[arg(long)]
+    cold: bool,
+    /// Worker threads (results do not depend on it).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Print one JSON document instead of the tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    /// Approximate wall-clock seconds per measurement.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn secs(name: &str, s: f64) -> anyhow::Result<u64> {
+    if !(s.is_finite() && s > 0.0 && s < 1e6) {
+        return Err(UsageError(format!(
+            "--{name} must be a positive number of seconds (got {s})"
+        ))
+        .into());
+    }
+    Ok((s * 1e9).round() as u64)
+}
+
+/// Progress lines on stderr (plain lines; the runs take seconds).
+fn progress(quiet: bool) -> impl Fn(&str) + Sync {
+    let tty = std::io::stderr().is_terminal();
+    move |line: &str| {
+        if !quiet || tty {
+            eprintln!("sim: {line}");
+        }
+    }
+}
+
+/// A scenario's parameter error is the user's mistake: exit code 2.
+fn usage(e: sim::SimError) -> anyhow::Error {
+    match e {
+        sim::SimError::Param { .. } | sim::SimError::Policy(_) => UsageError(e.to_string()).into(),
+        other => other.into(),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.scenario {
+        Scenario::PosFig1(a) => fig1(a),
+        Scenario::Pos(a) => pos(a),
+        Scenario::Lard(a) => lard(a),
+        Scenario::Bench(a) => bench(a),
+    }
+}
+
+fn fig1(a: Fig1Args) -> anyhow::Result<()> {
+    let cfg = sim::fig1::Fig1Config {
+        a: secs("a", a.a)?,
+        b: secs("b", a.b)?,
+        quantum: secs("quantum", a.quantum)?,
+    };
+    let r = sim::fig1::run(&cfg).map_err(usage)?;
+    if a.json {
+        println!("{}", r.json());
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}
+
+fn pos(a: PosArgs) -> anyhow::Result<()> {
+    if !(0.064..=100_000.0).contains(&a.link_mbps) {
+        return Err(UsageError(format!(
+            "--link-mbps must be in 0.064..100000 (got {})",
+            a.link_mbps
+        ))
+        .into());
+    }
+    if a.quantum_ms == 0 || a.period_ms == 0 {
+        return Err(UsageError("--quantum-ms and --period-ms must be > 0".into()).into());
+    }
+    if a.html_kb == 0 || a.image_kb == 0 {
+        return Err(UsageError("--html-kb and --image-kb must be > 0".into()).into());
+    }
+    if !(a.cpu_mhz.is_finite() && (1.0..=100_000.0).contains(&a.cpu_mhz)) {
+        return Err(UsageError(format!(
+            "--cpu-mhz must be in 1..100000 (got {})",
+            a.cpu_mhz
+        ))
+        .into());
+    }
+    let [start, min_spare, max_spare, max_clients] = a.pool[..] else {
+        return Err(UsageError(format!(
+            "--pool needs 4 numbers: StartServers,MinSpareServers,MaxSpareServers,MaxClients \
+             (got {})",
+            a.pool.len()
+        ))
+        .into());
+    };
+    let defaults = sim::web::WebConfig::default();
+    let base = sim::web::WebConfig {
+        browsers: a.browsers,
+        rounds: a.rounds,
+        interval: a.interval_s.saturating_mul(SEC),
+        quantum: a.quantum_ms * MS,
+        conns: a.conns,
+        page: sim::web::Page {
+            html: a.html_kb * 1024,
+            images: vec![a.image_kb * 1024; a.images],
+        },
+        link_bps: (a.link_mbps * 1e6).round() as u64,
+        link_mode: a.link,
+        costs: {
+            let k = sim::web::CpuCosts::BASE_MHZ / a.cpu_mhz;
+            let s = |us: u64| (us as f64 * 1000.0 * k).round() as u64;
+            sim::web::CpuCosts {
+                accept: s(a.accept_us),
+                close: s(a.close_us),
+                per_kib: s(a.per_kib_us),
+                syscall: (defaults.costs.syscall as f64 * k).round() as u64,
+            }
+        },
+        use_disk: !a.no_disk,
+        jitter: a.jitter_ms * MS,
+        pool: sim::web::Pool {
+            start,
+            min_spare,
+            max_spare,
+            max_clients,
+        },
+        hog_preempt: !a.no_hog_preempt,
+        ..defaults
+    };
+    let cfg = sim::pos::PosConfig {
+        exp: a.exp,
+        seed: a.seed,
+        trials: a.trials,
+        rw: a.rw,
+        rw_auto: !a.no_rw_auto,
+        context: !a.no_context,
+        exp4_browsers: a.exp4_browsers,
+        slp: secs("slp", a.slp)?,
+        period: a.period_ms * MS,
+        base,
+        threads: a.threads,
+    };
+    let r = sim::pos::run(&cfg, &progress(a.json)).map_err(usage)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}
+
+fn lard(a: LardArgs) -> anyhow::Result<()> {
+    let d = sim::lard::LardConfig::default();
+    let known = sim::lard::default_policies();
+    let mut policies = Vec::new();
+    for name in &a.policies {
+        let Some(p) = known.iter().find(|p| &p.label == name) else {
+            let names: Vec<&str> = known.iter().map(|p| p.label.as_str()).collect();
+            return Err(UsageError(format!(
+                "--policies: unknown policy `{name}` (known: {})",
+                names.join(", ")
+            ))
+            .into());
+        };
+        let mut p = p.clone();
+        p.cfg.t_low = a.t_low;
+        p.cfg.t_high = a.t_high;
+        policies.push(p);
+    }
+    let workloads: Vec<sim::lard::Workload> = d
+        .workloads
+        .iter()
+        .filter(|w| a.workload == "both" || a.workload == w.name)
+        .map(|w| sim::lard::Workload {
+            name: w.name.clone(),
+            cache: if w.name == "fits" {
+                a.fits_cache_mb
+            } else {
+                a.cache_mb
+            } << 20,
+        })
+        .collect();
+    if workloads.is_empty() {
+        return Err(UsageError(format!(
+            "--workload must be exceeds, fits or both (got `{}`)",
+            a.workload
+        ))
+        .into());
+    }
+    if !(a.zipf.is_finite() && a.zipf > 0.0 && a.zipf < 10.0) {
+        return Err(UsageError(format!("--zipf must be in (0, 10) (got {})", a.zipf)).into());
+    }
+    if a.requests < 100 || a.requests > 100_000_000 {
+        return Err(UsageError(format!(
+            "--requests must be in 100..=100000000 (got {})",
+            a.requests
+        ))
+        .into());
+    }
+    if a.max_file_kb == 0 {
+        return Err(UsageError("--max-file-kb must be > 0".into()).into());
+    }
+    let cfg = sim::lard::LardConfig {
+        nodes: a.nodes,
+        seed: a.seed,
+        requests: a.requests,
+        working_set: a.working_set_mb << 20,
+        max_file: a.max_file_kb << 10,
+        workloads,
+        policies,
+        zipf: a.zipf,
+        prewarm: !a.cold,
+        threads: a.threads,
+        ..d
+    };
+    let r = sim::lard::run(&cfg, &progress(a.json)).map_err(usage)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}
+
+fn bench(a: BenchArgs) -> anyhow::Result<()> {
+    if !(a.seconds.is_finite() && (0.05..=60.0).contains(&a.seconds)) {
+        return Err(
+            UsageError(format!("--seconds must be in 0.05..60 (got {})", a.seconds)).into(),
+        );
+    }
+    if cfg!(debug_assertions) {
+        eprintln!("sim: warning: debug build; the 1M events/s target is for release builds");
+    }
+    let rows = sim::bench::run(a.seconds).map_err(usage)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", sim::bench::table(&rows));
+    }
+    Ok(())
 }

@@ -1,0 +1,323 @@
+//! CPUs with a ready queue and a time quantum: [`policy::Sched`] driven in virtual time.
+//!
+//! The simulator drives `Sched` exactly as the server's gate does (`ready` when a worker wants
+//! the CPU, `wait` when its burst ends and it blocks, `exit` when it goes away, `maybe_tick` on
+//! the policy's period) plus what only a CPU model can do: when a worker has run for a whole
+//! quantum, `quantum_expiry` asks the policy whether to let it run on (delayed switch) and
+//! otherwise `preempt` puts it back in the ready queue. Preemption happens only at quantum
+//! expiry: a worker that becomes ready waits for a free slot (no wake-up preemption).
+//!
+//! A worker's *burst* is CPU time it needs before it next blocks. The model gives the burst with
+//! [`Cpu::ready`]; when it is done, [`Cpu::handle`] returns the worker and the model either
+//! blocks it ([`Cpu::block`]), gives it more work without blocking ([`Cpu::extend`]) or ends it
+//! ([`Cpu::exit`]).
+
+use policy::{Grant, Hints, Nanos, Sched, WorkerId};
+
+use crate::engine::Engine;
+use crate::DetMap;
+
+/// CPU events (wrapped in the model's event type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuEv {
+    /// The running burst of `w` ends or its quantum expires (stale if `gen` moved on).
+    Slice { w: WorkerId, gen: u64 },
+    /// The policy's periodic tick.
+    Tick,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    /// CPU still needed by the current burst (as of `since`).
+    left: Nanos,
+    since: Nanos,
+    slice_end: Nanos,
+    gen: u64,
+}
+
+/// A multi-slot CPU ordered by a policy. See the module docs.
+pub struct Cpu {
+    sched: Sched,
+    quantum: Nanos,
+    run: DetMap<WorkerId, Running>,
+    /// Burst left of workers that are ready (queued) or preempted.
+    pending: DetMap<WorkerId, Nanos>,
+    hints: DetMap<WorkerId, Hints>,
+    gen: u64,
+    busy_ns: u64,
+    /// CPU time per worker.
+    used: DetMap<WorkerId, u64>,
+    preemptions: u64,
+    extensions: u64,
+    switches: u64,
+    last: Option<WorkerId>,
+}
+
+impl Cpu {
+    /// `sched`'s slots are the CPUs; `quantum` is the time slice (at least 1 ns).
+    pub fn new(sched: Sched, quantum: Nanos) -> Self {
+        Self {
+            sched,
+            quantum: quantum.max(1),
+            run: DetMap::default(),
+            pending: DetMap::default(),
+            hints: DetMap::default(),
+            gen: 0,
+            busy_ns: 0,
+            used: DetMap::default(),
+            preemptions: 0,
+            extensions: 0,
+            switches: 0,
+            last: None,
+        }
+    }
+
+    pub fn sched(&self) -> &Sched {
+        &self.sched
+    }
+
+    /// CPU time consumed so far (all slots).
+    pub fn busy_ns(&self) -> u64 {
+        self.busy_ns
+    }
+
+    /// CPU time `w` consumed so far (completed slices).
+    pub fn used_ns(&self, w: WorkerId) -> u64 {
+        self.used.get(&w).copied().unwrap_or(0)
+    }
+
+    fn charge(&mut self, w: WorkerId, ns: u64) {
+        self.busy_ns += ns;
+        *self.used.entry(w).or_insert(0) += ns;
+    }
+
+    /// Quantum expiries that preempted the worker.
+    pub fn preemptions(&self) -> u64 {
+        self.preemptions
+    }
+
+    /// Quantum expiries the policy turned into an extension.
+    pub fn extensions(&self) -> u64 {
+        self.extensions
+    }
+
+    /// Context switches: a slot given to a worker other than the one that last got a slot
+    /// (exact for one slot).
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// Whether `w` holds a slot.
+    pub fn running(&self, w: WorkerId) -> bool {
+        self.run.contains_key(&w)
+    }
+
+    /// Arm the policy's tick. Call once before the run.
+    pub fn start<E: From<CpuEv>>(&mut self, eng: &mut Engine<E>) {
+        self.sched.maybe_tick(eng.now());
+        if let Some(p) = self.sched.policy().period() {
+            eng.after(p, CpuEv::Tick.into());
+        }
+    }
+
+    /// A new worker, waiting from now.
+    pub fn register(&mut self, w: WorkerId, now: Nanos) {
+        self.sched.register(w, now);
+    }
+
+    /// Facts about `w`'s current request for the policy (content class...).
+    pub fn set_hints(&mut self, w: WorkerId, hints: Hints) {
+        self.hints.insert(w, hints);
+    }
+
+    /// `w` (waiting) wants the CPU for `burst`.
+    pub fn ready<E: From<CpuEv>>(&mut self, w: WorkerId, burst: Nanos, eng: &mut Engine<E>) {
+        self.pending.insert(w, burst);
+        let hints = self.hints.get(&w).copied().unwrap_or_default();
+        if self.sched.ready(w, eng.now(), &hints) == Grant::RunNow {
+            self.dispatch(w, eng);
+        }
+    }
+
+    fn dispatch<E: From<CpuEv>>(&mut self, w: WorkerId, eng: &mut Engine<E>) {
+        let now = eng.now();
+        let left = self.pending.remove(&w).unwrap_or(0);
+        if self.last.is_some_and(|l| l != w) {
+            self.switches += 1;
+        }
+        self.last = Some(w);
+        self.gen += 1;
+        let r = Running {
+            left,
+            since: now,
+            slice_end: now.saturating_add(self.quantum),
+            gen: self.gen,
+        };
+        self.run.insert(w, r);
+        eng.at(
+            now.saturating_add(left).min(r.slice_end),
+            CpuEv::Slice { w, gen: r.gen }.into(),
+        );
+    }
+
+    fn dispatch_all<E: From<CpuEv>>(&mut self, started: Vec<WorkerId>, eng: &mut Engine<E>) {
+        for s in started {
+            self.dispatch(s, eng);
+        }
+    }
+
+    /// Handle a CPU event. Returns the worker whose burst just ended: the caller must then call
+    /// [`Cpu::block`], [`Cpu::extend`] or [`Cpu::exit`] for it.
+    pub fn handle<E: From<CpuEv>>(&mut self, ev: CpuEv, eng: &mut Engine<E>) -> Option<WorkerId> {
+        let now = eng.now();
+        match ev {
+            CpuEv::Tick => {
+                // `poll`: the policy's periodic work, then fill slots it may have held back.
+                let started = self.sched.poll(now);
+                self.dispatch_all(started, eng);
+                if let Some(p) = self.sched.policy().period() {
+                    eng.after(p, CpuEv::Tick.into());
+                }
+                None
+            }
+            CpuEv::Slice { w, gen } => {
+                let r = self.run.get_mut(&w).filter(|r| r.gen == gen)?;
+                let ran = now - r.since;
+                r.left -= ran.min(r.left);
+                r.since = now;
+                let done = r.left == 0;
+                self.charge(w, ran);
+                if done {
+                    return Some(w);
+                }
+                let r = self.run.get_mut(&w)?;
+                match self.sched.quantum_expiry(w, now) {
+                    Some(extra) if extra > 0 => {
+                        self.extensions += 1;
+                        self.gen += 1;
+                        r.gen = self.gen;
+                        r.slice_end = now.saturating_add(extra);
+                        let at = now.saturating_add(r.left).min(r.slice_end);
+                        eng.at(at, CpuEv::Slice { w, gen: r.gen }.into());
+                    }
+                    _ => {
+                        self.preemptions += 1;
+                        let left = r.left;
+                        self.run.remove(&w);
+                        self.pending.insert(w, left);
+                        let hints = self.hints.get(&w).copied().unwrap_or_default();
+                        let started = self.sched.preempt(w, now, &hints);
+                        self.dispatch_all(started, eng);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Preempt `w` now if it holds a slot (the mechanism's decision, e.g. a kernel that
+    /// preempts a CPU-bound process when a sleeper wakes): it goes back to the ready queue with
+    /// what is left of its burst, and the policy picks who runs. Returns whether it was running.
+    pub fn preempt_now<E: From<CpuEv>>(&mut self, w: WorkerId, eng: &mut Engine<E>) -> bool {
+        let now = eng.now();
+        let Some(r) = self.run.remove(&w) else {
+            return false;
+        };
+        let ran = now - r.since;
+        self.charge(w, ran);
+        self.preemptions += 1;
+        self.pending.insert(w, r.left - ran.min(r.left));
+        let hints = self.hints.get(&w).copied().unwrap_or_default();
+        let started = self.sched.preempt(w, now, &hints);
+        self.dispatch_all(started, eng);
+        true
+    }
+
+    /// `w`, whose burst just ended, goes on running for `more` without blocking (same quantum).
+    pub fn extend<E: From<CpuEv>>(&mut self, w: WorkerId, more: Nanos, eng: &mut Engine<E>) {
+        let now = eng.now();
+        self.gen += 1;
+        let gen = self.gen;
+        if let Some(r) = self.run.get_mut(&w) {
+            r.left = more;
+            r.since = now;
+            r.gen = gen;
+            eng.at(
+                now.saturating_add(more).min(r.slice_end.max(now)),
+                CpuEv::Slice { w, gen }.into(),
+            );
+        }
+    }
+
+    /// `w`, whose burst just ended, blocks (waits).
+    pub fn block<E: From<CpuEv>>(&mut self, w: WorkerId, eng: &mut Engine<E>) {
+        self.run.remove(&w);
+        let started = self.sched.wait(w, eng.now());
+        self.dispatch_all(started, eng);
+    }
+
+    /// `w` goes away, whatever its state.
+    pub fn exit<E: From<CpuEv>>(&mut self, w: WorkerId, eng: &mut Engine<E>) {
+        if let Some(r) = self.run.remove(&w) {
+            self.charge(w, eng.now() - r.since);
+        }
+        self.used.remove(&w);
+        self.pending.remove(&w);
+        self.hints.remove(&w);
+        let started = self.sched.exit(w, eng.now());
+        self.dispatch_all(started, eng);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::{PolicyConfig, MS};
+
+    fn cpu(policy: &str, quantum: Nanos) -> Cpu {
+        let p = policy::build(policy, &PolicyConfig::default()).unwrap();
+        Cpu::new(Sched::new(1, p), quantum)
+    }
+
+    /// Run to completion, blocking each worker when its burst ends; returns (worker, end time).
+    fn finish(cpu: &mut Cpu, eng: &mut Engine<CpuEv>) -> Vec<(WorkerId, Nanos)> {
+        let mut done = Vec::new();
+        while let Some((t, ev)) = eng.pop() {
+            if ev == CpuEv::Tick && cpu.run.is_empty() && cpu.pending.is_empty() {
+                break;
+            }
+            if let Some(w) = cpu.handle(ev, eng) {
+                done.push((w, t));
+                cpu.block(w, eng);
+            }
+        }
+        done
+    }
+
+    #[test]
+    fn fifo_round_robin_with_quantum() {
+        let mut c = cpu("fifo", 10 * MS);
+        let mut e = Engine::new();
+        c.ready(1, 25 * MS, &mut e);
+        c.ready(2, 5 * MS, &mut e);
+        let done = finish(&mut c, &mut e);
+        // 1 runs 0-10, 2 runs 10-15 (done), 1 runs 15-25, 25-30 (done).
+        assert_eq!(done, vec![(2, 15 * MS), (1, 30 * MS)]);
+        assert_eq!(c.busy_ns(), 30 * MS);
+        assert_eq!(c.preemptions(), 2);
+    }
+
+    #[test]
+    fn extend_keeps_the_slot_and_the_quantum() {
+        let mut c = cpu("fifo", 10 * MS);
+        let mut e = Engine::new();
+        c.ready(1, 4 * MS, &mut e);
+        c.ready(2, MS, &mut e);
+        let (_, ev) = e.pop().unwrap();
+        assert_eq!(c.handle(ev, &mut e), Some(1));
+        // 1 keeps going 8 ms more: preempted at its quantum end (10 ms), not at 12 ms.
+        c.extend(1, 8 * MS, &mut e);
+        let done = finish(&mut c, &mut e);
+        assert_eq!(done, vec![(2, 11 * MS), (1, 13 * MS)]);
+    }
+}

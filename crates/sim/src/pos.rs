@@ -1,0 +1,653 @@
+//! `triage sim pos --exp 1|2|3|4`: seed 001's experiments on the simulated testbed ([`crate::web`]).
+//!
+//! - exp 1: 9 browsers (3 machines x 3) click together every 30 s, a CPU-bound process runs on
+//!   the server, SLP fixed at 20 s;
+//! - exp 2: the browsers click at random moments (once per 30 s each), no CPU hog, SLP 20 s;
+//! - exp 3: as exp 2 with SLP predicted every 500 ms;
+//! - exp 4: as exp 3 with 3, 6, 9, 12 browsers; PL and LRQ sampled every 10 ms.
+//!
+//! Every variant (conventional timesharing, POS with RW 1..10, POS with RW predicted by the
+//! paper's rule and by the split rule, plus `fifo` and `content` for context) runs the same
+//! trials with the same seeds (common random numbers). As in the paper, t1 and t2 are averaged
+//! per URL over the trials, min / max / mean / range are taken over those averages, and the
+//! median over all raw values; the improvement is `(a - b) / a` against timesharing.
+
+use policy::registry::RwRule;
+use policy::{Nanos, PolicyConfig, Tunable, MS, SEC};
+use serde::Serialize;
+
+use crate::stats::{improvement, round, Summary};
+use crate::web::{self, Arrivals, WebConfig, WebResult};
+use crate::SimError;
+
+/// The paper's published numbers.
+pub mod paper {
+    /// Exp 1, mean t1 improvement for RW = 3, 6, 9 (%).
+    pub const EXP1_MEAN: [f64; 3] = [33.8, 21.3, 26.6];
+    /// Exp 1, median t1 improvement for RW = 3, 6, 9 (%).
+    pub const EXP1_MEDIAN: [f64; 3] = [44.7, 22.8, 37.7];
+    /// Exp 3, mean t1 improvement for RW = 3, 6, 9 (%).
+    pub const EXP3_MEAN: [f64; 3] = [22.2, 17.9, 6.7];
+    /// Exp 3, median t1 improvement for RW = 3, 6, 9 (%).
+    pub const EXP3_MEDIAN: [f64; 3] = [44.6, 13.0, 19.3];
+    /// Exp 4, PL ratio for 3, 6, 9, 12 browsers.
+    pub const EXP4_PL: [f64; 4] = [1.0, 2.52, 3.54, 5.44];
+    /// Exp 4, LRQ ratio for 3, 6, 9, 12 browsers.
+    pub const EXP4_LRQ: [f64; 4] = [1.0, 2.46, 3.54, 8.0];
+    /// Exp 4 (Fig. 7), best mean t1 improvement for 3, 6, 9, 12 browsers (%).
+    pub const EXP4_BEST: [f64; 4] = [65.7, 44.4, 24.2, 22.3];
+}
+
+/// Parameters of `triage sim pos`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PosConfig {
+    pub exp: u8,
+    pub seed: u64,
+    pub trials: usize,
+    /// RW values of the fixed-RW POS variants.
+    pub rw: Vec<u32>,
+    /// Also run POS with RW predicted (paper rule, split rule).
+    pub rw_auto: bool,
+    /// Also run `fifo` and `content` for context.
+    pub context: bool,
+    /// Browser counts of experiment 4.
+    pub exp4_browsers: Vec<usize>,
+    /// Fixed SLP of experiments 1 and 2.
+    pub slp: Nanos,
+    /// Prediction period of experiments 3 and 4.
+    pub period: Nanos,
+    /// Testbed parameters; `policy`, `hog`, `arrivals`, `seed` (and `browsers` in exp 4) are
+    /// set per experiment, variant and trial.
+    pub base: WebConfig,
+    /// Worker threads (results do not depend on it).
+    pub threads: usize,
+}
+
+impl Default for PosConfig {
+    fn default() -> Self {
+        Self {
+            exp: 1,
+            seed: 1,
+            trials: 5,
+            rw: (1..=10).collect(),
+            rw_auto: true,
+            context: true,
+            exp4_browsers: vec![3, 6, 9, 12],
+            slp: 20 * SEC,
+            period: 500 * MS,
+            base: WebConfig::default(),
+            threads: 2,
+        }
+    }
+}
+
+/// One scheduling variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct Variant {
+    pub label: String,
+    pub policy: String,
+    #[serde(skip)]
+    pub cfg: PolicyConfig,
+    /// RW if fixed.
+    pub rw: Option<u32>,
+}
+
+/// Results of one variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantResult {
+    pub label: String,
+    pub policy: String,
+    pub rw: Option<u32>,
+    pub t1: Summary,
+    pub t2: Summary,
+    /// Improvement of mean / median t1 and t2 against timesharing (%).
+    pub t1_mean_impr: f64,
+    pub t1_median_impr: f64,
+    pub t2_mean_impr: f64,
+    pub t2_median_impr: f64,
+    /// PL: 10 ms samples with the CPU busy, summed over the trials.
+    pub pl: u64,
+    /// LRQ: sum of ready-queue lengths over the samples.
+    pub lrq: u64,
+    pub samples: u64,
+    /// Head insertions (POS), kernel-priority dispatches (timeshare), overtakes (content).
+    pub promotions: u64,
+    pub demotions: u64,
+    /// SLP (s) and RW in force at the end of the last trial, if the policy has them.
+    pub slp_end: Option<f64>,
+    pub rw_end: Option<u32>,
+    pub cpu_util: f64,
+    /// CPU used by the server processes (hog excluded).
+    pub server_cpu_util: f64,
+    pub disk_util: f64,
+    pub link_util: f64,
+    pub events: u64,
+}
+
+/// Results of experiments 1-3, or of one browser count of experiment 4.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExpResult {
+    pub exp: u8,
+    pub browsers: usize,
+    pub hog: bool,
+    pub arrivals: Arrivals,
+    pub slp: String,
+    pub variants: Vec<VariantResult>,
+}
+
+/// Experiment 4's relations (ratios to the smallest browser count).
+#[derive(Debug, Clone, Serialize)]
+pub struct Exp4Summary {
+    pub browsers: Vec<usize>,
+    /// Of the timesharing runs (the paper measured PL and LRQ on its server).
+    pub pl_ratio: Vec<f64>,
+    pub lrq_ratio: Vec<f64>,
+    /// Mean t1 (s) without POS, with RW 3, 6, 9 and the best variant.
+    pub mean_t1_timesharing: Vec<f64>,
+    pub mean_t1_rw3: Vec<Option<f64>>,
+    pub mean_t1_rw6: Vec<Option<f64>>,
+    pub mean_t1_rw9: Vec<Option<f64>>,
+    pub best_label: Vec<String>,
+    pub best_impr: Vec<f64>,
+    pub paper_pl_ratio: Vec<f64>,
+    pub paper_lrq_ratio: Vec<f64>,
+    pub paper_best_impr: Vec<f64>,
+}
+
+/// Everything `triage sim pos` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct PosResult {
+    pub exp: u8,
+    pub seed: u64,
+    pub trials: usize,
+    pub rounds: usize,
+    pub runs: Vec<ExpResult>,
+    pub exp4: Option<Exp4Summary>,
+    pub notes: Vec<String>,
+}
+
+/// The variants of an experiment.
+pub fn variants(cfg: &PosConfig) -> Vec<Variant> {
+    let slp = match cfg.exp {
+        1 | 2 => Tunable::Fixed(cfg.slp),
+        _ => Tunable::Auto,
+    };
+    let pos_cfg = |rw, rule| PolicyConfig {
+        slp,
+        rw,
+        rw_rule: rule,
+        period: cfg.period,
+        starvation_bound: None,
+    };
+    let mut v = vec![Variant {
+        label: "timesharing".into(),
+        policy: "timeshare".into(),
+        cfg: pos_cfg(Tunable::Fixed(3), RwRule::Paper),
+        rw: None,
+    }];
+    for &rw in &cfg.rw {
+        v.push(Variant {
+            label: format!("pos RW={rw}"),
+            policy: "pos".into(),
+            cfg: pos_cfg(Tunable::Fixed(rw), RwRule::Paper),
+            rw: Some(rw),
+        });
+    }
+    if cfg.rw_auto {
+        for (rule, name) in [(RwRule::Paper, "paper"), (RwRule::Split, "split")] {
+            v.push(Variant {
+                label: format!("pos RW=auto({name})"),
+                policy: "pos".into(),
+                cfg: pos_cfg(Tunable::Auto, rule),
+                rw: None,
+            });
+        }
+    }
+    if cfg.context {
+        for p in ["fifo", "content"] {
+            v.push(Variant {
+                label: p.into(),
+                policy: p.into(),
+                cfg: pos_cfg(Tunable::Fixed(3), RwRule::Paper),
+                rw: None,
+            });
+        }
+    }
+    v
+}
+
+fn validate(cfg: &PosConfig) -> Result<(), SimError> {
+    use crate::param;
+    if !(1..=4).contains(&cfg.exp) {
+        return Err(param(
+            "exp",
+            format!("{} is not an experiment of seed 001 (1..4)", cfg.exp),
+        ));
+    }
+    if cfg.trials == 0 {
+        return Err(param("trials", "must be >= 1"));
+    }
+    if cfg.rw.contains(&0) {
+        return Err(param("rw", "RW must be >= 1"));
+    }
+    if cfg.exp == 4 && (cfg.exp4_browsers.is_empty() || cfg.exp4_browsers.contains(&0)) {
+        return Err(param("browsers", "experiment 4 needs browser counts >= 1"));
+    }
+    if cfg.period == 0 {
+        return Err(param("period", "must be > 0"));
+    }
+    Ok(())
+}
+
+/// Seed of trial `t`: the same for every variant (common random numbers).
+fn trial_seed(seed: u64, t: usize) -> u64 {
+    policy::dispatch::mix64(seed ^ policy::dispatch::mix64(t as u64 + 1))
+}
+
+/// Run `jobs` on `threads` threads; results in job order.
+pub(crate) fn par_map<J: Sync, R: Send>(
+    jobs: &[J],
+    threads: usize,
+    f: impl Fn(&J) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, jobs.len().max(1));
+    if threads == 1 {
+        return jobs.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<Option<R>> = (0..jobs.len()).map(|_| None).collect();
+    let results = std::sync::Mutex::new(&mut out);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let r = f(&jobs[i]);
+                if let Ok(mut g) = results.lock() {
+                    g[i] = Some(r);
+                }
+            });
+        }
+    });
+    out.into_iter().flatten().collect()
+}
+
+/// One experiment (or one browser count of exp 4).
+fn run_one(
+    cfg: &PosConfig,
+    browsers: usize,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<ExpResult, SimError> {
+    let (hog, arrivals) = match cfg.exp {
+        1 => (true, Arrivals::Sync),
+        _ => (false, Arrivals::Random),
+    };
+    let vars = variants(cfg);
+    let jobs: Vec<(usize, usize)> = (0..vars.len())
+        .flat_map(|v| (0..cfg.trials).map(move |t| (v, t)))
+        .collect();
+    let results: Vec<Result<WebResult, SimError>> = par_map(&jobs, cfg.threads, |&(v, t)| {
+        let var = &vars[v];
+        let wc = WebConfig {
+            policy: var.policy.clone(),
+            policy_cfg: var.cfg.clone(),
+            hog,
+            arrivals,
+            browsers,
+            seed: trial_seed(cfg.seed, t),
+            ..cfg.base.clone()
+        };
+        let r = web::run(&wc);
+        if t + 1 == cfg.trials {
+            progress(&format!(
+                "exp {} browsers {browsers}: {} done",
+                cfg.exp, var.label
+            ));
+        }
+        r
+    });
+    let mut per_var: Vec<Vec<WebResult>> = vars.iter().map(|_| Vec::new()).collect();
+    for (&(v, _), r) in jobs.iter().zip(results) {
+        per_var[v].push(r?);
+    }
+    let mut out = Vec::new();
+    for (var, runs) in vars.iter().zip(&per_var) {
+        out.push(summarize(var, runs));
+    }
+    let (base_t1, base_t2) = (out[0].t1, out[0].t2);
+    for v in &mut out {
+        v.t1_mean_impr = round(improvement(base_t1.mean, v.t1.mean), 1);
+        v.t1_median_impr = round(improvement(base_t1.median, v.t1.median), 1);
+        v.t2_mean_impr = round(improvement(base_t2.mean, v.t2.mean), 1);
+        v.t2_median_impr = round(improvement(base_t2.median, v.t2.median), 1);
+    }
+    Ok(ExpResult {
+        exp: cfg.exp,
+        browsers,
+        hog,
+        arrivals,
+        slp: match cfg.exp {
+            1 | 2 => format!("fixed {} s", cfg.slp as f64 / 1e9),
+            _ => format!("predicted every {} ms", cfg.period / MS),
+        },
+        variants: out,
+    })
+}
+
+fn rounded(s: Summary) -> Summary {
+    Summary {
+        n: s.n,
+        min: round(s.min, 4),
+        max: round(s.max, 4),
+        mean: round(s.mean, 4),
+        median: round(s.median, 4),
+        range: round(s.range, 4),
+    }
+}
+
+/// The paper's way: per-URL averages over trials for min/max/mean/range, raw values for the
+/// median.
+fn summarize(var: &Variant, runs: &[WebResult]) -> VariantResult {
+    let per_url = |f: fn(&web::PageTime) -> f64| -> (Vec<f64>, Vec<f64>) {
+        let n = runs.first().map_or(0, |r| r.pages.len());
+        let mut avg = vec![0.0; n];
+        let mut raw = Vec::new();
+        for r in runs {
+            for (i, p) in r.pages.iter().enumerate() {
+                avg[i] += f(p) / runs.len() as f64;
+                raw.push(f(p));
+            }
+        }
+        (avg, raw)
+    };
+    let sum = |(avg, raw): (Vec<f64>, Vec<f64>)| {
+        let mut s = Summary::of(&avg);
+        s.median = Summary::of(&raw).median;
+        rounded(s)
+    };
+    let last = runs.last();
+    let total = |f: fn(&WebResult) -> u64| runs.iter().map(f).sum::<u64>();
+    let mean = |f: fn(&WebResult) -> f64| {
+        round(
+            runs.iter().map(f).sum::<f64>() / runs.len().max(1) as f64,
+            3,
+        )
+    };
+    VariantResult {
+        label: var.label.clone(),
+        policy: var.policy.clone(),
+        rw: var.rw,
+        t1: sum(per_url(|p| p.t1)),
+        t2: sum(per_url(|p| p.t2)),
+        t1_mean_impr: 0.0,
+        t1_median_impr: 0.0,
+        t2_mean_impr: 0.0,
+        t2_median_impr: 0.0,
+        pl: total(|r| r.pl),
+        lrq: total(|r| r.lrq),
+        samples: total(|r| r.samples),
+        promotions: total(|r| r.stats.promotions),
+        demotions: total(|r| r.stats.demotions),
+        slp_end: last
+            .and_then(|r| r.stats.slp)
+            .map(|s| round(s as f64 / 1e9, 4)),
+        rw_end: last.and_then(|r| r.stats.rw),
+        cpu_util: mean(|r| r.cpu_util),
+        server_cpu_util: mean(|r| r.server_cpu_util),
+        disk_util: mean(|r| r.disk_util),
+        link_util: mean(|r| r.link_util),
+        events: total(|r| r.events),
+    }
+}
+
+/// Run `triage sim pos`. `progress` receives one line per finished variant.
+pub fn run(cfg: &PosConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<PosResult, SimError> {
+    validate(cfg)?;
+    let counts = if cfg.exp == 4 {
+        cfg.exp4_browsers.clone()
+    } else {
+        vec![cfg.base.browsers]
+    };
+    let mut runs = Vec::new();
+    for &b in &counts {
+        runs.push(run_one(cfg, b, progress)?);
+    }
+    let exp4 = (cfg.exp == 4).then(|| exp4_summary(&runs));
+    let mut res = PosResult {
+        exp: cfg.exp,
+        seed: cfg.seed,
+        trials: cfg.trials,
+        rounds: cfg.base.rounds,
+        runs,
+        exp4,
+        notes: Vec::new(),
+    };
+    res.notes = notes(cfg, &res);
+    Ok(res)
+}
+
+fn find<'a>(e: &'a ExpResult, label: &str) -> Option<&'a VariantResult> {
+    e.variants.iter().find(|v| v.label == label)
+}
+
+fn exp4_summary(runs: &[ExpResult]) -> Exp4Summary {
+    let base = &runs[0].variants[0];
+    let ratio = |x: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            round(x as f64 / b as f64, 2)
+        }
+    };
+    let mean_of = |e: &ExpResult, l: &str| find(e, l).map(|v| v.t1.mean);
+    let mut best_label = Vec::new();
+    let mut best_impr = Vec::new();
+    for e in runs {
+        // The first variant with the largest improvement (ties: the earlier one).
+        let best = e.variants[1..].iter().filter(|v| v.policy == "pos").fold(
+            None::<&VariantResult>,
+            |b, v| match b {
+                Some(b) if b.t1_mean_impr >= v.t1_mean_impr => Some(b),
+                _ => Some(v),
+            },
+        );
+        best_label.push(best.map_or("-".into(), |v| v.label.clone()));
+        best_impr.push(best.map_or(0.0, |v| v.t1_mean_impr));
+    }
+    let n = runs.len();
+    Exp4Summary {
+        browsers: runs.iter().map(|e| e.browsers).collect(),
+        pl_ratio: runs
+            .iter()
+            .map(|e| ratio(e.variants[0].pl, base.pl))
+            .collect(),
+        lrq_ratio: runs
+            .iter()
+            .map(|e| ratio(e.variants[0].lrq, base.lrq))
+            .collect(),
+        mean_t1_timesharing: runs.iter().map(|e| e.variants[0].t1.mean).collect(),
+        mean_t1_rw3: runs.iter().map(|e| mean_of(e, "pos RW=3")).collect(),
+        mean_t1_rw6: runs.iter().map(|e| mean_of(e, "pos RW=6")).collect(),
+        mean_t1_rw9: runs.iter().map(|e| mean_of(e, "pos RW=9")).collect(),
+        best_label,
+        best_impr,
+        paper_pl_ratio: paper::EXP4_PL.iter().take(n).copied().collect(),
+        paper_lrq_ratio: paper::EXP4_LRQ.iter().take(n).copied().collect(),
+        paper_best_impr: paper::EXP4_BEST.iter().take(n).copied().collect(),
+    }
+}
+
+/// The paper's (mean, median) t1 improvement for a fixed RW in experiment `exp`, if published.
+pub fn paper_t1(exp: u8, rw: u32) -> Option<(f64, f64)> {
+    let i = match rw {
+        3 => 0,
+        6 => 1,
+        9 => 2,
+        _ => return None,
+    };
+    match exp {
+        1 => Some((paper::EXP1_MEAN[i], paper::EXP1_MEDIAN[i])),
+        3 => Some((paper::EXP3_MEAN[i], paper::EXP3_MEDIAN[i])),
+        _ => None,
+    }
+}
+
+/// Comparison with the paper, in words, computed from the results.
+fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
+    let mut n = Vec::new();
+    let e = &res.runs[0];
+    match cfg.exp {
+        1 | 3 => {
+            for rw in [3, 6, 9] {
+                if let (Some(v), Some((pm, pd))) =
+                    (find(e, &format!("pos RW={rw}")), paper_t1(cfg.exp, rw))
+                {
+                    n.push(format!(
+                        "RW={rw}: mean t1 improvement {:+.1}% (paper {pm}%), median {:+.1}% \
+                         (paper {pd}%)",
+                        v.t1_mean_impr, v.t1_median_impr
+                    ));
+                }
+            }
+        }
+        2 => {
+            let best = e.variants[1..]
+                .iter()
+                .filter(|v| v.rw.is_some())
+                .map(|v| v.t1_mean_impr)
+                .fold(f64::NEG_INFINITY, f64::max);
+            n.push(format!(
+                "paper: no consistent improvement with SLP fixed at 20 s under random \
+                 accesses; here the best fixed-RW variant changes mean t1 by {best:+.1}%"
+            ));
+        }
+        _ => {}
+    }
+    if let Some(v) = find(e, "timesharing") {
+        n.push(format!(
+            "utilisation over a trial (timesharing, {} browsers): CPU {:.1}% (server processes \
+             {:.1}%), disk {:.1}%, link {:.1}%",
+            e.browsers,
+            v.cpu_util * 100.0,
+            v.server_cpu_util * 100.0,
+            v.disk_util * 100.0,
+            v.link_util * 100.0
+        ));
+    }
+    n
+}
+
+impl PosResult {
+    /// The tables.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        for e in &self.runs {
+            s += &format!(
+                "seed 001 experiment {} - {} browsers, {} arrivals every 30 s, CPU hog: {}, SLP {}; \
+                 {} trials x {} rounds, seed {}\n",
+                e.exp,
+                e.browsers,
+                match e.arrivals {
+                    Arrivals::Sync => "synchronized",
+                    Arrivals::Random => "random",
+                },
+                if e.hog { "yes" } else { "no" },
+                e.slp,
+                self.trials,
+                self.rounds,
+                self.seed
+            );
+            s += &format!(
+                "{:<20} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>13} | {:>7} {:>7} {:>7} {:>7}\n",
+                "t1 (s)", "min", "max", "mean", "median", "range", "impr%", "med%", "paper mean/med",
+                "t2 mean", "median", "impr%", "med%"
+            );
+            for v in &e.variants {
+                let paper =
+                    v.rw.and_then(|rw| paper_t1(e.exp, rw))
+                        .filter(|_| e.browsers == 9)
+                        .map_or("".into(), |(m, d)| format!("{m:.1}/{d:.1}"));
+                s += &format!(
+                    "{:<20} {:>7.3} {:>7.3} {:>7.3} {:>7.3} {:>7.3} {:>7.1} {:>7.1} {:>13} | {:>7.3} \
+                     {:>7.3} {:>7.1} {:>7.1}\n",
+                    v.label,
+                    v.t1.min,
+                    v.t1.max,
+                    v.t1.mean,
+                    v.t1.median,
+                    v.t1.range,
+                    v.t1_mean_impr,
+                    v.t1_median_impr,
+                    paper,
+                    v.t2.mean,
+                    v.t2.median,
+                    v.t2_mean_impr,
+                    v.t2_median_impr
+                );
+            }
+            s += &format!(
+                "{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>6}\n",
+                "", "PL", "LRQ", "promoted", "demoted", "SLP(s)", "RW"
+            );
+            for v in &e.variants {
+                s += &format!(
+                    "{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>6}\n",
+                    v.label,
+                    v.pl,
+                    v.lrq,
+                    v.promotions,
+                    v.demotions,
+                    v.slp_end.map_or("-".into(), |x| format!("{x:.3}")),
+                    v.rw_end.map_or("-".into(), |x| x.to_string())
+                );
+            }
+            s += "\n";
+        }
+        if let Some(x) = &self.exp4 {
+            s += "experiment 4 (ratios to the smallest browser count; timesharing runs)\n";
+            s += &format!(
+                "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>18} {:>8}\n",
+                "browsers",
+                "PL",
+                "paper",
+                "LRQ",
+                "paper",
+                "t1 ts (s)",
+                "RW=3",
+                "RW=6",
+                "RW=9",
+                "best",
+                "paper"
+            );
+            let f = |o: Option<f64>| o.map_or("-".into(), |v| format!("{v:.3}"));
+            for i in 0..x.browsers.len() {
+                s +=
+                    &format!(
+                    "{:<10} {:>9.2} {:>9} {:>9.2} {:>9} {:>10.3} {:>8} {:>8} {:>8} {:>18} {:>8}\n",
+                    x.browsers[i],
+                    x.pl_ratio[i],
+                    x.paper_pl_ratio.get(i).map_or("-".into(), |v| format!("{v:.2}")),
+                    x.lrq_ratio[i],
+                    x.paper_lrq_ratio
+                        .get(i)
+                        .map_or("-".into(), |v| format!("{v:.2}")),
+                    x.mean_t1_timesharing[i],
+                    f(x.mean_t1_rw3[i]),
+                    f(x.mean_t1_rw6[i]),
+                    f(x.mean_t1_rw9[i]),
+                    format!("{} {:+.1}%", x.best_label[i], x.best_impr[i]),
+                    x.paper_best_impr
+                        .get(i)
+                        .map_or("-".into(), |v| format!("{v:.1}%"))
+                );
+            }
+            s += "\n";
+        }
+        for note in &self.notes {
+            s += &format!("note: {note}\n");
+        }
+        s
+    }
+}

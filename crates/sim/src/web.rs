@@ -1,0 +1,847 @@
+//! Seed 001's testbed in virtual time: a prefork web server (Apache 1.2.5 on a 233 MHz AMD-K6
+//! under BSD/OS 2.1, buffer cache disabled) on a 10 Mb/s Ethernet, Netscape-3 browsers, and
+//! optionally a CPU-bound process on the server.
+//!
+//! **Server processes** (workers of one [`Cpu`], i.e. one `Sched` with the policy under test):
+//! an idle process waits in `accept`; the longest-idle one takes the next connection. Serving a
+//! request is a sequence of CPU bursts separated by waits, as Apache 1.2's `send_fd` loop does
+//! it: accept + read and parse the request + open (`accept` cost) -> read 8 KB from disk (wait:
+//! no buffer cache) -> write it to the socket (per-KB cost; wait while the socket send buffer
+//! has less than its low-water mark free) -> next 8 KB ... -> close + log (`close` cost) ->
+//! accept the next queued connection without waiting, or go idle. An HTML file of a few KB
+//! changes run/wait about 3 times (the paper: "about three or four"), a 30 KB image about 9.
+//!
+//! **Pool**: Apache 1.2's `perform_idle_server_maintenance`, once a second: fork one process if
+//! fewer than `MinSpareServers` are idle, kill one if more than `MaxSpareServers` are idle, never
+//! more than `MaxClients`. Connections that find no idle process wait in the listen queue.
+//!
+//! **Link**: one [`Link`] for the server's outgoing data (requests are tiny and not modelled);
+//! each connection's socket send buffer is its flow's queue on the link.
+//!
+//! **Browsers**: a page is one HTML file then its images, at most `conns` image connections at a
+//! time, one request per connection (HTTP/1.0 without keep-alive). t1 = click until the last
+//! byte of the HTML arrived; t2 = click until the last byte of the last image arrived.
+//!
+//! **Hog**: a process that always wants the CPU (seed 001 experiment 1). As under 4.4BSD, where
+//! a CPU-bound process soon has the worst user priority and a process woken in the kernel
+//! sleeps at a kernel priority, a server process that becomes ready while the hog holds the CPU
+//! preempts it at once (`hog_preempt`, on by default, the same for every policy); the policy
+//! then orders the ready queue, the hog included.
+//!
+//! **Sampling**: every 10 ms, PL (CPU busy, 0 or 1 per slot) and LRQ (ready-queue length), as
+//! the paper's experiment 4 measures them.
+
+use std::collections::VecDeque;
+
+use policy::{ContentClass, Hints, Nanos, PolicyConfig, PolicyStats, Sched, WorkerId, MS, SEC};
+use rand::Rng;
+use serde::Serialize;
+
+use crate::cpu::{Cpu, CpuEv};
+use crate::disk::{Disk, DiskModel};
+use crate::engine::Engine;
+use crate::link::{Link, LinkMode};
+use crate::SimError;
+
+/// CPU costs of the server, calibrated to a 233 MHz AMD-K6 running Apache 1.2.5 (see
+/// `docs/sim.md` for the derivation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CpuCosts {
+    /// accept + read and parse the request + open/stat the file.
+    pub accept: Nanos,
+    /// close + write the log entry.
+    pub close: Nanos,
+    /// Per read or write system call.
+    pub syscall: Nanos,
+    /// Per KiB read from the disk buffer and written to the socket (copies, checksum, TCP/IP).
+    pub per_kib: Nanos,
+}
+
+impl Default for CpuCosts {
+    fn default() -> Self {
+        Self {
+            accept: 1_100_000,
+            close: 400_000,
+            syscall: 30_000,
+            per_kib: 100_000,
+        }
+    }
+}
+
+impl CpuCosts {
+    /// The clock the defaults are calibrated to (MHz).
+    pub const BASE_MHZ: f64 = 233.0;
+
+    /// The default costs on a CPU of `mhz` MHz (costs scale with 1 / clock).
+    pub fn at_mhz(mhz: f64) -> Self {
+        let d = Self::default();
+        let k = Self::BASE_MHZ / mhz;
+        let s = |x: Nanos| (x as f64 * k).round() as Nanos;
+        Self {
+            accept: s(d.accept),
+            close: s(d.close),
+            syscall: s(d.syscall),
+            per_kib: s(d.per_kib),
+        }
+    }
+}
+
+/// Apache 1.2.5's process pool settings (httpd.conf-dist defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pool {
+    pub start: usize,
+    pub min_spare: usize,
+    pub max_spare: usize,
+    pub max_clients: usize,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Self {
+            start: 5,
+            min_spare: 5,
+            max_spare: 10,
+            max_clients: 150,
+        }
+    }
+}
+
+/// The page every browser loads (unique URLs, same content).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Page {
+    pub html: u64,
+    pub images: Vec<u64>,
+}
+
+impl Default for Page {
+    fn default() -> Self {
+        Self {
+            html: 4 * 1024,
+            images: vec![30 * 1024; 8],
+        }
+    }
+}
+
+/// When browsers click.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// All browsers every `interval`, each within `jitter` of the others (seed 001 exp. 1).
+    Sync,
+    /// Each browser once per `interval`, at a uniformly random moment of it (exp. 2-4).
+    Random,
+}
+
+/// One simulated run of the testbed.
+#[derive(Debug, Clone, Serialize)]
+pub struct WebConfig {
+    /// Registry name of the CPU policy.
+    pub policy: String,
+    pub policy_cfg: PolicyConfig,
+    /// Give the policy the content class of each request (only `content` looks at it).
+    pub hints: bool,
+    pub cpus: usize,
+    pub quantum: Nanos,
+    pub costs: CpuCosts,
+    pub pool: Pool,
+    pub browsers: usize,
+    /// Simultaneous image connections per page.
+    pub conns: usize,
+    pub page: Page,
+    pub arrivals: Arrivals,
+    /// Burst interval; the first burst is one interval after the server starts.
+    pub interval: Nanos,
+    /// Clicks per browser.
+    pub rounds: usize,
+    /// Spread of the clicks of one synchronized burst.
+    pub jitter: Nanos,
+    /// Connection setup + request, client to server (LAN).
+    pub conn_latency: Nanos,
+    pub hog: bool,
+    /// A server process that becomes ready preempts the running hog (4.4BSD wake-up
+    /// preemption of a CPU-bound user process).
+    pub hog_preempt: bool,
+    /// Read files from the disk (seed 001: buffer cache disabled); `false`: from memory.
+    pub use_disk: bool,
+    pub link_bps: u64,
+    pub link_mode: LinkMode,
+    pub sndbuf: u64,
+    pub lowat: u64,
+    /// Bytes per read/write of the server's send loop.
+    pub chunk: u64,
+    pub disk: DiskModel,
+    pub sample_every: Nanos,
+    pub seed: u64,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        Self {
+            policy: "timeshare".into(),
+            policy_cfg: PolicyConfig {
+                starvation_bound: None,
+                ..PolicyConfig::default()
+            },
+            hints: true,
+            cpus: 1,
+            quantum: 100 * MS,
+            costs: CpuCosts::default(),
+            pool: Pool::default(),
+            browsers: 9,
+            conns: 4,
+            page: Page::default(),
+            arrivals: Arrivals::Sync,
+            interval: 30 * SEC,
+            rounds: 3,
+            jitter: 100 * MS,
+            conn_latency: MS,
+            hog: true,
+            hog_preempt: true,
+            use_disk: true,
+            link_bps: 10_000_000,
+            link_mode: LinkMode::Fair,
+            sndbuf: 8 * 1024,
+            lowat: 2 * 1024,
+            chunk: 8 * 1024,
+            disk: DiskModel::default(),
+            sample_every: 10 * MS,
+            seed: 1,
+        }
+    }
+}
+
+/// One page load.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PageTime {
+    pub browser: usize,
+    pub round: usize,
+    /// Seconds from click to HTML complete.
+    pub t1: f64,
+    /// Seconds from click to the last image complete.
+    pub t2: f64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct WebResult {
+    pub pages: Vec<PageTime>,
+    /// 10 ms samples with the CPU busy (summed over slots).
+    pub pl: u64,
+    /// Sum of the ready-queue length over the samples.
+    pub lrq: u64,
+    pub samples: u64,
+    pub events: u64,
+    pub stats: PolicyStats,
+    pub processes_max: usize,
+    pub preemptions: u64,
+    /// Fraction of the measured time the disk / link / CPU were busy.
+    pub disk_util: f64,
+    pub link_util: f64,
+    pub cpu_util: f64,
+    /// CPU used by the server processes (the hog excluded).
+    pub server_cpu_util: f64,
+}
+
+const HOG: WorkerId = 0;
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    Cpu(CpuEv),
+    Click { browser: usize, round: usize },
+    Arrive { conn: usize },
+    DiskDone,
+    LinkDone,
+    Maintain,
+    Sample,
+}
+
+impl From<CpuEv> for Ev {
+    fn from(e: CpuEv) -> Self {
+        Ev::Cpu(e)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    /// CPU: accept, parse, open.
+    Accept,
+    /// Waiting for the disk.
+    Disk,
+    /// CPU: writing `n` bytes into the socket.
+    Write(u64),
+    /// Waiting for socket buffer space.
+    Sock,
+    /// CPU: close and log.
+    Close,
+}
+
+#[derive(Debug, Clone)]
+struct Proc {
+    conn: Option<usize>,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone)]
+struct Conn {
+    page: usize,
+    /// `None`: the HTML; `Some(i)`: image `i`.
+    image: Option<usize>,
+    size: u64,
+    /// Bytes read from disk.
+    read: u64,
+    /// Bytes of the current chunk not yet in the socket.
+    chunk_left: u64,
+    delivered: u64,
+    proc: Option<WorkerId>,
+}
+
+#[derive(Debug, Clone)]
+struct PageLoad {
+    browser: usize,
+    round: usize,
+    click: Nanos,
+    t1: Option<Nanos>,
+    t2: Option<Nanos>,
+    next_image: usize,
+    images_done: usize,
+}
+
+struct Sim<'a> {
+    cfg: &'a WebConfig,
+    eng: Engine<Ev>,
+    cpu: Cpu,
+    disk: Disk,
+    /// Process waiting for each disk request, in submission order.
+    disk_waiters: VecDeque<WorkerId>,
+    link: Link,
+    procs: Vec<Option<Proc>>,
+    idle: VecDeque<WorkerId>,
+    listen: VecDeque<usize>,
+    conns: Vec<Conn>,
+    pages: Vec<PageLoad>,
+    done: usize,
+    total_pages: usize,
+    live: usize,
+    live_max: usize,
+    pl: u64,
+    lrq: u64,
+    samples: u64,
+    measure_from: Nanos,
+}
+
+/// Run one trial of the testbed.
+pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
+    validate(cfg)?;
+    let policy = policy::build(&cfg.policy, &cfg.policy_cfg)?;
+    let mut sim = Sim {
+        cfg,
+        eng: Engine::new(),
+        cpu: Cpu::new(Sched::new(cfg.cpus, policy), cfg.quantum),
+        disk: Disk::new(),
+        disk_waiters: VecDeque::new(),
+        link: Link::new(cfg.link_bps, cfg.link_mode),
+        procs: vec![None],
+        idle: VecDeque::new(),
+        listen: VecDeque::new(),
+        conns: Vec::new(),
+        pages: Vec::new(),
+        done: 0,
+        total_pages: cfg.browsers * cfg.rounds,
+        live: 0,
+        live_max: 0,
+        pl: 0,
+        lrq: 0,
+        samples: 0,
+        measure_from: cfg.interval,
+    };
+    sim.start();
+    let horizon = cfg.interval * (cfg.rounds as u64 + 1) + 600 * SEC;
+    while sim.done < sim.total_pages {
+        let Some((_, ev)) = sim.eng.pop_until(horizon) else {
+            return Err(SimError::Stuck(format!(
+                "{} of {} pages complete after {} s of virtual time",
+                sim.done,
+                sim.total_pages,
+                horizon / SEC
+            )));
+        };
+        sim.handle(ev);
+    }
+    let now = sim.eng.now();
+    let span = now.saturating_sub(sim.measure_from).max(1) as f64;
+    let mut pages: Vec<PageTime> = sim
+        .pages
+        .iter()
+        .map(|p| PageTime {
+            browser: p.browser,
+            round: p.round,
+            t1: p.t1.unwrap_or(0) as f64 / 1e9,
+            t2: p.t2.unwrap_or(0) as f64 / 1e9,
+        })
+        .collect();
+    pages.sort_by_key(|p| (p.round, p.browser));
+    Ok(WebResult {
+        pages,
+        pl: sim.pl,
+        lrq: sim.lrq,
+        samples: sim.samples,
+        events: sim.eng.processed(),
+        stats: sim.cpu.sched().policy().stats(),
+        processes_max: sim.live_max,
+        preemptions: sim.cpu.preemptions(),
+        disk_util: sim.disk.busy_ns() as f64 / now.max(1) as f64,
+        link_util: sim.link.busy_ns() as f64 / span,
+        cpu_util: sim.cpu.busy_ns() as f64 / now.max(1) as f64 / cfg.cpus as f64,
+        server_cpu_util: (sim.cpu.busy_ns() - sim.cpu.used_ns(HOG)) as f64
+            / now.max(1) as f64
+            / cfg.cpus as f64,
+    })
+}
+
+fn validate(cfg: &WebConfig) -> Result<(), SimError> {
+    use crate::param;
+    if cfg.browsers == 0 || cfg.rounds == 0 {
+        return Err(param("browsers/rounds", "must be >= 1"));
+    }
+    if cfg.conns == 0 {
+        return Err(param("conns", "must be >= 1"));
+    }
+    if cfg.cpus == 0 {
+        return Err(param("cpus", "must be >= 1"));
+    }
+    if cfg.interval < SEC {
+        return Err(param("interval", "must be >= 1 s"));
+    }
+    if cfg.chunk == 0 || cfg.sndbuf < cfg.lowat || cfg.lowat == 0 {
+        return Err(param(
+            "chunk/sndbuf/lowat",
+            "need chunk > 0 and 0 < lowat <= sndbuf",
+        ));
+    }
+    if cfg.link_bps < 64_000 {
+        return Err(param("link", "bandwidth must be >= 64 kb/s"));
+    }
+    if cfg.sample_every == 0 {
+        return Err(param("sample_every", "must be > 0"));
+    }
+    if cfg.pool.start == 0 || cfg.pool.max_clients == 0 || cfg.pool.min_spare > cfg.pool.max_spare {
+        return Err(param(
+            "pool",
+            "need start >= 1, max_clients >= 1, min_spare <= max_spare",
+        ));
+    }
+    if cfg.page.html == 0 || cfg.page.images.contains(&0) {
+        return Err(param("page", "file sizes must be > 0"));
+    }
+    Ok(())
+}
+
+impl Sim<'_> {
+    fn now(&self) -> Nanos {
+        self.eng.now()
+    }
+
+    fn start(&mut self) {
+        let cfg = self.cfg;
+        self.cpu.start(&mut self.eng);
+        for _ in 0..cfg.pool.start.min(cfg.pool.max_clients) {
+            self.spawn();
+        }
+        if cfg.hog {
+            self.cpu.register(HOG, 0);
+            if cfg.hints {
+                // A content-aware policy knows the hog serves nothing: lowest urgency.
+                self.cpu.set_hints(
+                    HOG,
+                    Hints {
+                        urgency: Some(7),
+                        ..Hints::default()
+                    },
+                );
+            }
+            self.cpu.ready(HOG, Nanos::MAX / 4, &mut self.eng);
+        }
+        self.eng.after(SEC, Ev::Maintain);
+        self.eng.at(self.measure_from, Ev::Sample);
+        let mut rng = crate::rng(cfg.seed, 0x5eed_0001);
+        for round in 0..cfg.rounds {
+            let base = cfg.interval * (round as u64 + 1);
+            for browser in 0..cfg.browsers {
+                let offset = match cfg.arrivals {
+                    Arrivals::Sync if cfg.jitter > 0 => rng.gen_range(0..cfg.jitter),
+                    Arrivals::Sync => 0,
+                    Arrivals::Random => rng.gen_range(0..cfg.interval),
+                };
+                self.eng.at(base + offset, Ev::Click { browser, round });
+            }
+        }
+    }
+
+    fn spawn(&mut self) -> WorkerId {
+        let id = self.procs.len() as WorkerId;
+        self.procs.push(Some(Proc {
+            conn: None,
+            phase: Phase::Idle,
+        }));
+        self.live += 1;
+        self.live_max = self.live_max.max(self.live);
+        self.cpu.register(id, self.now());
+        self.idle.push_back(id);
+        id
+    }
+
+    fn proc_mut(&mut self, w: WorkerId) -> &mut Proc {
+        self.procs[w as usize].as_mut().expect("a live process")
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Cpu(c) => {
+                if let Some(w) = self.cpu.handle(c, &mut self.eng) {
+                    self.burst_done(w);
+                }
+            }
+            Ev::Click { browser, round } => {
+                let page = self.pages.len();
+                self.pages.push(PageLoad {
+                    browser,
+                    round,
+                    click: self.now(),
+                    t1: None,
+                    t2: None,
+                    next_image: 0,
+                    images_done: 0,
+                });
+                self.open(page, None);
+            }
+            Ev::Arrive { conn } => match self.idle.pop_front() {
+                Some(w) => self.take(w, conn, false),
+                None => self.listen.push_back(conn),
+            },
+            Ev::DiskDone => {
+                let now = self.now();
+                if let Some((_, next)) = self.disk.complete(now) {
+                    if let Some(t) = next {
+                        self.eng.at(t, Ev::DiskDone);
+                    }
+                    if let Some(w) = self.disk_waiters.pop_front() {
+                        self.disk_read_done(w);
+                    }
+                }
+            }
+            Ev::LinkDone => {
+                let now = self.now();
+                if let Some(((flow, payload), next)) = self.link.complete(now) {
+                    if let Some(t) = next {
+                        self.eng.at(t, Ev::LinkDone);
+                    }
+                    self.delivered(flow as usize, u64::from(payload));
+                }
+            }
+            Ev::Maintain => {
+                self.maintain();
+                self.eng.after(SEC, Ev::Maintain);
+            }
+            Ev::Sample => {
+                let s = self.cpu.sched();
+                self.pl += s.busy() as u64;
+                self.lrq += s.queued() as u64;
+                self.samples += 1;
+                self.eng.after(self.cfg.sample_every, Ev::Sample);
+            }
+        }
+    }
+
+    /// Apache 1.2 `perform_idle_server_maintenance`.
+    fn maintain(&mut self) {
+        let pool = self.cfg.pool;
+        if self.idle.len() < pool.min_spare && self.live < pool.max_clients {
+            let w = self.spawn();
+            if let Some(conn) = self.listen.pop_front() {
+                self.idle.retain(|&x| x != w);
+                self.take(w, conn, false);
+            }
+        } else if self.idle.len() > pool.max_spare {
+            if let Some(w) = self.idle.pop_back() {
+                self.procs[w as usize] = None;
+                self.live -= 1;
+                self.cpu.exit(w, &mut self.eng);
+            }
+        }
+    }
+
+    /// A browser opens a connection for the HTML (`None`) or image `i` of `page`.
+    fn open(&mut self, page: usize, image: Option<usize>) {
+        let size = match image {
+            None => self.cfg.page.html,
+            Some(i) => self.cfg.page.images[i],
+        };
+        let conn = self.conns.len();
+        self.conns.push(Conn {
+            page,
+            image,
+            size,
+            read: 0,
+            chunk_left: 0,
+            delivered: 0,
+            proc: None,
+        });
+        self.eng.after(self.cfg.conn_latency, Ev::Arrive { conn });
+    }
+
+    /// Process `w` takes connection `conn`: an accept burst. `running`: it is on the CPU
+    /// already (it just closed its previous connection), so the burst extends.
+    fn take(&mut self, w: WorkerId, conn: usize, running: bool) {
+        let class = match self.conns[conn].image {
+            None => ContentClass::Text,
+            Some(_) => ContentClass::Media,
+        };
+        self.conns[conn].proc = Some(w);
+        let p = self.proc_mut(w);
+        p.conn = Some(conn);
+        p.phase = Phase::Accept;
+        if self.cfg.hints {
+            self.cpu.set_hints(
+                w,
+                Hints {
+                    class,
+                    ..Hints::default()
+                },
+            );
+        }
+        let cost = self.cfg.costs.accept;
+        if running {
+            self.cpu.extend(w, cost, &mut self.eng);
+        } else {
+            self.wake(w, cost);
+        }
+    }
+
+    /// Server process `w` wakes with a burst of `cost`; it preempts the hog (see module docs).
+    fn wake(&mut self, w: WorkerId, cost: Nanos) {
+        self.cpu.ready(w, cost, &mut self.eng);
+        if self.cfg.hog && self.cfg.hog_preempt && !self.cpu.running(w) {
+            self.cpu.preempt_now(HOG, &mut self.eng);
+        }
+    }
+
+    /// Free space in `conn`'s socket send buffer.
+    fn space(&self, conn: usize) -> u64 {
+        self.cfg
+            .sndbuf
+            .saturating_sub(self.link.queued(conn as u64))
+    }
+
+    fn write_cost(&self, n: u64) -> Nanos {
+        let c = self.cfg.costs;
+        c.syscall + (n * c.per_kib).div_ceil(1024)
+    }
+
+    /// The CPU burst of `w` is done: do what the burst ended with.
+    fn burst_done(&mut self, w: WorkerId) {
+        if w == HOG {
+            // Never happens (its burst is endless); keep it running if it does.
+            self.cpu.extend(w, Nanos::MAX / 4, &mut self.eng);
+            return;
+        }
+        let Some(p) = self.procs[w as usize].clone() else {
+            self.cpu.exit(w, &mut self.eng);
+            return;
+        };
+        let conn = p.conn;
+        match (p.phase, conn) {
+            (Phase::Accept, Some(c)) => self.read_chunk(w, c),
+            (Phase::Write(n), Some(c)) => {
+                let now = self.now();
+                if let Some(t) = self.link.offer(c as u64, n, now) {
+                    self.eng.at(t, Ev::LinkDone);
+                }
+                let cn = &mut self.conns[c];
+                cn.chunk_left -= n.min(cn.chunk_left);
+                if cn.chunk_left > 0 {
+                    let space = self.space(c);
+                    if space >= self.cfg.lowat || space >= self.conns[c].chunk_left {
+                        let m = space.min(self.conns[c].chunk_left);
+                        self.proc_mut(w).phase = Phase::Write(m);
+                        let cost = self.write_cost(m);
+                        self.cpu.extend(w, cost, &mut self.eng);
+                    } else {
+                        self.proc_mut(w).phase = Phase::Sock;
+                        self.cpu.block(w, &mut self.eng);
+                    }
+                } else if self.conns[c].read < self.conns[c].size {
+                    // Account the read system call to this burst's tail: small.
+                    self.read_chunk(w, c);
+                } else {
+                    self.proc_mut(w).phase = Phase::Close;
+                    let cost = self.cfg.costs.close;
+                    self.cpu.extend(w, cost, &mut self.eng);
+                }
+            }
+            (Phase::Close, _) => {
+                let p = self.proc_mut(w);
+                p.conn = None;
+                p.phase = Phase::Idle;
+                match self.listen.pop_front() {
+                    Some(next) => self.take(w, next, true),
+                    None => {
+                        self.idle.push_back(w);
+                        self.cpu.block(w, &mut self.eng);
+                    }
+                }
+            }
+            _ => {
+                // A burst ended in a phase that has no CPU work: block it.
+                self.cpu.block(w, &mut self.eng);
+            }
+        }
+    }
+
+    /// `w` reads the next chunk of `c` from the disk (blocks); without a disk the read is a
+    /// system call on the same burst.
+    fn read_chunk(&mut self, w: WorkerId, c: usize) {
+        if !self.cfg.use_disk {
+            let cn = &mut self.conns[c];
+            let len = (cn.size - cn.read).min(self.cfg.chunk);
+            cn.read += len;
+            cn.chunk_left = len;
+            let n = self.space(c).min(len);
+            self.proc_mut(w).phase = Phase::Write(n);
+            let cost = self.cfg.costs.syscall + self.write_cost(n);
+            self.cpu.extend(w, cost, &mut self.eng);
+            return;
+        }
+        let cn = &self.conns[c];
+        let len = (cn.size - cn.read).min(self.cfg.chunk);
+        let service = self.cfg.disk.chunk_time(cn.read, len);
+        let now = self.now();
+        if let Some(t) = self.disk.submit(w, service, now) {
+            self.eng.at(t, Ev::DiskDone);
+        }
+        self.disk_waiters.push_back(w);
+        self.proc_mut(w).phase = Phase::Disk;
+        self.cpu.block(w, &mut self.eng);
+    }
+
+    /// The disk read of `w` is done: it wakes to write the chunk.
+    fn disk_read_done(&mut self, w: WorkerId) {
+        let Some(c) = self.procs[w as usize].as_ref().and_then(|p| p.conn) else {
+            return;
+        };
+        let cn = &mut self.conns[c];
+        let len = (cn.size - cn.read).min(self.cfg.chunk);
+        cn.read += len;
+        cn.chunk_left = len;
+        let n = self.space(c).min(len);
+        self.proc_mut(w).phase = Phase::Write(n);
+        let cost = self.write_cost(n);
+        self.wake(w, cost);
+    }
+
+    /// `payload` bytes of `conn` reached the browser.
+    fn delivered(&mut self, conn: usize, payload: u64) {
+        let cn = &mut self.conns[conn];
+        cn.delivered += payload;
+        let complete = cn.delivered >= cn.size;
+        // A writer waiting for space wakes when the low-water mark is free.
+        if let Some(w) = cn.proc {
+            let waiting = self.procs[w as usize]
+                .as_ref()
+                .is_some_and(|p| p.phase == Phase::Sock && p.conn == Some(conn));
+            if waiting {
+                let left = self.conns[conn].chunk_left;
+                let space = self.space(conn);
+                if space >= self.cfg.lowat || space >= left {
+                    let n = space.min(left);
+                    self.proc_mut(w).phase = Phase::Write(n);
+                    let cost = self.write_cost(n);
+                    self.wake(w, cost);
+                }
+            }
+        }
+        if complete {
+            self.response_complete(conn);
+        }
+    }
+
+    fn response_complete(&mut self, conn: usize) {
+        let now = self.now();
+        let page = self.conns[conn].page;
+        let image = self.conns[conn].image;
+        let n_images = self.cfg.page.images.len();
+        match image {
+            None => {
+                let click = self.pages[page].click;
+                self.pages[page].t1 = Some(now - click);
+                if n_images == 0 {
+                    self.page_done(page, now);
+                    return;
+                }
+                for _ in 0..self.cfg.conns.min(n_images) {
+                    let i = self.pages[page].next_image;
+                    self.pages[page].next_image += 1;
+                    self.open(page, Some(i));
+                }
+            }
+            Some(_) => {
+                let pl = &mut self.pages[page];
+                pl.images_done += 1;
+                if pl.next_image < n_images {
+                    let i = pl.next_image;
+                    pl.next_image += 1;
+                    self.open(page, Some(i));
+                } else if pl.images_done == n_images {
+                    self.page_done(page, now);
+                }
+            }
+        }
+    }
+
+    fn page_done(&mut self, page: usize, now: Nanos) {
+        let click = self.pages[page].click;
+        self.pages[page].t2 = Some(now - click);
+        self.done += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(policy: &str, hog: bool) -> WebConfig {
+        WebConfig {
+            policy: policy.into(),
+            browsers: 1,
+            rounds: 1,
+            hog,
+            ..WebConfig::default()
+        }
+    }
+
+    #[test]
+    fn one_browser_loads_a_page() {
+        let r = run(&small("fifo", false)).unwrap();
+        assert_eq!(r.pages.len(), 1);
+        let p = r.pages[0];
+        assert!(p.t1 > 0.0 && p.t2 > p.t1, "{p:?}");
+    }
+
+    #[test]
+    fn nine_browsers() {
+        for hog in [false, true] {
+            let mut c = small("timeshare", hog);
+            c.browsers = 9;
+            let r = run(&c);
+            assert!(r.is_ok(), "hog {hog}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn with_a_hog_too() {
+        for pol in ["fifo", "timeshare", "pos"] {
+            let r = run(&small(pol, true)).unwrap();
+            assert_eq!(r.pages.len(), 1, "{pol}");
+        }
+    }
+}
