@@ -8,7 +8,6 @@
 //! urgency), [`ContentClass::Media`] -> 4. FIFO within a level. The starvation guard is the one
 //! POS uses ([`crate::ready::ReadyQueue`]).
 
-use std::collections::HashMap;
 
 use crate::ready::ReadyQueue;
 use crate::{ContentClass, Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyStats, WorkerId};
@@ -39,7 +38,7 @@ pub fn level(hints: &Hints) -> u8 {
 pub struct Content {
     q: ReadyQueue,
     /// Level of each live worker's latest request (from its latest enqueue).
-    last_level: HashMap<WorkerId, u8>,
+    last_level: crate::idhash::IdMap<WorkerId, u8>,
     /// Enqueues that overtook at least one queued worker.
     overtakes: u64,
 }
@@ -48,7 +47,7 @@ impl Content {
     pub fn new(starvation_bound: Option<Nanos>) -> Self {
         Self {
             q: ReadyQueue::new(LEVELS, starvation_bound),
-            last_level: HashMap::new(),
+            last_level: Default::default(),
             overtakes: 0,
         }
     }

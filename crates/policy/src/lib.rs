@@ -19,6 +19,7 @@ pub mod content;
 pub mod delayed;
 pub mod dispatch;
 pub mod fifo;
+pub mod idhash;
 pub mod pos;
 pub mod predict;
 pub mod queue;

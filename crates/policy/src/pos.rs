@@ -16,7 +16,6 @@
 //! dequeue are O(1) amortized; `tick` is O(live workers) once per period.
 //! The rules and the design choices are written up in `docs/policy.md`.
 
-use std::collections::HashMap;
 
 use crate::predict::{rw_paper, slp_paper, SplitRw};
 use crate::ready::ReadyQueue;
@@ -77,7 +76,7 @@ pub struct Pos {
     period: Nanos,
     slp: Nanos,
     rw: u32,
-    workers: HashMap<WorkerId, Worker>,
+    workers: crate::idhash::IdMap<WorkerId, Worker>,
     q: ReadyQueue,
     promotions: u64,
     demotions: u64,
@@ -114,7 +113,7 @@ impl Pos {
                 Tunable::Fixed(v) => v,
                 Tunable::Auto => DEFAULT_RW,
             },
-            workers: HashMap::new(),
+            workers: Default::default(),
             q: ReadyQueue::new(2, cfg.starvation_bound),
             promotions: 0,
             demotions: 0,

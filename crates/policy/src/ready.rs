@@ -11,7 +11,7 @@
 //! bound, it is served first, whatever its level. A worker that changes level inside the queue
 //! (POS demotion) keeps its arrival time.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::{Nanos, WorkerId};
 
@@ -34,7 +34,7 @@ pub struct ReadyQueue {
     /// Live entries per level.
     counts: Vec<usize>,
     arrivals: VecDeque<(WorkerId, u64)>,
-    live: HashMap<WorkerId, Entry>,
+    live: crate::idhash::IdMap<WorkerId, Entry>,
     next_ticket: u64,
     bound: Option<Nanos>,
     rescues: u64,
@@ -51,7 +51,7 @@ impl ReadyQueue {
             levels: vec![VecDeque::new(); levels],
             counts: vec![0; levels],
             arrivals: VecDeque::new(),
-            live: HashMap::new(),
+            live: Default::default(),
             next_ticket: 0,
             bound,
             rescues: 0,

@@ -8,7 +8,6 @@
 //! - a slot is never left idle while the queue is non-empty (work conserving), unless the
 //!   policy holds work back on purpose (`share` caps; see [`Sched::poll`]).
 
-use std::collections::HashMap;
 
 use crate::{Ctx, Event, Hints, Nanos, Policy, PolicyStats, State, WorkerId};
 
@@ -38,7 +37,7 @@ pub struct Sched {
     slots: usize,
     busy: usize,
     policy: Box<dyn Policy>,
-    states: HashMap<WorkerId, State>,
+    states: crate::idhash::IdMap<WorkerId, State>,
     log: Option<Vec<Event>>,
     next_tick: Option<Nanos>,
 }
@@ -61,7 +60,7 @@ impl Sched {
             slots: slots.max(1),
             busy: 0,
             policy,
-            states: HashMap::new(),
+            states: Default::default(),
             log: None,
             next_tick: None,
         }
