@@ -505,6 +505,39 @@ mod tests {
         assert_eq!(g.checkout(), 4);
     }
 
+    /// Measurement, not a test of speed: uncontended acquire + release, per policy.
+    #[test]
+    #[ignore = "measurement: cargo test -p server --release --lib -- --ignored --nocapture fast_path"]
+    fn fast_path_cost() {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        for name in ["fifo", "pos", "content"] {
+            for log in [false, true] {
+                let p = policy::build(name, &PolicyConfig::default()).unwrap();
+                let mut sched = Sched::new(1, p);
+                if log {
+                    sched = sched.with_log();
+                }
+                let g = Gate::new(sched, true, None);
+                let w = g.checkout();
+                let n = 1_000_000;
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    let mut st = AcquireState::default();
+                    match g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) {
+                        Poll::Ready(p) => drop(p),
+                        Poll::Pending => panic!("uncontended acquire queued"),
+                    }
+                    if log && g.lock().sched.queued() == 0 {
+                        // Keep the log from growing without bound, as the server's drain does.
+                        let _ = g.drain_log();
+                    }
+                }
+                let ns = t0.elapsed().as_nanos() as f64 / n as f64;
+                eprintln!("gate fast path: policy {name:<8} log {log:<5}: {ns:.0} ns per burst");
+            }
+        }
+    }
+
     #[tokio::test]
     async fn disabled_gate_touches_nothing() {
         let p = policy::build("fifo", &PolicyConfig::default()).unwrap();
