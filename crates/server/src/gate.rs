@@ -505,6 +505,36 @@ mod tests {
         assert_eq!(g.checkout(), 4);
     }
 
+    #[test]
+    fn boost_raises_a_marked_burst_and_restores_after() {
+        let cfg = PolicyConfig {
+            slp: policy::Tunable::Fixed(0),
+            ..PolicyConfig::default()
+        };
+        let p = policy::build("pos", &cfg).unwrap();
+        let g = Gate::new(Sched::new(1, p), true, Some(-5));
+        let w = g.checkout();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let tid = os::prio::current_tid();
+        let before = os::prio::thread_nice(tid).unwrap();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut st = AcquireState::default();
+        let Poll::Ready(permit) = g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) else {
+            panic!("uncontended acquire queued");
+        };
+        if g.boost_errors.load(Relaxed) > 0 {
+            eprintln!("SKIP boost_raises_a_marked_burst_and_restores_after: needs CAP_SYS_NICE");
+            return;
+        }
+        assert!(
+            permit.boosted(),
+            "a worker ready after a wait > SLP is marked"
+        );
+        assert_eq!(os::prio::thread_nice(tid).unwrap(), -5);
+        drop(permit);
+        assert_eq!(os::prio::thread_nice(tid).unwrap(), before);
+    }
+
     /// Measurement, not a test of speed: uncontended acquire + release, per policy.
     #[test]
     #[ignore = "measurement: cargo test -p server --release --lib -- --ignored --nocapture fast_path"]
