@@ -124,9 +124,12 @@ impl PosOpts {
     }
 }
 
-/// Default server-side CPU quota: a fraction of one CPU that makes gzip serving of the site
-/// CPU-bound on this class of machine (see docs/lab.md for how it was chosen).
+/// Default server-side CPU quota when the servers compress on the fly: a fraction of one CPU
+/// that makes gzip serving of the site CPU-bound against a 10 Mbit/s link (docs/lab.md).
 pub const DEFAULT_QUOTA: f64 = 0.10;
+/// Default quota when nothing is compressed (the load generator does not ask for gzip):
+/// sending files costs a few microseconds per KB, so the emulated CPU must be slower.
+pub const DEFAULT_QUOTA_PLAIN: f64 = 0.025;
 
 /// The resolved parameters of a run of the lab (what the summary records).
 #[derive(Debug, Clone, Serialize)]
@@ -149,13 +152,21 @@ pub struct Params {
     pub period_ms: f64,
     pub parallel: usize,
     pub gzip_level: Option<u32>,
+    /// Whether responses were really compressed (the load generator asked for gzip).
+    pub gzip_effective: bool,
     pub site: SiteSpec,
     pub page_bytes: usize,
     pub seed: u64,
     pub triage_extra: Vec<String>,
 }
 
+#[cfg(test)]
 fn resolve(o: &PosOpts) -> Result<Params> {
+    resolve_with(o, o.gzip_level.is_some())
+}
+
+/// [`resolve`] knowing whether compression will really happen (`gzip`).
+fn resolve_with(o: &PosOpts, gzip: bool) -> Result<Params> {
     if !(1..=4).contains(&o.exp) {
         return Err(LabError::Config(format!(
             "--exp {} is not an experiment of seed 001 (1, 2, 3 or 4)",
@@ -217,6 +228,15 @@ fn resolve(o: &PosOpts) -> Result<Params> {
             )));
         }
     }
+    let quota = o.quota.unwrap_or(if gzip {
+        DEFAULT_QUOTA
+    } else {
+        DEFAULT_QUOTA_PLAIN
+    });
+    // The kernel's smallest quota is 1 ms per period: lengthen the period if needed.
+    let period = o
+        .period
+        .max(Duration::from_secs_f64((0.001 / quota).min(1.0)));
     let site = SiteSpec {
         browsers: *browser_counts.iter().max().unwrap_or(&1),
         html_bytes: o.html_bytes,
@@ -237,10 +257,11 @@ fn resolve(o: &PosOpts) -> Result<Params> {
         hog: o.exp == 1,
         slp_s: (o.exp <= 2).then_some(slp.as_secs_f64()),
         rw,
-        quota: Some(o.quota.unwrap_or(DEFAULT_QUOTA)),
-        period_ms: o.period.as_secs_f64() * 1e3,
+        quota: Some(quota),
+        period_ms: period.as_secs_f64() * 1e3,
         parallel: o.parallel,
         gzip_level: o.gzip_level,
+        gzip_effective: gzip && o.gzip_level.is_some(),
         page_bytes: site.page_bytes(),
         site,
         seed: o.seed,
@@ -457,6 +478,8 @@ pub struct Summary {
     pub variants: Vec<VariantSummary>,
     /// Variants not measured and why.
     pub skipped: Vec<String>,
+    /// Everything weaker than asked (testbed and load), said plainly.
+    pub notes: Vec<String>,
     pub goals: Vec<Goal>,
     /// Exp 4: PL and LRQ ratios against the smallest browser count (fifo), paper Fig. 6.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -487,7 +510,16 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
     let _sig = crate::signals::install()?;
     let started = Instant::now();
     let started_utc = utc_stamp();
-    let p = resolve(o)?;
+    let load_gzip = if o.gzip_level.is_some() {
+        crate::runner::load_gzip_flags(&o.triage_bin)
+    } else {
+        None
+    };
+    let p = resolve_with(o, load_gzip.is_some())?;
+    let mut load_extra = o.load_extra.clone();
+    if let Some(f) = &load_gzip {
+        load_extra.extend(f.iter().cloned());
+    }
     let out = match &o.out {
         Some(d) => d.clone(),
         None => PathBuf::from("results")
@@ -499,7 +531,7 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
     let tb = Testbed::new(TestbedConfig {
         tag: format!("pos{}", o.exp),
         quota: p.quota,
-        period: o.period,
+        period: Duration::from_secs_f64(p.period_ms / 1e3),
         net: o.net,
         rate_mbit: o.rate_mbit,
         ..Default::default()
@@ -534,7 +566,18 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
     for s in &skipped {
         prog.note(&format!("skipped {s}"));
     }
-    for n in &tb.info().notes {
+    let mut notes = tb.info().notes.clone();
+    if p.gzip_level.is_some() && !p.gzip_effective {
+        notes.push(format!(
+            "on-the-fly gzip is configured on every server, but this `triage load` does not ask \
+             for it (no Accept-Encoding: gzip), so nothing was compressed and serving costs only \
+             microseconds per KB; the server-side quota defaults to {}% instead of {}% to keep \
+             the CPU scarce",
+            pct(DEFAULT_QUOTA_PLAIN),
+            pct(DEFAULT_QUOTA)
+        ));
+    }
+    for n in &notes {
         prog.note(&format!("note: {n}"));
     }
     prog.note(&format!(
@@ -543,7 +586,7 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
         tb.info().shaping,
         tb.info()
             .quota
-            .map(|q| format!("{:.0}%", q * 100.0))
+            .map(|q| format!("{}%", pct(q)))
             .unwrap_or_else(|| "all".into()),
         tb.info().server_cpu.map_or("any".into(), |c| c.to_string()),
         tb.info().cgroup,
@@ -571,7 +614,7 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
                 duration: span,
                 timeout: Duration::from_secs(30),
                 seed: o.seed,
-                extra: o.load_extra.clone(),
+                extra: load_extra.clone(),
             };
             for k in 0..nvar {
                 // Rotate the order every repetition so no variant always runs first.
@@ -608,7 +651,8 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
         }
     }
     drop(prog);
-    let summary = summarize(o, &p, &tb, &cells, skipped, started_utc, started);
+    let mut summary = summarize(o, &p, &tb, &cells, skipped, started_utc, started);
+    summary.notes = notes;
     write_outputs(&out, &summary, &cells)?;
     print_table(&summary);
     for g in &summary.goals {
@@ -823,9 +867,11 @@ fn summarize(
         p.page_bytes / 1000,
         p.site.html_bytes,
         p.site.image_bytes.len(),
-        p.gzip_level
-            .map(|l| format!("level {l} on text/html and image/bmp"))
-            .unwrap_or_else(|| "off".into()),
+        match (p.gzip_level, p.gzip_effective) {
+            (Some(l), true) => format!("level {l} on text/html and image/bmp"),
+            (Some(l), false) => format!("level {l} configured but not requested by the client"),
+            (None, _) => "off".into(),
+        },
         if p.hog {
             "a CPU-bound process in the server cgroup"
         } else {
@@ -845,6 +891,7 @@ fn summarize(
         testbed: tb.info().clone(),
         variants: vs,
         skipped,
+        notes: tb.info().notes.clone(),
         goals,
         pl_ratio,
         lrq_ratio,
@@ -1002,9 +1049,18 @@ pub fn print_table(s: &Summary) {
     }
 }
 
+fn pct(q: f64) -> String {
+    let p = q * 100.0;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{p:.0}")
+    } else {
+        format!("{p:.1}")
+    }
+}
+
 fn quota_text(q: Option<f64>) -> String {
     q.map_or("none (no cgroup)".into(), |q| {
-        format!("{:.0}% of one CPU for the whole server side", q * 100.0)
+        format!("{}% of one CPU for the whole server side", pct(q))
     })
 }
 
@@ -1093,7 +1149,7 @@ fn report(s: &Summary, cells: &[Cell]) -> String {
             ],
         ],
     );
-    for n in &tb.notes {
+    for n in &s.notes {
         r.verdict(false, &format!("Note: {n}"));
     }
     for sk in &s.skipped {

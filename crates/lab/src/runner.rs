@@ -103,6 +103,23 @@ pub struct RunOutcome {
     pub load_summary: Option<serde_json::Value>,
 }
 
+/// The `triage load` flags that make it ask for gzip (`Accept-Encoding: gzip`) and decode
+/// gzip HTML, if this build of the load generator has them (found in its `--help`).
+pub fn load_gzip_flags(triage_bin: &Path) -> Option<Vec<String>> {
+    let out = std::process::Command::new(triage_bin)
+        .args(["load", "--help"])
+        .output()
+        .ok()?;
+    let help = String::from_utf8_lossy(&out.stdout);
+    if help.contains("--accept-encoding") {
+        Some(vec!["--accept-encoding".into(), "gzip".into()])
+    } else if help.contains("--gzip") {
+        Some(vec!["--gzip".into()])
+    } else {
+        None
+    }
+}
+
 /// Everything the runs of a lab share.
 pub struct Bench<'a> {
     pub tb: &'a Testbed,
@@ -200,8 +217,6 @@ impl Bench<'_> {
             os("trace"),
             os("--trace"),
             trace.into_os_string(),
-            os("--browsers"),
-            os(load.browsers.to_string()),
             os("--parallel"),
             os(load.parallel.to_string()),
             os("--duration"),

@@ -3,8 +3,10 @@
 //! Two views, both reported:
 //! - [`CpuSampler`], the same for every server (triage and peers): every 10 ms it reads the
 //!   server-side cgroup's CPU usage and the states of all its threads. PL sample = the share
-//!   of the server side's CPU capacity (its quota) used in the last interval, clamped to 0..1
-//!   (1 = the emulated CPU was busy the whole interval); LRQ sample = threads in state `R`
+//!   of the server side's CPU capacity (its quota) used in the last interval (the mean over a
+//!   run is capped at 1 = the emulated CPU was busy the whole time; single samples are not
+//!   capped, because CFS grants the quota in bursts, one per period, that a 10 ms window may
+//!   catch twice or not at all); LRQ sample = threads in state `R`
 //!   beyond the one that can run (the server side has one CPU), i.e. ready and waiting. These
 //!   are proxies of the paper's "processor busy" and "processes in the ready queue" at the
 //!   granularity the kernel exposes; the CPU hog counts as a ready process, as in the paper.
@@ -91,6 +93,7 @@ impl CpuSampler {
             .spawn(move || {
                 let mut out = PlLrq::default();
                 let Some(cg) = cg else { return out };
+                let t_first = Instant::now();
                 let first = cg.cpu_usage().unwrap_or_default();
                 let mut last = first;
                 let mut last_t = Instant::now();
@@ -109,11 +112,9 @@ impl CpuSampler {
                     let t = Instant::now();
                     let dt = (t - last_t).as_secs_f64();
                     let du = usage.saturating_sub(last).as_secs_f64();
-                    let pl = if dt > 0.0 {
-                        (du / (dt * capacity)).clamp(0.0, 1.0)
-                    } else {
-                        0.0
-                    };
+                    // Not clamped per sample: the quota is granted in bursts (one per CFS
+                    // period), so a 10 ms window may hold two bursts or none.
+                    let pl = if dt > 0.0 { du / (dt * capacity) } else { 0.0 };
                     let pids = cg.all_pids().unwrap_or_default();
                     let lrq = lrq_sample(&thread_states(&pids), 1);
                     out.samples += 1;
@@ -124,7 +125,15 @@ impl CpuSampler {
                 }
                 out.cpu_s = last.saturating_sub(first).as_secs_f64();
                 if out.samples > 0 {
-                    out.pl_mean = out.pl_sum / out.samples as f64;
+                    // Busy share over the whole run (usage / (time x capacity)): robust to
+                    // late wake-ups of this thread.
+                    let span = (last_t - t_first).as_secs_f64();
+                    out.pl_mean = if span > 0.0 {
+                        (out.cpu_s / (span * capacity)).min(1.0)
+                    } else {
+                        0.0
+                    };
+                    out.pl_sum = out.pl_mean * out.samples as f64;
                     out.lrq_mean = out.lrq_sum / out.samples as f64;
                 }
                 out

@@ -494,6 +494,22 @@ impl Testbed {
         }
     }
 
+    /// The same for the client's network namespace (load threads of the lab process itself).
+    pub fn enter_client_ns_fn(&self) -> impl FnOnce() -> Result<()> + Send + 'static {
+        let fd = self
+            .net
+            .as_ref()
+            .map(|n| (n.client_fd.try_clone(), n.client.clone()));
+        move || {
+            if let Some((fd, name)) = fd {
+                let fd = fd.map_err(|e| LabError::io("duplicating", &name, e))?;
+                setns(&fd, CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| LabError::Os(format!("entering {name}: {e}")))?;
+            }
+            Ok(())
+        }
+    }
+
     /// Wait until `addr` accepts connections (seen from the server namespace), or fail if
     /// `child` exits or `timeout` passes.
     pub fn wait_listening(

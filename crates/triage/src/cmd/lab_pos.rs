@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use lab::pos::{parse_duration, parse_list, parse_quota, PosOpts, Scale};
+use lab::pos::{parse_duration, parse_quota, PosOpts, Scale};
 use lab::testbed::NetMode;
 use lab::LabError;
 
@@ -31,12 +31,6 @@ enum Net {
 
 fn dur(s: &str) -> Result<Duration, String> {
     parse_duration(s)
-}
-fn list_u32(s: &str) -> Result<Vec<u32>, String> {
-    parse_list(s)
-}
-fn list_usize(s: &str) -> Result<Vec<usize>, String> {
-    parse_list(s)
 }
 fn quota(s: &str) -> Result<f64, String> {
     parse_quota(s)
@@ -67,7 +61,7 @@ pub struct Args {
     #[arg(long)]
     browsers: Option<usize>,
     /// Browser counts of exp 4, e.g. 3,6,9,12.
-    #[arg(long, value_parser = list_usize)]
+    #[arg(long, value_delimiter = ',')]
     browser_counts: Option<Vec<usize>>,
     /// Time between bursts (exp 1) or length of the random window (exp 2-4).
     #[arg(long, value_parser = dur)]
@@ -76,7 +70,7 @@ pub struct Args {
     #[arg(long)]
     pages: Option<usize>,
     /// RW of the fixed-RW pos variants, e.g. 3,6,9 [default: 3,6,9; --quick 3].
-    #[arg(long, value_parser = list_u32)]
+    #[arg(long, value_delimiter = ',')]
     rw: Option<Vec<u32>>,
     /// Fixed SLP of exp 1-2 [default: interval/3].
     #[arg(long, value_parser = dur)]
@@ -103,7 +97,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4096)]
     html_bytes: usize,
     /// Image sizes in bytes, e.g. 40000,80000,120000,160000.
-    #[arg(long, value_parser = list_usize)]
+    #[arg(long, value_delimiter = ',')]
     image_bytes: Option<Vec<usize>>,
     /// Parallel connections per browser (K).
     #[arg(long, default_value_t = 4)]
@@ -194,5 +188,49 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Ok(_) => Ok(()),
         Err(LabError::Config(m)) => Err(UsageError(m).into()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    #[test]
+    fn flags_parse() {
+        T::command().debug_assert();
+        let t = T::try_parse_from([
+            "t",
+            "--exp",
+            "3",
+            "--rw",
+            "3,6",
+            "--browser-counts",
+            "3,6,9",
+            "--image-bytes",
+            "1000,2000",
+            "--quota",
+            "15%",
+            "--triage-flag=--starvation-bound=off",
+            "--variants",
+            "fifo,nginx",
+        ])
+        .unwrap();
+        assert_eq!(t.a.rw, Some(vec![3, 6]));
+        assert_eq!(t.a.browser_counts, Some(vec![3, 6, 9]));
+        assert_eq!(t.a.quota, Some(0.15));
+        assert_eq!(t.a.triage_flags, vec!["--starvation-bound=off"]);
+        assert_eq!(
+            t.a.variants,
+            Some(vec!["fifo".to_string(), "nginx".to_string()])
+        );
+        assert!(T::try_parse_from(["t", "--quota", "0"]).is_err());
+        assert!(T::try_parse_from(["t", "--rw", "3,x"]).is_err());
     }
 }

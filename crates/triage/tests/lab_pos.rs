@@ -1,0 +1,265 @@
+//! End to end: `triage lab pos` runs the real binary (server, load generator, nginx, Apache)
+//! for a seconds-long experiment 1 and writes a complete, well-formed results directory; and a
+//! lab interrupted with SIGINT leaves nothing behind. As root the testbed uses network
+//! namespaces and cgroups; otherwise it falls back to loopback with client-side throttling and
+//! says so (the test prints that note).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_triage");
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("triage-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Kernel objects named after the lab process `pid` that still exist.
+fn leftovers(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            if l.starts_with(&format!("triage-lab-{pid}-")) {
+                out.push(format!("netns {l}"));
+            }
+        }
+    }
+    for h in ["cpu", "cpuacct", "cpuset", "unified"] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join("triage-lab");
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with(&format!("run-{pid}-")) {
+                    out.push(format!("cgroup {}", e.path().display()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn lab_pos_exp1_tiny_writes_complete_results() {
+    let tmp = TempDir::new("labpos");
+    let out = tmp.0.join("res");
+    if !is_root() {
+        eprintln!(
+            "note lab_pos_exp1_tiny_writes_complete_results: not root, the lab runs on loopback \
+             with client-side throttling and no CPU quota"
+        );
+    }
+    let child = Command::new(BIN)
+        .args([
+            "lab",
+            "pos",
+            "--exp",
+            "1",
+            "--quick",
+            "--seconds-scale",
+            "tiny",
+            "--reps",
+            "1",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .current_dir(&tmp.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "lab failed: {}\n{stdout}\n{stderr}",
+        o.status
+    );
+    // The last line points at the report.
+    let last = stdout.lines().last().unwrap_or("");
+    assert_eq!(
+        last,
+        format!("report: {}", out.join("report.html").display()),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("fifo") && stdout.contains("pos-rw3"),
+        "{stdout}"
+    );
+
+    // raw.csv: header + one row per page, 13 columns, known variants.
+    let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
+    let mut lines = raw.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("exp,variant,rep,browsers,browser,page,start_ms"),
+        "{header}"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(!rows.is_empty());
+    for r in &rows {
+        assert!(r.len() >= 13, "{r:?}");
+        assert_eq!(r[0], "1");
+    }
+
+    // summary.json: per variant name, t1, t2 (finite numbers), improvements against fifo.
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["exp"], 1);
+    assert!(s["load"].as_str().unwrap().contains("browsers"));
+    assert!(s.get("quota").is_some() && s.get("testbed").is_some());
+    let vs = s["variants"].as_array().unwrap();
+    let names: Vec<&str> = vs.iter().map(|v| v["name"].as_str().unwrap()).collect();
+    for n in ["fifo", "pos-rw3", "content"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    let skipped = s["skipped"].as_array().unwrap();
+    for peer in ["nginx", "apache"] {
+        assert!(
+            names.contains(&peer)
+                || skipped
+                    .iter()
+                    .any(|x| x.as_str().unwrap().starts_with(peer)),
+            "{peer} neither measured nor reported as skipped"
+        );
+    }
+    let mut pages = 0;
+    for v in vs {
+        pages += v["pages"].as_u64().unwrap();
+        for t in ["t1", "t2"] {
+            for k in [
+                "min_ms",
+                "max_ms",
+                "mean_ms",
+                "median_ms",
+                "p90_ms",
+                "p99_ms",
+                "range_ms",
+            ] {
+                let x = v[t][k].as_f64().unwrap_or(f64::NAN);
+                assert!(
+                    x.is_finite() && x >= 0.0,
+                    "{} {t}.{k} = {}",
+                    v["name"],
+                    v[t][k]
+                );
+            }
+        }
+        for k in [
+            "t1_mean_improvement_pct",
+            "t1_median_improvement_pct",
+            "t2_mean_improvement_pct",
+            "pl",
+            "lrq",
+        ] {
+            let x = v[k].as_f64().unwrap_or(f64::NAN);
+            assert!(x.is_finite(), "{} {k} = {}", v["name"], v[k]);
+        }
+        assert!(v["t1"]["min_ms"].as_f64() <= v["t1"]["max_ms"].as_f64());
+    }
+    assert_eq!(pages as usize, rows.len());
+    let fifo = vs.iter().find(|v| v["name"] == "fifo").unwrap();
+    assert_eq!(fifo["t1_mean_improvement_pct"].as_f64(), Some(0.0));
+
+    // report.html: inline SVG figures and the paper's numbers.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("33.8"),
+        "report lacks figures"
+    );
+    assert!(html.trim_end().ends_with("</html>"));
+
+    if is_root() {
+        assert_eq!(leftovers(pid), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn lab_pos_interrupted_leaves_nothing_behind() {
+    if !is_root() {
+        eprintln!("SKIP lab_pos_interrupted_leaves_nothing_behind: needs root (netns, cgroups)");
+        return;
+    }
+    let tmp = TempDir::new("labint");
+    let mut child = Command::new(BIN)
+        .args([
+            "lab",
+            "pos",
+            "--exp",
+            "1",
+            "--seconds-scale",
+            "tiny",
+            "--no-peers",
+        ])
+        .arg("--out")
+        .arg(tmp.0.join("res"))
+        .current_dir(&tmp.0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until the testbed exists (its namespace appears), then interrupt mid-run.
+    let end = Instant::now() + Duration::from_secs(20);
+    while leftovers(pid).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!leftovers(pid).is_empty(), "the lab built no testbed");
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::SIGINT,
+    )
+    .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < end, "lab did not stop after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success());
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(leftovers(pid), Vec::<String>::new());
+    // No process of the lab's is left (server, hog, load generator): they all name the lab's
+    // work directory (`triage-lab-pos1-<pid>-...`) on their command lines.
+    let mark = format!("triage-lab-pos1-{pid}-");
+    let stray: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(&mark).then_some(cmd)
+        })
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+}
