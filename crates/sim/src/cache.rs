@@ -1,20 +1,29 @@
 //! An LRU cache of whole files, bounded in bytes (a back end's file cache in the LARD model).
 //! Files larger than the whole cache are never cached.
 
-use std::collections::BTreeMap;
-
 use crate::DetMap;
 
-/// LRU by bytes. See the module docs.
+const NIL: usize = usize::MAX;
+
+#[derive(Debug, Clone)]
+struct Slot {
+    file: u64,
+    size: u64,
+    prev: usize,
+    next: usize,
+}
+
+/// LRU by bytes. See the module docs. A doubly linked list over a slab (head = most recently
+/// used) plus an index: every operation is O(1).
 #[derive(Debug, Clone)]
 pub struct Lru {
     capacity: u64,
     used: u64,
-    /// file -> (size, last use)
-    files: DetMap<u64, (u64, u64)>,
-    /// last use -> file
-    order: BTreeMap<u64, u64>,
-    clock: u64,
+    index: DetMap<u64, usize>,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    head: usize,
+    tail: usize,
     evictions: u64,
 }
 
@@ -23,9 +32,11 @@ impl Lru {
         Self {
             capacity,
             used: 0,
-            files: DetMap::default(),
-            order: BTreeMap::new(),
-            clock: 0,
+            index: DetMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
             evictions: 0,
         }
     }
@@ -40,11 +51,11 @@ impl Lru {
     }
 
     pub fn len(&self) -> usize {
-        self.files.len()
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
+        self.index.is_empty()
     }
 
     pub fn evictions(&self) -> u64 {
@@ -52,18 +63,43 @@ impl Lru {
     }
 
     pub fn contains(&self, file: u64) -> bool {
-        self.files.contains_key(&file)
+        self.index.contains_key(&file)
+    }
+
+    fn unlink(&mut self, i: usize) {
+        let (p, n) = (self.slots[i].prev, self.slots[i].next);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.slots[p].next = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.slots[n].prev = p;
+        }
+    }
+
+    fn push_front(&mut self, i: usize) {
+        self.slots[i].prev = NIL;
+        self.slots[i].next = self.head;
+        if self.head != NIL {
+            self.slots[self.head].prev = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
     }
 
     /// Look `file` up; a hit makes it the most recently used.
     pub fn get(&mut self, file: u64) -> bool {
-        self.clock += 1;
-        let clock = self.clock;
-        match self.files.get_mut(&file) {
-            Some((_, last)) => {
-                self.order.remove(last);
-                *last = clock;
-                self.order.insert(clock, file);
+        match self.index.get(&file) {
+            Some(&i) => {
+                if self.head != i {
+                    self.unlink(i);
+                    self.push_front(i);
+                }
                 true
             }
             None => false,
@@ -79,18 +115,32 @@ impl Lru {
         if size > self.capacity {
             return false;
         }
-        while self.used + size > self.capacity {
-            let Some((_, victim)) = self.order.pop_first() else {
-                break;
-            };
-            if let Some((s, _)) = self.files.remove(&victim) {
-                self.used -= s;
-                self.evictions += 1;
-            }
+        while self.used + size > self.capacity && self.tail != NIL {
+            let victim = self.tail;
+            self.unlink(victim);
+            self.used -= self.slots[victim].size;
+            self.index.remove(&self.slots[victim].file);
+            self.free.push(victim);
+            self.evictions += 1;
         }
-        self.clock += 1;
-        self.files.insert(file, (size, self.clock));
-        self.order.insert(self.clock, file);
+        let slot = Slot {
+            file,
+            size,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        };
+        self.push_front(i);
+        self.index.insert(file, i);
         self.used += size;
         true
     }
@@ -113,5 +163,34 @@ mod tests {
         assert!(!c.insert(4, 101));
         assert!(c.insert(5, 100));
         assert_eq!((c.len(), c.used()), (1, 100));
+    }
+
+    #[test]
+    fn matches_a_naive_lru() {
+        // Against a Vec kept in recency order, on a pseudo-random workload.
+        let mut c = Lru::new(1000);
+        let mut naive: Vec<(u64, u64)> = Vec::new(); // most recent last
+        let mut x = 12345u64;
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let file = (x >> 33) % 40;
+            let size = 50 + file * 7;
+            if let Some(p) = naive.iter().position(|e| e.0 == file) {
+                let e = naive.remove(p);
+                naive.push(e);
+                assert!(c.get(file));
+            } else {
+                assert!(!c.get(file));
+                while naive.iter().map(|e| e.1).sum::<u64>() + size > 1000 {
+                    naive.remove(0);
+                }
+                naive.push((file, size));
+                assert!(c.insert(file, size));
+            }
+            assert_eq!(c.len(), naive.len());
+            assert_eq!(c.used(), naive.iter().map(|e| e.1).sum::<u64>());
+        }
     }
 }

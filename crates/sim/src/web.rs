@@ -24,9 +24,11 @@
 //!
 //! **Hog**: a process that always wants the CPU (seed 001 experiment 1). As under 4.4BSD, where
 //! a CPU-bound process soon has the worst user priority and a process woken in the kernel
-//! sleeps at a kernel priority, a server process that becomes ready while the hog holds the CPU
-//! preempts it at once (`hog_preempt`, on by default, the same for every policy); the policy
-//! then orders the ready queue, the hog included.
+//! sleeps at a kernel priority, the hog never runs while a server process is ready
+//! (`hog_preempt`, on by default, the same for every policy): a server process that becomes
+//! ready while the hog holds the CPU preempts it, and the hog yields when it is given the CPU
+//! while a server process is queued. It still sits in the ready queue, so POS sees the
+//! bottleneck the paper describes (CPU busy, more than one process ready).
 //!
 //! **Sampling**: every 10 ms, PL (CPU busy, 0 or 1 per slot) and LRQ (ready-queue length), as
 //! the paper's experiment 4 measures them.
@@ -158,8 +160,9 @@ pub struct WebConfig {
     /// Connection setup + request, client to server (LAN).
     pub conn_latency: Nanos,
     pub hog: bool,
-    /// A server process that becomes ready preempts the running hog (4.4BSD wake-up
-    /// preemption of a CPU-bound user process).
+    /// The hog never runs while a server process is ready: waking processes preempt it and it
+    /// yields when dispatched ahead of one (4.4BSD: a CPU-bound process's saturated priority
+    /// is below any woken process's).
     pub hog_preempt: bool,
     /// Read files from the disk (seed 001: buffer cache disabled); `false`: from memory.
     pub use_disk: bool,
@@ -459,6 +462,9 @@ impl Sim<'_> {
                         ..Hints::default()
                     },
                 );
+            }
+            if cfg.hog_preempt {
+                self.cpu.set_background(HOG);
             }
             self.cpu.ready(HOG, Nanos::MAX / 4, &mut self.eng);
         }
