@@ -96,7 +96,7 @@ pub struct Args {
     /// HTML size in bytes.
     #[arg(long, default_value_t = 4096)]
     html_bytes: usize,
-    /// Image sizes in bytes, e.g. 40000,80000,120000,160000.
+    /// Image sizes in bytes [default: 20000,40000,60000,80000].
     #[arg(long, value_delimiter = ',')]
     image_bytes: Option<Vec<usize>>,
     /// Parallel connections per browser (K).
