@@ -8,7 +8,6 @@
 //! urgency), [`ContentClass::Media`] -> 4. FIFO within a level. The starvation guard is the one
 //! POS uses ([`crate::ready::ReadyQueue`]).
 
-
 use crate::ready::ReadyQueue;
 use crate::{ContentClass, Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyStats, WorkerId};
 

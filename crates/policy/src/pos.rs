@@ -16,7 +16,6 @@
 //! dequeue are O(1) amortized; `tick` is O(live workers) once per period.
 //! The rules and the design choices are written up in `docs/policy.md`.
 
-
 use crate::predict::{rw_paper, slp_paper, SplitRw};
 use crate::ready::ReadyQueue;
 use crate::registry::{RwRule, Tunable};

@@ -8,7 +8,6 @@
 //! - a slot is never left idle while the queue is non-empty (work conserving), unless the
 //!   policy holds work back on purpose (`share` caps; see [`Sched::poll`]).
 
-
 use crate::{Ctx, Event, Hints, Nanos, Policy, PolicyStats, State, WorkerId};
 
 /// Outcome of [`Sched::ready`].
