@@ -130,7 +130,8 @@ impl Default for Page {
 pub enum Arrivals {
     /// All browsers every `interval`, each within `jitter` of the others (seed 001 exp. 1).
     Sync,
-    /// Each browser once per `interval`, at a uniformly random moment of it (exp. 2-4).
+    /// Each browser once per `interval`, at a uniformly random moment of it (exp. 2-4), or of
+    /// its first `random_window`.
     Random,
 }
 
@@ -157,6 +158,9 @@ pub struct WebConfig {
     pub rounds: usize,
     /// Spread of the clicks of one synchronized burst.
     pub jitter: Nanos,
+    /// Random arrivals: each browser clicks at a uniform moment of the first `random_window`
+    /// of every interval (`None`: the whole interval).
+    pub random_window: Option<Nanos>,
     /// Connection setup + request, client to server (LAN).
     pub conn_latency: Nanos,
     pub hog: bool,
@@ -197,6 +201,7 @@ impl Default for WebConfig {
             interval: 30 * SEC,
             rounds: 3,
             jitter: 100 * MS,
+            random_window: None,
             conn_latency: MS,
             hog: true,
             hog_preempt: true,
@@ -477,7 +482,10 @@ impl Sim<'_> {
                 let offset = match cfg.arrivals {
                     Arrivals::Sync if cfg.jitter > 0 => rng.gen_range(0..cfg.jitter),
                     Arrivals::Sync => 0,
-                    Arrivals::Random => rng.gen_range(0..cfg.interval),
+                    Arrivals::Random => {
+                        let w = cfg.random_window.unwrap_or(cfg.interval);
+                        rng.gen_range(0..w.clamp(1, cfg.interval))
+                    }
                 };
                 self.eng.at(base + offset, Ev::Click { browser, round });
             }

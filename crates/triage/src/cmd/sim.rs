@@ -22,7 +22,7 @@ enum Scenario {
     /// Seed 001 Fig. 1: A needs 3.4 s, B 2.1 s of CPU, quantum 1 s. Timesharing gives A 5.5 s
     /// and B 4.1 s; the delayed-switch POS (policy `delayed`, the paper's ref. [19]) delays the
     /// switch by the predicted 0.1 s: B 3.1 s, A 5.5 s.
-    #[command(name = "pos-fig1")]
+    #[command(name = "pos-fig1", after_long_help = FIG1_SOURCES)]
     PosFig1(Fig1Args),
     /// Seed 001 experiments 1-4 on a simulated 1999 testbed: Apache 1.2.5 prefork on a 233 MHz
     /// AMD-K6 (BSD/OS 2.1, 4.4BSD-like timesharing, 100 ms quantum, buffer cache disabled),
@@ -30,13 +30,54 @@ enum Scenario {
     /// Defaults are the paper's: 9 browsers (3 machines x 3), 30 s interval, SLP 20 s fixed
     /// (exp 1, 2) or predicted every 500 ms (exp 3, 4), RW 1..10, CPU hog in exp 1, 5 trials,
     /// exp 4 with 3, 6, 9, 12 browsers.
+    #[command(after_long_help = POS_SOURCES)]
     Pos(PosArgs),
     /// Seed 004 (LARD): a trace-driven cluster of N back ends with LRU file caches behind a
     /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing.
+    #[command(after_long_help = LARD_SOURCES)]
     Lard(LardArgs),
     /// Events per second of the engine and of the scenarios' models (release build).
     Bench(BenchArgs),
 }
+
+const FIG1_SOURCES: &str = "\
+Sources: seed 001 §2 Fig. 1 (A 3.4 s, B 2.1 s, quantum 1 s, same priority; timesharing A 5.5 s,
+B 4.1 s; delayed switch B 3.1 s). Policies: `timeshare` (4.4BSD-like) and `delayed` (the
+delayed-switch POS of the paper's ref. [19]: extends a quantum by the predicted remainder when it
+is at most 1/4 of the quantum; the prediction is learnt from the previous run of the same jobs).
+Both run twice through the simulated CPU; the second run is reported.";
+
+const POS_SOURCES: &str = "\
+Parameters and sources (reasoning in docs/sim.md):
+  seed 001 §4.1: 9 browsers (3 machines x 3), 30 s interval, SLP 20 s fixed (exp 1, 2) or
+    predicted every 500 ms (exp 3, 4), RW 1..10, 5 trials, 10 Mb/s Ethernet, CPU-bound process in
+    exp 1, buffer cache disabled, Apache 1.2.5, Netscape 3.04, 233 MHz AMD-K6, BSD/OS 2.1.
+  4.4BSD: 100 ms quantum (roundrobin), estcpu decay by load, woken processes at kernel priority
+    (the hog never runs while a server process is ready); 8 KB socket send buffer, 2 KB low water.
+  Apache 1.2.5 httpd.conf-dist: StartServers 5, MinSpareServers 5, MaxSpareServers 10,
+    MaxClients 150, one fork/kill per second; 8 KB read/write loop.
+  CPU costs at 233 MHz: the LARD paper's 300 MHz Pentium II numbers (145 + 145 us per
+    connection, 40 us per 512 B) scaled by 300/233, and x4 per request for Apache 1.2 against the
+    paper's fast server: accept 1.1 ms, close 0.4 ms, 100 us per KiB, 30 us per system call.
+  Disk: the LARD paper's model: 28 ms for a file's first block, 410 us per 4 KB, 14 ms per
+    further 44 KB.
+  Netscape 3: HTML then images over up to 4 connections, HTTP/1.0 without keep-alive.
+  Assumed (the paper does not say): page = 4 KB HTML + 8 images of 30 KB; a burst's clicks
+    within 100 ms; random arrivals = once per 30 s per browser at a uniform moment.";
+
+const LARD_SOURCES: &str = "\
+Parameters and sources (reasoning in docs/sim.md):
+  LARD paper (Pai et al., ASPLOS 1998; seed 004): T_low 25, T_high 65 connections; admission
+    limit (n-1)*T_high + T_low - 1; LARD/R K = 20 s; back-end costs measured on a 300 MHz
+    Pentium II: 145 us connection setup, 145 us teardown, 40 us per 512 B (8 KB from cache:
+    1075 req/s); disk 28 ms + 410 us per 4 KB + 14 ms per further 44 KB; 32 MB cache per node.
+  Traces (SURGE, Barford & Crovella 1998): lognormal body (mu 9.357, sigma 1.318) with p 0.93,
+    Pareto tail (k 133 KB, alpha 1.1) truncated at --max-file-kb; Zipf popularity (--zipf).
+  Bounded-load hashing (Mirrokni, Thorup, Zadimoghaddam 2018): c = 1.25 and 1.5, 100 points
+    per node.
+  Workloads: the same trace against a 32 MB cache (working set 16x one cache) and a 1 GB cache
+    (it fits). Caches start holding the most popular files; the first quarter of the trace is
+    not measured.";
 
 #[derive(clap::Args, Debug)]
 struct Fig1Args {
@@ -133,6 +174,10 @@ struct PosArgs {
     /// Spread of the clicks of one synchronized burst, ms (exp 1).
     #[arg(long, default_value_t = 100)]
     jitter_ms: u64,
+    /// Random arrivals (exp 2-4): each browser clicks at a uniform moment of the first this
+    /// many seconds of every interval (default: the whole interval).
+    #[arg(long)]
+    random_window_s: Option<f64>,
     /// Apache pool: StartServers,MinSpareServers,MaxSpareServers,MaxClients (1.2.5 defaults).
     #[arg(long, value_delimiter = ',', default_value = "5,5,10,150")]
     pool: Vec<usize>,
@@ -220,6 +265,11 @@ fn secs(name: &str, s: f64) -> anyhow::Result<u64> {
     Ok((s * 1e9).round() as u64)
 }
 
+/// Megabytes to bytes, saturating (the scenario rejects absurd sizes with a clear message).
+fn mb(x: u64) -> u64 {
+    x.saturating_mul(1 << 20)
+}
+
 /// Progress lines on stderr (plain lines; the runs take seconds).
 fn progress(quiet: bool) -> impl Fn(&str) + Sync {
     let tty = std::io::stderr().is_terminal();
@@ -273,6 +323,12 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
     if a.quantum_ms == 0 || a.period_ms == 0 {
         return Err(UsageError("--quantum-ms and --period-ms must be > 0".into()).into());
     }
+    if a.images > 1000 || a.browsers > 10_000 || a.rounds > 10_000 || a.trials > 1000 {
+        return Err(UsageError(
+            "--images <= 1000, --browsers <= 10000, --rounds <= 10000, --trials <= 1000".into(),
+        )
+        .into());
+    }
     if a.html_kb == 0 || a.image_kb == 0 {
         return Err(UsageError("--html-kb and --image-kb must be > 0".into()).into());
     }
@@ -296,11 +352,11 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
         browsers: a.browsers,
         rounds: a.rounds,
         interval: a.interval_s.saturating_mul(SEC),
-        quantum: a.quantum_ms * MS,
+        quantum: a.quantum_ms.saturating_mul(MS),
         conns: a.conns,
         page: sim::web::Page {
-            html: a.html_kb * 1024,
-            images: vec![a.image_kb * 1024; a.images],
+            html: a.html_kb.saturating_mul(1024),
+            images: vec![a.image_kb.saturating_mul(1024); a.images],
         },
         link_bps: (a.link_mbps * 1e6).round() as u64,
         link_mode: a.link,
@@ -315,7 +371,11 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
             }
         },
         use_disk: !a.no_disk,
-        jitter: a.jitter_ms * MS,
+        jitter: a.jitter_ms.saturating_mul(MS),
+        random_window: a
+            .random_window_s
+            .map(|w| secs("random-window-s", w))
+            .transpose()?,
         pool: sim::web::Pool {
             start,
             min_spare,
@@ -334,7 +394,7 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
         context: !a.no_context,
         exp4_browsers: a.exp4_browsers,
         slp: secs("slp", a.slp)?,
-        period: a.period_ms * MS,
+        period: a.period_ms.saturating_mul(MS),
         base,
         threads: a.threads,
     };
@@ -371,11 +431,11 @@ fn lard(a: LardArgs) -> anyhow::Result<()> {
         .filter(|w| a.workload == "both" || a.workload == w.name)
         .map(|w| sim::lard::Workload {
             name: w.name.clone(),
-            cache: if w.name == "fits" {
+            cache: mb(if w.name == "fits" {
                 a.fits_cache_mb
             } else {
                 a.cache_mb
-            } << 20,
+            }),
         })
         .collect();
     if workloads.is_empty() {
@@ -402,8 +462,8 @@ fn lard(a: LardArgs) -> anyhow::Result<()> {
         nodes: a.nodes,
         seed: a.seed,
         requests: a.requests,
-        working_set: a.working_set_mb << 20,
-        max_file: a.max_file_kb << 10,
+        working_set: mb(a.working_set_mb),
+        max_file: a.max_file_kb.saturating_mul(1024),
         workloads,
         policies,
         zipf: a.zipf,
