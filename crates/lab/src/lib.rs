@@ -13,14 +13,18 @@
 //! - [`results`] and [`report`]: statistics, raw CSV, summary JSON, HTML report with SVG.
 //! - [`progress`] and [`signals`]: progress lines/bars and SIGINT/SIGTERM handling.
 //!
-//! The labs themselves: [`pos`] (seed 001).
+//! The labs themselves: [`pos`] (seed 001), [`containers`] (seed 003) and [`reservations`]
+//! (seed 000), the last two sharing [`cgilab`] (CGI scripts, wrk, closed-loop CGI clients).
 
+pub mod cgilab;
+pub mod containers;
 pub mod error;
 pub mod peers;
 pub mod pos;
 pub mod process;
 pub mod progress;
 pub mod report;
+pub mod reservations;
 pub mod results;
 pub mod runner;
 pub mod sampler;

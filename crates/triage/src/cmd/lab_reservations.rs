@@ -1,9 +1,118 @@
-//! `triage lab reservations` (being written).
+//! `triage lab reservations`: seed 000's CPU-reservation experiment (Fig. 4/5) on the real
+//! server beside Apache httpd. The work is in `lab::reservations`; see docs/cgi.md.
 
-/// Arguments.
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use lab::reservations::{ReservationsOpts, Scale};
+use lab::testbed::NetMode;
+use lab::LabError;
+
+use super::UsageError;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SecondsScale {
+    /// Minutes (under two with --quick).
+    Normal,
+    /// Seconds: 0 and 4 competitors, the 50% reservation and Apache (CI).
+    Tiny,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Net {
+    /// Network namespaces + veth when root, loopback otherwise.
+    Auto,
+    /// Network namespaces + veth (an error when impossible).
+    Netns,
+    /// Loopback.
+    Loopback,
+}
+
+fn dur(s: &str) -> Result<Duration, String> {
+    lab::pos::parse_duration(s)
+}
+
+fn quota_or_none(s: &str) -> Result<Option<f64>, String> {
+    match s {
+        "none" | "off" => Ok(None),
+        _ => lab::pos::parse_quota(s).map(Some),
+    }
+}
+
+/// Arguments of `triage lab reservations`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    after_help = "Seed 000: two sites whose CGI computes half a million random numbers \
+and returns 1 KB; the site of interest has 10 clients, the competing site 0..40. Scenarios: the \
+site of interest reserves 50% (competitor 49%), 99%, both sites in one container; Apache httpd \
+as time-sharing. Results: raw.csv, summary.json (reserved_kept_pct, apache_kept_pct), \
+report.html."
+)]
+pub struct Args {
+    /// A run of under two minutes (0, 10, 40 competitors; one repetition; 4 s windows).
+    #[arg(long)]
+    quick: bool,
+    /// Scale of the time parameters.
+    #[arg(long, value_enum, default_value = "normal")]
+    seconds_scale: SecondsScale,
+    /// Clients of the competing site per point (must include 0), e.g. 0,1,2,5,10,20,40.
+    #[arg(long, value_delimiter = ',')]
+    counts: Option<Vec<usize>>,
+    /// Clients of the site of interest.
+    #[arg(long, default_value_t = 10)]
+    clients: usize,
+    /// Measurement window per point [default: 10s; --quick 4s; tiny 2s].
+    #[arg(long, value_parser = dur)]
+    window: Option<Duration>,
+    /// Repetitions, interleaved [default: 2; --quick and tiny 1].
+    #[arg(long)]
+    reps: Option<usize>,
+    /// CPU quota of the server side: a fraction or percent of one CPU, or `none` [default: 50%].
+    #[arg(long, value_parser = quota_or_none)]
+    quota: Option<Option<f64>>,
+    /// CFS period of the quota.
+    #[arg(long, value_parser = dur, default_value = "10ms")]
+    period: Duration,
+    /// Do not measure Apache httpd.
+    #[arg(long)]
+    no_peers: bool,
+    /// How to emulate the network.
+    #[arg(long, value_enum, default_value = "auto")]
+    net: Net,
+    /// Results directory [default: results/reservations/<UTC timestamp>].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let bin = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot locate the triage binary: {e}"))?;
+    let mut o = ReservationsOpts::new(bin);
+    o.quick = a.quick;
+    o.scale = match a.seconds_scale {
+        SecondsScale::Normal => Scale::Normal,
+        SecondsScale::Tiny => Scale::Tiny,
+    };
+    o.counts = a.counts;
+    o.clients = a.clients;
+    o.window = a.window;
+    o.reps = a.reps;
+    if let Some(q) = a.quota {
+        o.quota = q;
+    }
+    o.period = a.period;
+    o.peers = !a.no_peers;
+    o.net = match a.net {
+        Net::Auto => NetMode::Auto,
+        Net::Netns => NetMode::Netns,
+        Net::Loopback => NetMode::Loopback,
+    };
+    o.out = a.out;
+    o.command = super::lab_containers::command_line();
+    match lab::reservations::run(&o) {
+        Ok(_) => Ok(()),
+        Err(LabError::Config(m)) => Err(UsageError(m).into()),
+        Err(e) => Err(e.into()),
+    }
 }
