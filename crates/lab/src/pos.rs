@@ -482,10 +482,11 @@ pub struct Summary {
     pub notes: Vec<String>,
     pub goals: Vec<Goal>,
     /// Exp 4: PL and LRQ ratios against the smallest browser count (fifo), paper Fig. 6.
+    /// `null` where the baseline is 0 (no ratio).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pl_ratio: Vec<f64>,
+    pub pl_ratio: Vec<Option<f64>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub lrq_ratio: Vec<f64>,
+    pub lrq_ratio: Vec<Option<f64>>,
     pub paper: PaperFigures,
 }
 
@@ -494,7 +495,7 @@ fn title(exp: u8) -> &'static str {
         1 => "Seed 001 experiment 1: synchronized bursts beside a CPU-bound process, SLP fixed",
         2 => "Seed 001 experiment 2: random accesses, no CPU hog, SLP fixed",
         3 => "Seed 001 experiment 3: random accesses, no CPU hog, SLP (and RW) predicted",
-        _ => "Seed 001 experiment 4: 3, 6, 9, 12 simultaneous browsers (PL, LRQ, mean t1)",
+        _ => "Seed 001 experiment 4: more and more simultaneous browsers (PL, LRQ, mean t1)",
     }
 }
 
@@ -844,8 +845,8 @@ fn summarize(
             .collect();
         if let Some(first) = fifo.first() {
             for f in &fifo {
-                pl_ratio.push(ratio(f.pl, first.pl).unwrap_or(0.0));
-                lrq_ratio.push(ratio(f.lrq, first.lrq).unwrap_or(0.0));
+                pl_ratio.push(ratio(f.pl, first.pl));
+                lrq_ratio.push(ratio(f.lrq, first.lrq));
             }
         }
     }
@@ -1317,12 +1318,12 @@ fn report(s: &Summary, cells: &[Cell]) -> String {
                             .fig6_pl_ratio
                             .get(i)
                             .map_or("-".into(), |v| format!("{v:.2}")),
-                        f2(s.pl_ratio.get(i).copied()),
+                        f2(s.pl_ratio.get(i).copied().flatten()),
                         PAPER
                             .fig6_lrq_ratio
                             .get(i)
                             .map_or("-".into(), |v| format!("{v:.2}")),
-                        f2(s.lrq_ratio.get(i).copied()),
+                        f2(s.lrq_ratio.get(i).copied().flatten()),
                     ]
                 })
                 .collect();
@@ -1429,8 +1430,14 @@ fn report(s: &Summary, cells: &[Cell]) -> String {
     if s.exp == 4 {
         let xs: Vec<f64> = s.params.browser_counts.iter().map(|&b| b as f64).collect();
         let mut fig6 = vec![
-            ("PL ratio (ours, fifo)".into(), s.pl_ratio.clone()),
-            ("LRQ ratio (ours, fifo)".into(), s.lrq_ratio.clone()),
+            (
+                "PL ratio (ours, fifo)".into(),
+                s.pl_ratio.iter().map(|x| x.unwrap_or(f64::NAN)).collect(),
+            ),
+            (
+                "LRQ ratio (ours, fifo)".into(),
+                s.lrq_ratio.iter().map(|x| x.unwrap_or(f64::NAN)).collect(),
+            ),
         ];
         if s.params.browser_counts == [3, 6, 9, 12] {
             fig6.push(("PL ratio (paper)".into(), PAPER.fig6_pl_ratio.to_vec()));
