@@ -394,13 +394,13 @@ fn spec_errors_name_the_container_and_value() {
         ),
     ];
     for (cs, want) in cases {
-        let err = Share::new(&ShareSpec {
+        let err = match Share::new(&ShareSpec {
             containers: cs,
             ..ShareSpec::default()
-        })
-        .err()
-        .expect(want)
-        .to_string();
+        }) {
+            Ok(_) => panic!("a tree that should fail with `{want}` was accepted"),
+            Err(e) => e.to_string(),
+        };
         assert!(err.contains(want), "{err} should contain {want}");
     }
 }
