@@ -1,0 +1,169 @@
+//! End to end: `triage lab containers --seconds-scale tiny` runs the real binary (triage with
+//! per-request cgroups under a 30% cap, Apache httpd with mod_cgi, wrk, CGI burners) for a few
+//! seconds and writes a complete, well-formed results directory, leaving no cgroup or network
+//! namespace behind. Needs root (cgroups, namespaces): skipped with a printed reason otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_triage");
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("triage-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Why the lab cannot run here, if it cannot.
+fn cannot_run() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (cgroups, network namespaces)".into());
+    }
+    if !Path::new("/sys/fs/cgroup/cpu").exists()
+        && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        return Some("no cgroup cpu controller mounted".into());
+    }
+    let wrk = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("wrk").exists()))
+        .unwrap_or(false);
+    if !wrk {
+        return Some("wrk is not installed (scripts/deps.sh installs it)".into());
+    }
+    None
+}
+
+/// Kernel objects named after the lab process `pid` that still exist.
+fn leftovers(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            if l.starts_with(&format!("triage-lab-{pid}-")) {
+                out.push(format!("netns {l}"));
+            }
+        }
+    }
+    for h in ["cpu", "cpuacct", "cpuset", "unified", ""] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join("triage-lab");
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with(&format!("run-{pid}-")) {
+                    out.push(format!("cgroup {}", e.path().display()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn finite(v: &serde_json::Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x.is_finite(), "{what} = {x}");
+    x
+}
+
+#[test]
+fn lab_containers_tiny_writes_complete_results() {
+    if let Some(why) = cannot_run() {
+        eprintln!("SKIP lab_containers_tiny_writes_complete_results: {why}");
+        return;
+    }
+    let tmp = TempDir::new("labcontainers");
+    let out = tmp.0.join("res");
+    let child = Command::new(BIN)
+        .args(["lab", "containers", "--seconds-scale", "tiny", "--out"])
+        .arg(&out)
+        .current_dir(&tmp.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "lab failed: {}\n{stdout}\n{stderr}",
+        o.status
+    );
+    assert_eq!(
+        stdout.lines().last().unwrap_or(""),
+        format!("report: {}", out.join("report.html").display()),
+        "{stdout}"
+    );
+
+    // raw.csv: header and one row per point, the counts of the tiny scale.
+    let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
+    let mut lines = raw.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(&header[..3], &["variant", "rep", "cgi"]);
+    assert!(header.contains(&"static_rps") && header.contains(&"cgi_share_pct"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let cap30: Vec<_> = rows.iter().filter(|r| r[0] == "triage-cap30").collect();
+    assert_eq!(cap30.len(), 3, "{raw}");
+    for r in &rows {
+        assert_eq!(r.len(), header.len(), "{r:?}");
+    }
+
+    // summary.json: the headline numbers and every point's numbers are finite.
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["lab"], "containers");
+    let err = finite(&s["cap_error_pp"], "cap_error_pp");
+    assert!(err >= 0.0);
+    let spread = finite(&s["static_spread_pct_cap30"], "static_spread_pct_cap30");
+    assert!((0.0..=100.0).contains(&spread));
+    assert!(s.get("testbed").is_some() && s.get("paper").is_some());
+    let points = s["points"].as_array().unwrap();
+    assert!(points.len() >= 3);
+    for p in points {
+        for k in [
+            "static_rps",
+            "cgi_share_pct",
+            "server_share_pct",
+            "window_s",
+        ] {
+            finite(&p[k], k);
+        }
+        // Static requests were served at every point.
+        assert!(p["static_rps"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    // Under load the capped container's measured share is a share (0..100 %).
+    for p in points
+        .iter()
+        .filter(|p| p["variant"] == "triage-cap30" && p["cgi"] != 0)
+    {
+        let share = finite(&p["cgi_share_pct"], "cgi_share_pct");
+        assert!((0.0..=100.0).contains(&share), "{p}");
+        finite(&p["cgi_share_metrics_pct"], "cgi_share_metrics_pct");
+    }
+    let goals = s["goals"].as_array().unwrap();
+    assert_eq!(goals.len(), 2, "{goals:?}");
+    let skipped = s["skipped"].as_array().unwrap();
+    assert!(
+        points.iter().any(|p| p["variant"] == "apache")
+            || skipped
+                .iter()
+                .any(|x| x.as_str().unwrap().starts_with("apache")),
+        "apache neither measured nor skipped with a reason"
+    );
+
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Fig. 12") && html.contains("Fig. 13"));
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}

@@ -1,0 +1,151 @@
+//! End to end: `triage lab reservations --seconds-scale tiny` runs the real binary (triage with
+//! two sites whose CGI containers are weighted 50/49, Apache httpd with two virtual hosts,
+//! closed-loop CGI clients) for a few seconds and writes a complete, well-formed results
+//! directory, leaving no cgroup or network namespace behind. Needs root: skipped with a printed
+//! reason otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_triage");
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("triage-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn cannot_run() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (cgroups, network namespaces)".into());
+    }
+    if !Path::new("/sys/fs/cgroup/cpu").exists()
+        && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        return Some("no cgroup cpu controller mounted".into());
+    }
+    None
+}
+
+fn leftovers(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            if l.starts_with(&format!("triage-lab-{pid}-")) {
+                out.push(format!("netns {l}"));
+            }
+        }
+    }
+    for h in ["cpu", "cpuacct", "cpuset", "unified", ""] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join("triage-lab");
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with(&format!("run-{pid}-")) {
+                    out.push(format!("cgroup {}", e.path().display()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn finite(v: &serde_json::Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x.is_finite(), "{what} = {x}");
+    x
+}
+
+#[test]
+fn lab_reservations_tiny_writes_complete_results() {
+    if let Some(why) = cannot_run() {
+        eprintln!("SKIP lab_reservations_tiny_writes_complete_results: {why}");
+        return;
+    }
+    let tmp = TempDir::new("labreservations");
+    let out = tmp.0.join("res");
+    let child = Command::new(BIN)
+        .args(["lab", "reservations", "--seconds-scale", "tiny", "--out"])
+        .arg(&out)
+        .current_dir(&tmp.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "lab failed: {}\n{stdout}\n{stderr}",
+        o.status
+    );
+    assert_eq!(
+        stdout.lines().last().unwrap_or(""),
+        format!("report: {}", out.join("report.html").display()),
+        "{stdout}"
+    );
+
+    // raw.csv: two rows (site-a, site-b) per point.
+    let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
+    let mut lines = raw.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(&header[..4], &["variant", "rep", "competitors", "site"]);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let res50: Vec<_> = rows.iter().filter(|r| r[0] == "triage-res50").collect();
+    assert_eq!(res50.len(), 4, "{raw}");
+    for r in &rows {
+        assert_eq!(r.len(), header.len(), "{r:?}");
+    }
+
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["lab"], "reservations");
+    let kept = finite(&s["reserved_kept_pct"], "reserved_kept_pct");
+    assert!(kept > 0.0);
+    finite(&s["cgi_cpu_ms_per_request"], "cgi_cpu_ms_per_request");
+    let skipped = s["skipped"].as_array().unwrap();
+    let apache_skipped = skipped
+        .iter()
+        .any(|x| x.as_str().unwrap().starts_with("apache"));
+    if !apache_skipped {
+        finite(&s["apache_kept_pct"], "apache_kept_pct");
+    }
+    let points = s["points"].as_array().unwrap();
+    assert!(points.len() >= 2);
+    for p in points {
+        finite(&p["window_s"], "window_s");
+        // The site of interest always completes requests and has response times.
+        assert!(finite(&p["a"]["rps"], "a.rps") > 0.0, "{p}");
+        finite(&p["a"]["mean_ms"], "a.mean_ms");
+        if p["competitors"] != 0 {
+            assert!(finite(&p["b"]["rps"], "b.rps") > 0.0, "{p}");
+        }
+    }
+    // With separate weighted containers both sites' CPU is measured.
+    for p in points
+        .iter()
+        .filter(|p| p["variant"] == "triage-res50" && p["competitors"] != 0)
+    {
+        let a = finite(&p["a_cpu_pct"], "a_cpu_pct");
+        let b = finite(&p["b_cpu_pct"], "b_cpu_pct");
+        assert!(a > 0.0 && b > 0.0 && a + b <= 105.0, "{p}");
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Fig. 4") && html.contains("Fig. 5"));
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
