@@ -551,9 +551,11 @@ async fn client_gone_kills_the_process_group() {
 
     // Before the headers.
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
-    s.write_all(b"GET /cgi-bin/sleep.sh?tag=gone2 HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    s.write_all(
+        b"GET /cgi-bin/sleep.sh?tag=gone2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
     let pids = recorded_pids(&site, "gone2").await;
     assert!(pids.iter().all(|&p| !dead(p)));
     drop(s);
