@@ -72,6 +72,9 @@ pub struct ConnState {
     pub remote: SocketAddr,
     /// The server's address of this connection.
     pub local: SocketAddr,
+    /// The connection's socket (valid while the connection lives; CGI watches it for the
+    /// client going away).
+    pub fd: std::os::fd::RawFd,
     busy: AtomicBool,
     requests: AtomicU64,
     idle_since: AtomicU64,
@@ -80,11 +83,18 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    fn new(worker: policy::WorkerId, remote: SocketAddr, local: SocketAddr, now: u64) -> Self {
+    fn new(
+        worker: policy::WorkerId,
+        remote: SocketAddr,
+        local: SocketAddr,
+        fd: std::os::fd::RawFd,
+        now: u64,
+    ) -> Self {
         Self {
             worker,
             remote,
             local,
+            fd,
             busy: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             idle_since: AtomicU64::new(now),
@@ -486,7 +496,8 @@ async fn connection(
 ) {
     let worker = shared.gate.checkout();
     let local = stream.local_addr().unwrap_or(peer);
-    let conn = Arc::new(ConnState::new(worker, peer, local, shared.gate.now()));
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let conn = Arc::new(ConnState::new(worker, peer, local, fd, shared.gate.now()));
     let io = TokioIo::new(ConnIo {
         stream,
         conn: conn.clone(),

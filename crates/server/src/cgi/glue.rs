@@ -77,13 +77,19 @@ where
         .await;
     let prepared = cgi.prepare(req, info);
     drop(permit);
+    let mut peer = super::peer::PeerWatch::new(conn.fd)
+        .map_err(|e| tracing::debug!("cgi: cannot watch the connection: {e}"))
+        .ok();
     let mut outcome = match prepared {
-        Ok(p) => cgi.run(p).await,
+        Ok(p) => match run_watched(cgi, p, &mut peer).await {
+            Some(o) => o,
+            None => return gone(),
+        },
         Err(o) => *o,
     };
     for _ in 0..MAX_LOCAL_REDIRECTS {
         let loc = match outcome {
-            Outcome::Response(r) => return respond(shared, conn, site, r, urgency, head),
+            Outcome::Response(r) => return respond(shared, conn, site, r, urgency, head, peer),
             Outcome::LocalRedirect(loc) => loc,
         };
         let mut b = Request::builder()
@@ -110,7 +116,10 @@ where
         let prepared = cgi.prepare(next, info);
         drop(permit);
         outcome = match prepared {
-            Ok(p) => cgi.run(p).await,
+            Ok(p) => match run_watched(cgi, p, &mut peer).await {
+                Some(o) => o,
+                None => return gone(),
+            },
             Err(o) => *o,
         };
     }
@@ -118,6 +127,38 @@ where
     crate::static_file::simple(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
+/// [`super::Cgi::run`], abandoned (the script killed) if the client goes away first: `None`.
+async fn run_watched<B>(
+    cgi: &super::Cgi,
+    p: super::Prepared<B>,
+    peer: &mut Option<super::peer::PeerWatch>,
+) -> Option<Outcome>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display + Send,
+{
+    let run = cgi.run(p);
+    match peer {
+        None => Some(run.await),
+        Some(w) => {
+            tokio::pin!(run);
+            tokio::select! {
+                o = &mut run => Some(o),
+                _ = w.closed() => None,
+            }
+        }
+    }
+}
+
+/// The answer to a request whose client is gone (nobody reads it; hyper closes).
+fn gone() -> Response<ServeBody> {
+    let mut r = crate::static_file::simple(StatusCode::SERVICE_UNAVAILABLE);
+    r.headers_mut()
+        .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
 fn respond(
     shared: &Arc<Shared>,
     conn: &Arc<ConnState>,
@@ -125,6 +166,7 @@ fn respond(
     r: Response<Reply>,
     urgency: Option<u8>,
     head: bool,
+    peer: Option<super::peer::PeerWatch>,
 ) -> Response<ServeBody> {
     let (parts, reply) = r.into_parts();
     let body = match reply {
@@ -134,7 +176,10 @@ fn respond(
             relay.discard();
             ServeBody::empty()
         }
-        Reply::Relay(relay) => {
+        Reply::Relay(mut relay) => {
+            if let Some(w) = peer {
+                relay.watch_peer(w);
+            }
             let class = parts
                 .headers
                 .get(header::CONTENT_TYPE)

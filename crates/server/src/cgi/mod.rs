@@ -36,6 +36,7 @@
 pub mod env;
 pub mod glue;
 pub mod parse;
+pub mod peer;
 mod relay;
 pub mod spawn;
 

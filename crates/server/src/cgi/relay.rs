@@ -58,6 +58,7 @@ pub struct CgiRelay {
     error: Option<io::Error>,
     pub(super) tracker: Tracker,
     _stdin: Option<AbortOnDrop>,
+    peer: Option<super::peer::PeerWatch>,
 }
 
 impl std::fmt::Debug for CgiRelay {
@@ -96,6 +97,7 @@ impl CgiRelay {
             error: None,
             tracker: p.tracker,
             _stdin: p.stdin,
+            peer: None,
         };
         if !p.first.is_empty() {
             r.accept(p.first);
@@ -240,6 +242,17 @@ impl CgiRelay {
                 }
                 Poll::Ready(Err(e)) => return self.fail(cx, e),
                 Poll::Pending => {
+                    if let Some(w) = &mut self.peer {
+                        if w.poll_closed(cx).is_ready() {
+                            // Counted as "client gone" when the relay is dropped.
+                            self.kill();
+                            self.state = State::Failed;
+                            return Poll::Ready(Err(io::Error::new(
+                                io::ErrorKind::ConnectionAborted,
+                                "the client went away",
+                            )));
+                        }
+                    }
                     if self.deadline.as_mut().poll(cx).is_ready() {
                         self.stats().timeouts.fetch_add(1, Relaxed);
                         tracing::warn!(
@@ -285,6 +298,12 @@ impl CgiRelay {
     /// Whether the body is complete.
     pub fn is_done(&self) -> bool {
         matches!(self.state, State::Done) && self.pending.is_none()
+    }
+
+    /// Also end the script when `w` says the client went away (while the script computes
+    /// without printing, hyper would not notice).
+    pub fn watch_peer(&mut self, w: super::peer::PeerWatch) {
+        self.peer = Some(w);
     }
 
     /// The response needs no body (HEAD): end the script now, counted as completed.
