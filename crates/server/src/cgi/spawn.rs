@@ -3,13 +3,13 @@
 //! The child is created with `clone3(2)` (`CLONE_PIDFD`, and `CLONE_INTO_CGROUP` when the caller
 //! has a cgroup v2 directory fd), falling back to `fork(2)` + `pidfd_open(2)` where `clone3` is
 //! not allowed. Between fork and exec the child only makes async-signal-safe system calls on
-//! data prepared by the parent: unless `clone3` already placed it in its cgroup, it writes itself
-//! into the group's `cgroup.procs` (fds opened by the parent, [`os::cgroup::JoinHook`]: the way used on
-//! cgroup v1), calls `setsid()` so that the
-//! script and everything it starts form one process group, restores the default signal mask
-//! and `SIGPIPE`, wires the pipes to fds 0/1/2, changes to the script's directory and
-//! `execve`s the script file itself (the kernel reads its shebang; no shell is involved). An
-//! exec failure is reported to the parent through a close-on-exec pipe.
+//! data prepared by the parent: `setsid()` first (the script and everything it starts form one
+//! process group, which killing reaches at once), then, unless `clone3` already placed it in its
+//! cgroup, it writes itself into the group's `cgroup.procs` files (fds opened by the parent,
+//! [`os::cgroup::JoinHook`]: the way used on cgroup v1), restores the default signal mask and
+//! `SIGPIPE`, wires the pipes to fds 0/1/2, changes to the script's directory and `execve`s the
+//! script file itself (the kernel reads its shebang; no shell is involved). An exec failure is
+//! reported to the parent through a close-on-exec pipe.
 //!
 //! [`ProcGuard`] owns the process: it reaps it through its pidfd, and when dropped before the
 //! script ended it kills the whole process group (`killpg(SIGKILL)` while the leader is still
@@ -146,13 +146,15 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         libc::write(err, msg.as_ptr().cast(), msg.len());
         libc::_exit(127)
     }
+    // Its own session and process group first, so that killing the group reaches it from the
+    // start (joining a capped cgroup may make it wait for CPU).
+    if libc::setsid() < 0 {
+        fail(plan.err, 2);
+    }
     if let Some(j) = &plan.join {
         if j.join().is_err() {
             fail(plan.err, 1);
         }
-    }
-    if libc::setsid() < 0 {
-        fail(plan.err, 2);
     }
     let mut set: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut set);
@@ -440,13 +442,15 @@ impl ProcGuard {
         }
     }
 
-    /// SIGKILL the script's whole process group. Safe against pid reuse: the leader is not
-    /// reaped yet, so its pid (the group id) cannot belong to anyone else.
+    /// SIGKILL the script's whole process group, and the leader itself (in case it has not
+    /// reached `setsid` yet). Safe against pid reuse: the leader is not reaped yet, so its pid
+    /// (the group id) cannot belong to anyone else.
     pub fn kill(&self) {
         if self.exit.is_none() {
-            // SAFETY: plain syscall on our own unreaped child's process group.
+            // SAFETY: plain syscalls on our own unreaped child and its process group.
             unsafe {
                 libc::kill(-self.pid, libc::SIGKILL);
+                libc::kill(self.pid, libc::SIGKILL);
             }
         }
     }
