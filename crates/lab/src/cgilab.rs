@@ -52,8 +52,16 @@ print "Content-Type: text/plain\r\n\r\n";
 print $line, "x" x (1023 - length $line), "\n";
 "#;
 
-/// Interpreter name of the lab scripts (their `comm` in `/proc`).
-pub const SCRIPT_COMM: &str = "perl";
+/// The `comm` (`/proc/<pid>/comm`, at most 15 bytes) of processes started from `program`:
+/// how the lab tells the server's own processes from its scripts (whatever their interpreter,
+/// and also before they exec: a child between fork and exec still bears the server's name).
+pub fn comm_of(program: &Path) -> String {
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.chars().take(15).collect()
+}
 
 /// Write `burn.pl` and `rand.pl` (mode 0755) into `dir/cgi-bin`, and a 1 KB static document
 /// `dir/www/1k.html`. Returns (document root, script directory).
@@ -305,28 +313,12 @@ pub fn proc_cpu(pid: i32) -> Option<(String, Duration)> {
     }
 }
 
-/// CPU time of the processes of `cg` (and its descendants) split by whether their `comm` is
-/// the CGI interpreter: `(cgi, other)`.
-pub fn cpu_by_kind(cg: &os::Cgroup) -> (Duration, Duration) {
-    let mut cgi = Duration::ZERO;
-    let mut other = Duration::ZERO;
-    for pid in cg.all_pids().unwrap_or_default() {
-        if let Some((comm, t)) = proc_cpu(pid) {
-            if comm == SCRIPT_COMM {
-                cgi += t;
-            } else {
-                other += t;
-            }
-        }
-    }
-    (cgi, other)
-}
-
-fn scripts_in(cg: &os::Cgroup) -> Vec<i32> {
+/// Processes of `cg` that are not the server's own (scripts, their children).
+fn scripts_in(cg: &os::Cgroup, server_comm: &str) -> Vec<i32> {
     cg.all_pids()
         .unwrap_or_default()
         .into_iter()
-        .filter(|&p| proc_cpu(p).is_some_and(|(c, _)| c == SCRIPT_COMM))
+        .filter(|&p| proc_cpu(p).is_some_and(|(c, _)| c != server_comm))
         .collect()
 }
 
@@ -334,10 +326,10 @@ fn scripts_in(cg: &os::Cgroup) -> Vec<i32> {
 /// kills a script's process group when its client goes away), then kill the rest (Apache
 /// leaves a script whose client went away running until it writes) and wait until none is
 /// left (at most 5 s more). Returns how many had to be killed.
-pub fn kill_strays(cg: &os::Cgroup, grace: Duration) -> usize {
+pub fn kill_strays(cg: &os::Cgroup, server_comm: &str, grace: Duration) -> usize {
     let t0 = std::time::Instant::now();
     while t0.elapsed() < grace {
-        if scripts_in(cg).is_empty() {
+        if scripts_in(cg, server_comm).is_empty() {
             return 0;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -345,7 +337,7 @@ pub fn kill_strays(cg: &os::Cgroup, grace: Duration) -> usize {
     let end = std::time::Instant::now() + Duration::from_secs(5);
     let mut killed = std::collections::HashSet::new();
     loop {
-        let strays = scripts_in(cg);
+        let strays = scripts_in(cg, server_comm);
         if strays.is_empty() || std::time::Instant::now() >= end {
             return killed.len();
         }
@@ -635,6 +627,11 @@ pub fn triage_config(
 pub struct Running {
     pub child: Managed,
     pub addr: SocketAddr,
+    /// The `comm` of the server's processes (see [`comm_of`]).
+    pub comm: String,
+    /// The server is this one process (triage): its children, even before they exec, are
+    /// scripts. `None` (Apache): every process named [`Running::comm`] is the server's.
+    pub only: Option<i32>,
     /// triage's admin address (`/metrics`); `None` for a peer.
     pub admin: Option<SocketAddr>,
 }
@@ -659,9 +656,12 @@ impl Running {
         let mut child =
             tb.spawn_server_side(label, triage_bin, &args, Some(dir.join("server.log")))?;
         tb.wait_listening(addr, &mut child, Duration::from_secs(15))?;
+        let pid = child.pid() as i32;
         Ok(Running {
             child,
             addr,
+            comm: comm_of(triage_bin),
+            only: Some(pid),
             admin: Some(admin),
         })
     }
@@ -691,6 +691,8 @@ impl Running {
         Ok(Running {
             child,
             addr,
+            comm: comm_of(&p.program),
+            only: None,
             admin: None,
         })
     }
@@ -739,18 +741,21 @@ pub struct CpuSnap {
     pub at: std::time::Instant,
     /// The server-side cgroup's total usage.
     pub total: Duration,
-    /// CPU time of each process of the server side that is not a CGI script.
+    /// CPU time of each of the server's own processes.
     pub servers: std::collections::HashMap<i32, Duration>,
 }
 
 impl CpuSnap {
-    /// Read the counters of `cg` now.
-    pub fn take(cg: &os::Cgroup) -> CpuSnap {
+    /// Read the counters of `cg` now for the server `srv` (see [`Running::only`]).
+    pub fn take(cg: &os::Cgroup, srv: &Running) -> CpuSnap {
         let total = cg.cpu_usage().unwrap_or_default();
         let mut servers = std::collections::HashMap::new();
         for pid in cg.all_pids().unwrap_or_default() {
+            if srv.only.is_some_and(|only| only != pid) {
+                continue;
+            }
             if let Some((comm, t)) = proc_cpu(pid) {
-                if comm != SCRIPT_COMM {
+                if comm == srv.comm {
                     servers.insert(pid, t);
                 }
             }

@@ -444,7 +444,7 @@ fn measure(env: &Env<'_>, srv: &Running, v: &Variant, k: usize, rep: usize) -> R
     };
     crate::signals::sleep(warm)?;
     let m0 = srv.cgi_cpu(tb);
-    let s0 = CpuSnap::take(cg);
+    let s0 = CpuSnap::take(cg, srv);
     let st = Wrk::start(
         tb,
         &format!("static-{}-k{k}-r{rep}", v.name),
@@ -455,12 +455,12 @@ fn measure(env: &Env<'_>, srv: &Running, v: &Variant, k: usize, rep: usize) -> R
         None,
     )?
     .finish(window + Duration::from_secs(20))?;
-    let s1 = CpuSnap::take(cg);
+    let s1 = CpuSnap::take(cg, srv);
     let m1 = srv.cgi_cpu(tb);
     let dt = s1.at.duration_since(s0.at).as_secs_f64();
     // The CGI load runs past the window: stop it (its clients go away).
     let samples = load.map(ClosedLoop::stop).unwrap_or_default();
-    let strays = cgilab::kill_strays(cg, Duration::from_secs(2));
+    let strays = cgilab::kill_strays(cg, &srv.comm, Duration::from_secs(2));
     let (srv_share, cgi_share) = s0.shares(&s1);
     let cap = env.capacity;
     let metrics_share = match (m0, m1) {
