@@ -8,8 +8,8 @@
 //! cgroup tree): `weight = 50` against `49` guarantees the site of interest at least 50/99 of
 //! the CPU whenever both compete, and all of it when the competitor is idle (work conserving),
 //! which is what Eclipse/BSD's reservations do. The server side (server and scripts) is pinned
-//! to CPU 0 under a CPU quota (default 50% of a CPU: the capacity is fixed whatever else runs
-//! on that CPU of a shared machine); the clients are threads of the lab on CPU 1 in the client
+//! to CPU 0 under a CPU quota (default 50% of a CPU per 100 ms, see [`DEFAULT_PERIOD`]: the
+//! capacity is fixed whatever else runs on that CPU of a shared machine); the clients are threads of the lab on CPU 1 in the client
 //! namespace, each with one request in flight (closed loop, `Connection: close`).
 //!
 //! Results: raw.csv (one row per point and site), summary.json (`reserved_kept_pct`,
@@ -32,6 +32,13 @@ pub use crate::containers::Scale;
 
 /// Default CPU quota of the server side.
 pub const DEFAULT_QUOTA: f64 = 0.5;
+
+/// Default CFS period of that quota. Measured here (cgroup v1, triage pinned to CPU 0 under a
+/// 50% quota, 10 clients per site, 5 s): with a 10 ms period the two sites' containers weighted
+/// 50 and 49 got 24.5% and 18.0% of the CPU (40 competing clients), with 100 ms 23.0% and
+/// 21.7%, and without a quota 45.3% and 44.3%: frequent throttling skews the weights, so the
+/// quota uses a long period.
+pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
 
 /// What `triage lab reservations` was asked for.
 #[derive(Debug, Clone)]
@@ -67,7 +74,7 @@ impl ReservationsOpts {
             window: None,
             reps: None,
             quota: Some(DEFAULT_QUOTA),
-            period: Duration::from_millis(10),
+            period: DEFAULT_PERIOD,
             peers: true,
             net: NetMode::Auto,
             out: None,
@@ -825,12 +832,9 @@ fn report(s: &Summary) -> String {
         .map(|c| c.competitors.iter().map(|&n| n as f64).collect())
         .unwrap_or_default();
     r.h2("Throughput of the site of interest (seed 000 Fig. 4)");
-    let mut series: Vec<Series> = s
-        .curves
-        .iter()
-        .map(|c| (c.variant.clone(), c.a_rps.clone()))
-        .collect();
-    // The paper's shapes, scaled to this run's throughput alone (triage-res50 at 0).
+    // The paper's shapes first (drawn under the measured curves), scaled to this run's
+    // throughput alone (triage-res50 with no competitor).
+    let mut series: Vec<Series> = Vec::new();
     if let Some(c) = s.curves.iter().find(|c| c.variant == "triage-res50") {
         if let Some(i0) = c.competitors.iter().position(|&n| n == 0) {
             let alone = c.a_rps[i0];
@@ -842,13 +846,21 @@ fn report(s: &Summary) -> String {
                     .collect(),
             ));
             series.push((
-                "paper shape: time-sharing (10/(10+n) of it)".into(),
+                format!(
+                    "paper shape: time-sharing ({}/({}+n) of it)",
+                    p.clients, p.clients
+                ),
                 xs.iter()
                     .map(|&x| alone * clients / (clients + x))
                     .collect(),
             ));
         }
     }
+    series.extend(
+        s.curves
+            .iter()
+            .map(|c| (c.variant.clone(), c.a_rps.clone())),
+    );
     r.figure(
         &lines(
             "Site of interest: throughput vs competing clients",

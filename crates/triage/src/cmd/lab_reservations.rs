@@ -71,8 +71,8 @@ pub struct Args {
     /// CPU quota of the server side: a fraction or percent of one CPU, or `none` [default: 50%].
     #[arg(long, value_parser = quota_or_none)]
     quota: Option<Option<f64>>,
-    /// CFS period of the quota.
-    #[arg(long, value_parser = dur, default_value = "10ms")]
+    /// CFS period of the quota (short periods skew cgroup weights under throttling).
+    #[arg(long, value_parser = dur, default_value = "100ms")]
     period: Duration,
     /// Do not measure Apache httpd.
     #[arg(long)]
