@@ -20,11 +20,13 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Seed 001's bottleneck: every slot busy and more than one worker ready. `queued` is the
-    /// ready-queue length to judge by (the caller decides whether it counts a worker being
-    /// inserted).
+    /// Seed 001's bottleneck: more workers want the CPU than there are slots, and more than
+    /// one worker is ready. `queued` is the ready-queue length to judge by (the caller decides
+    /// whether it counts a worker being inserted). When the mechanism grants a free slot at once
+    /// this is the paper's "every slot busy and more than one ready"; while it collects a
+    /// scheduling round ([`crate::Sched::enqueue`]) slots may be free with several workers ready.
     pub fn bottleneck(&self, queued: usize) -> bool {
-        self.busy >= self.slots && queued > 1
+        self.busy + queued > self.slots && queued > 1
     }
 }
 

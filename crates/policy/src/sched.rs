@@ -6,7 +6,8 @@
 //! - `busy <= slots`, and `busy` equals the number of workers in [`State::Run`];
 //! - a worker is in the policy's queue exactly when it is in [`State::Ready`];
 //! - a slot is never left idle while the queue is non-empty (work conserving), unless the
-//!   policy holds work back on purpose (`share` caps; see [`Sched::poll`]).
+//!   policy holds work back on purpose (`share` caps; see [`Sched::poll`]), or the mechanism
+//!   is collecting a scheduling round ([`Sched::enqueue`]) and ends it with [`Sched::poll`].
 
 use crate::{Ctx, Event, Hints, Nanos, Policy, PolicyStats, State, WorkerId};
 
@@ -156,6 +157,24 @@ impl Sched {
         }
     }
 
+    /// `worker` (waiting) becomes ready and joins the queue even if a slot is free: the
+    /// mechanism is collecting a scheduling round, so that the policy chooses among every worker
+    /// that became ready in it rather than granting the first to ask. The mechanism ends the
+    /// round with [`Sched::poll`]. Returns [`Grant::RunNow`] only if the worker already runs.
+    pub fn enqueue(&mut self, worker: WorkerId, now: Nanos, hints: &Hints) -> Grant {
+        self.maybe_tick(now);
+        self.register(worker, now);
+        match self.states[&worker] {
+            State::Run => return Grant::RunNow,
+            State::Ready => return Grant::Queued,
+            State::Wait => {}
+        }
+        self.transition(worker, State::Ready, now);
+        let ctx = self.ctx(now);
+        self.policy.enqueue(worker, hints, &ctx);
+        Grant::Queued
+    }
+
     /// Fill free slots from the queue; returns the workers that now run.
     fn fill(&mut self, now: Nanos) -> Vec<WorkerId> {
         let mut started = Vec::new();
@@ -302,6 +321,35 @@ mod tests {
         s.ready(2, 0, &Hints::default());
         assert_eq!(s.preempt(1, 10, &Hints::default()), vec![2]);
         assert_eq!(s.policy().order(), vec![1]);
+    }
+
+    #[test]
+    fn a_round_queues_then_poll_starts_the_policys_choice() {
+        let mut s = Sched::new(
+            1,
+            crate::build(
+                "pos",
+                &crate::PolicyConfig {
+                    slp: crate::Tunable::Fixed(100),
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        );
+        // 1 waited briefly (a chunk of a long transfer), 2 waited long (a new request).
+        s.register(2, 0);
+        s.ready(1, 0, &Hints::default());
+        s.wait(1, 990);
+        assert_eq!(s.enqueue(1, 1000, &Hints::default()), Grant::Queued);
+        assert_eq!(s.enqueue(2, 1000, &Hints::default()), Grant::Queued);
+        assert_eq!(
+            (s.busy(), s.queued()),
+            (0, 2),
+            "a round leaves the slot free"
+        );
+        assert_eq!(s.poll(1000), vec![2], "the long waiter is served first");
+        assert_eq!(s.enqueue(2, 1001, &Hints::default()), Grant::RunNow);
+        assert_eq!(s.wait(2, 1002), vec![1]);
     }
 
     #[test]
