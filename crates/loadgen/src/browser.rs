@@ -137,7 +137,7 @@ pub(crate) async fn send_reusing(
         Some(c) => c,
         None => client::connect(&ctx.resolver, &t.origin, ctx.opts).await?,
     };
-    let r = match conn.send(&t.request, keep_body).await {
+    let r = match conn.send(&t.request, t.accept, keep_body).await {
         Ok(r) => r,
         Err(e)
             if reused
@@ -148,7 +148,7 @@ pub(crate) async fn send_reusing(
                 ) =>
         {
             conn = client::connect(&ctx.resolver, &t.origin, ctx.opts).await?;
-            conn.send(&t.request, keep_body).await?
+            conn.send(&t.request, t.accept, keep_body).await?
         }
         Err(e) => return Err(e),
     };
@@ -176,6 +176,7 @@ pub(crate) async fn page(ctx: &Ctx, b: &Browser, t: &Target, t0: Instant) -> Pag
     rec.t1_ms = Some(ms(r.done - t0));
     rec.status = r.status;
     rec.bytes = r.body_len;
+    rec.bytes_decoded = r.decoded_len;
     if r.status >= 400 {
         rec.note_error(
             ErrorKind::Status,
@@ -198,7 +199,7 @@ pub(crate) async fn page(ctx: &Ctx, b: &Browser, t: &Target, t0: Instant) -> Pag
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(u) = objs.get(i) else { break };
-            let res = match Target::new(u.clone(), ctx.cfg.conn_mode) {
+            let res = match Target::new(u.clone(), ctx.cfg.conn_mode, ctx.cfg.accept_encoding) {
                 Ok(t) => fetch(ctx, b, &t, None).await,
                 Err(e) => Err(e),
             };
@@ -214,6 +215,7 @@ pub(crate) async fn page(ctx: &Ctx, b: &Browser, t: &Target, t0: Instant) -> Pag
         match res {
             Ok(o) => {
                 rec.bytes += o.body_len;
+                rec.bytes_decoded += o.decoded_len;
                 last = last.max(o.done);
                 if o.status >= 400 {
                     rec.note_error(ErrorKind::Status, format!("status {} for {u}", o.status));

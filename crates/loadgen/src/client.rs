@@ -3,10 +3,13 @@
 //! end of stream. Written for measurement: it timestamps the first byte of each response as it
 //! leaves the socket, reads through an optional [`Bucket`] (slow link), reuses its buffer across
 //! requests, and reports every failure as a [`FetchError`] of a named [`ErrorKind`] instead of
-//! panicking. (hyper's client was the alternative; see docs/load.md for why this one.)
+//! panicking. Requests may carry `Accept-Encoding` ([`AcceptEncoding`]); gzip bodies are decoded
+//! as they stream in (flate2), counted and, for HTML, kept decoded for scraping; a corrupt gzip
+//! body is [`ErrorKind::Decode`], a content coding the request did not accept is
+//! [`ErrorKind::Encoding`]. (hyper's client was the alternative; see docs/load.md for why this one.)
 
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +19,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use url::{Host, Position, Url};
 
-use crate::config::ConnMode;
+use crate::config::{AcceptEncoding, ConnMode};
 use crate::throttle::Bucket;
 
 /// Largest response head accepted.
@@ -50,6 +53,13 @@ pub enum ErrorKind {
     Unfinished,
     /// The response's status was 400 or above.
     Status,
+    /// A gzip-encoded body that does not decode (bad header, corrupt deflate data, CRC or
+    /// length mismatch, truncated stream, or bytes after its end).
+    Decode,
+    /// A `Content-Encoding` the request did not accept (any coding but identity when no
+    /// `Accept-Encoding` or `identity` was sent; anything but gzip when gzip was), or one this
+    /// client does not know (br, deflate, stacked codings, ...).
+    Encoding,
 }
 
 impl ErrorKind {
@@ -67,6 +77,8 @@ impl ErrorKind {
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::Unfinished => "unfinished",
             ErrorKind::Status => "status",
+            ErrorKind::Decode => "decode",
+            ErrorKind::Encoding => "encoding",
         }
     }
 }
@@ -155,13 +167,15 @@ pub struct Target {
     pub url: Url,
     /// Its origin.
     pub origin: Origin,
-    /// The request bytes (GET, Host, Connection).
+    /// The request bytes (GET, Host, Accept-Encoding, Connection).
     pub request: Vec<u8>,
+    /// What the request accepts as content coding.
+    pub accept: AcceptEncoding,
 }
 
 impl Target {
     /// Builds the GET request for `url`.
-    pub fn new(url: Url, mode: ConnMode) -> Result<Target, FetchError> {
+    pub fn new(url: Url, mode: ConnMode, accept: AcceptEncoding) -> Result<Target, FetchError> {
         let origin = Origin::of(&url)?;
         let path = &url[Position::BeforePath..Position::AfterQuery];
         let path = if path.is_empty() { "/" } else { path };
@@ -175,6 +189,7 @@ impl Target {
             req.extend_from_slice(format!(":{p}").as_bytes());
         }
         req.extend_from_slice(b"\r\nUser-Agent: triage-load\r\nAccept: */*\r\n");
+        req.extend_from_slice(accept.header_line());
         if mode == ConnMode::Close {
             req.extend_from_slice(b"Connection: close\r\n");
         }
@@ -183,6 +198,7 @@ impl Target {
             url,
             origin,
             request: req,
+            accept,
         })
     }
 }
@@ -289,9 +305,13 @@ pub struct Response {
     pub first_byte: Instant,
     /// When its last byte was read.
     pub done: Instant,
-    /// Body bytes (after de-chunking).
+    /// Body bytes as received (after de-chunking, before any content decoding).
     pub body_len: u64,
-    /// The body, when asked for (up to the limit given).
+    /// Body bytes after content decoding (= `body_len` unless gzip-encoded).
+    pub decoded_len: u64,
+    /// The response was gzip-encoded (and decoded).
+    pub gzip: bool,
+    /// The body (decoded), when asked for (up to the limit given).
     pub body: Option<Vec<u8>>,
     /// Content-Type names HTML (or is absent).
     pub html: bool,
@@ -317,6 +337,150 @@ struct Head {
     close: bool,
     keep_alive: bool,
     html: bool,
+    coding: Coding,
+}
+
+/// The response's content coding (`Content-Encoding`).
+#[derive(Debug, PartialEq)]
+enum Coding {
+    Identity,
+    Gzip,
+    /// Anything else, as the server spelled it (unknown or stacked codings).
+    Other(String),
+}
+
+impl Coding {
+    /// Parses the comma-separated codings of every `Content-Encoding` header, in order.
+    fn of(values: &[&str]) -> Coding {
+        let list: Vec<&str> = values
+            .iter()
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("identity"))
+            .collect();
+        match list.as_slice() {
+            [] => Coding::Identity,
+            [one] if one.eq_ignore_ascii_case("gzip") || one.eq_ignore_ascii_case("x-gzip") => {
+                Coding::Gzip
+            }
+            _ => Coding::Other(list.join(", ")),
+        }
+    }
+}
+
+/// Whether a response of coding `c` may answer a request that accepted `a`: `Ok(true)` if its
+/// body must be gunzipped, an [`ErrorKind::Encoding`] message if it may not.
+fn check_coding(c: &Coding, a: AcceptEncoding) -> Result<bool, String> {
+    let asked = match a {
+        AcceptEncoding::None => "sent no Accept-Encoding",
+        AcceptEncoding::Identity => "accepted identity only",
+        AcceptEncoding::Gzip => "accepted gzip only",
+    };
+    match (c, a) {
+        (Coding::Identity, _) => Ok(false),
+        (Coding::Gzip, AcceptEncoding::Gzip) => Ok(true),
+        (Coding::Gzip, _) => Err(format!(
+            "response is Content-Encoding gzip but the request {asked}"
+        )),
+        (Coding::Other(o), _) => Err(format!(
+            "unsupported Content-Encoding {o:?} (the request {asked})"
+        )),
+    }
+}
+
+/// Collects the decoded body: counts every byte and keeps up to a limit.
+#[derive(Debug)]
+struct Kept {
+    body: Option<Vec<u8>>,
+    limit: usize,
+    total: u64,
+}
+
+impl Kept {
+    fn push(&mut self, b: &[u8]) {
+        self.total += b.len() as u64;
+        if let Some(v) = self.body.as_mut() {
+            let room = self.limit.saturating_sub(v.len()).min(b.len());
+            v.extend_from_slice(&b[..room]);
+        }
+    }
+}
+
+impl io::Write for Kept {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.push(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where a response body goes as it arrives: straight into [`Kept`], or through a streaming
+/// gzip decoder first (any chunking or read boundaries; one gzip member; an empty body is
+/// empty content).
+enum Sink {
+    Plain(Kept),
+    Gzip {
+        dec: Box<flate2::write::GzDecoder<Kept>>,
+        fed: bool,
+    },
+}
+
+impl Sink {
+    fn new(keep: Option<usize>, gzip: bool) -> Sink {
+        let kept = Kept {
+            body: keep.map(|_| Vec::new()),
+            limit: keep.unwrap_or(0),
+            total: 0,
+        };
+        if gzip {
+            Sink::Gzip {
+                dec: Box::new(flate2::write::GzDecoder::new(kept)),
+                fed: false,
+            }
+        } else {
+            Sink::Plain(kept)
+        }
+    }
+
+    /// Feeds body bytes as received; the error says why they do not decode.
+    fn feed(&mut self, data: &[u8]) -> Result<(), String> {
+        match self {
+            Sink::Plain(k) => {
+                k.push(data);
+                Ok(())
+            }
+            Sink::Gzip { dec, fed } => {
+                *fed |= !data.is_empty();
+                dec.write_all(data).map_err(|e| match e.kind() {
+                    io::ErrorKind::WriteZero => "bytes after the end of the gzip stream".into(),
+                    _ => format!("corrupt gzip body: {e}"),
+                })
+            }
+        }
+    }
+
+    /// The end of the body: checks the gzip trailer (CRC, length) and returns the content.
+    fn finish(self) -> Result<Kept, String> {
+        match self {
+            Sink::Plain(k) => Ok(k),
+            Sink::Gzip {
+                mut dec,
+                fed: false,
+            } => Ok(std::mem::replace(
+                dec.get_mut(),
+                Kept {
+                    body: None,
+                    limit: 0,
+                    total: 0,
+                },
+            )),
+            Sink::Gzip { dec, fed: true } => dec
+                .finish()
+                .map_err(|e| format!("incomplete or corrupt gzip body: {e}")),
+        }
+    }
 }
 
 enum Framing {
@@ -331,6 +495,14 @@ impl Conn {
         FetchError {
             kind: ErrorKind::Malformed,
             msg: msg.into(),
+            got_bytes: true,
+        }
+    }
+
+    fn decode_err(&self, msg: String) -> FetchError {
+        FetchError {
+            kind: ErrorKind::Decode,
+            msg,
             got_bytes: true,
         }
     }
@@ -413,10 +585,12 @@ impl Conn {
         }
     }
 
-    /// Sends `req` and reads the whole response. `keep_body` keeps up to that many body bytes.
+    /// Sends `req` (whose `Accept-Encoding` was `accept`) and reads the whole response.
+    /// `keep_body` keeps up to that many body bytes (decoded, if gzip-encoded).
     pub async fn send(
         &mut self,
         req: &[u8],
+        accept: AcceptEncoding,
         keep_body: Option<usize>,
     ) -> Result<Response, FetchError> {
         self.first_byte = None;
@@ -444,13 +618,19 @@ impl Conn {
         } else {
             Framing::ToEof
         };
-        let mut body = keep_body.map(|lim| (Vec::new(), lim));
+        let gzip = check_coding(&head.coding, accept).map_err(|m| FetchError {
+            kind: ErrorKind::Encoding,
+            msg: m,
+            got_bytes: true,
+        })?;
+        let mut sink = Sink::new(keep_body, gzip);
         let body_len = match framing {
             Framing::Empty => 0,
-            Framing::Length(n) => self.body_length(n, &mut body).await?,
-            Framing::Chunked => self.body_chunked(&mut body).await?,
-            Framing::ToEof => self.body_to_eof(&mut body).await?,
+            Framing::Length(n) => self.body_length(n, &mut sink).await?,
+            Framing::Chunked => self.body_chunked(&mut sink).await?,
+            Framing::ToEof => self.body_to_eof(&mut sink).await?,
         };
+        let kept = sink.finish().map_err(|m| self.decode_err(m))?;
         let done = Instant::now();
         let persistent = if head.version == 1 {
             !head.close
@@ -466,7 +646,9 @@ impl Conn {
             first_byte: self.first_byte.unwrap_or(done),
             done,
             body_len,
-            body: body.map(|(b, _)| b),
+            decoded_len: kept.total,
+            gzip,
+            body: kept.body,
             html: head.html,
             reusable,
         })
@@ -500,7 +682,9 @@ impl Conn {
             close: false,
             keep_alive: false,
             html: true,
+            coding: Coding::Identity,
         };
+        let mut codings = Vec::new();
         for hd in resp.headers.iter() {
             let v = std::str::from_utf8(hd.value).unwrap_or("").trim();
             if hd.name.eq_ignore_ascii_case("content-length") {
@@ -523,30 +707,29 @@ impl Conn {
                 }
             } else if hd.name.eq_ignore_ascii_case("content-type") {
                 h.html = v.to_ascii_lowercase().contains("html");
+            } else if hd.name.eq_ignore_ascii_case("content-encoding") {
+                codings.push(v);
             }
         }
+        h.coding = Coding::of(&codings);
         Ok(h)
     }
 
-    fn take(&mut self, max: u64, body: &mut Option<(Vec<u8>, usize)>) -> u64 {
+    /// Moves up to `max` buffered body bytes into `sink`.
+    fn take(&mut self, max: u64, sink: &mut Sink) -> Result<u64, FetchError> {
         let avail = (self.end - self.start) as u64;
         let n = avail.min(max) as usize;
-        if let Some((b, lim)) = body.as_mut() {
-            let room = lim.saturating_sub(b.len()).min(n);
-            b.extend_from_slice(&self.buf[self.start..self.start + room]);
+        if let Err(m) = sink.feed(&self.buf[self.start..self.start + n]) {
+            return Err(self.decode_err(m));
         }
         self.start += n;
-        n as u64
+        Ok(n as u64)
     }
 
-    async fn body_length(
-        &mut self,
-        n: u64,
-        body: &mut Option<(Vec<u8>, usize)>,
-    ) -> Result<u64, FetchError> {
+    async fn body_length(&mut self, n: u64, sink: &mut Sink) -> Result<u64, FetchError> {
         let mut left = n;
         loop {
-            left -= self.take(left, body);
+            left -= self.take(left, sink)?;
             if left == 0 {
                 return Ok(n);
             }
@@ -554,13 +737,10 @@ impl Conn {
         }
     }
 
-    async fn body_to_eof(
-        &mut self,
-        body: &mut Option<(Vec<u8>, usize)>,
-    ) -> Result<u64, FetchError> {
+    async fn body_to_eof(&mut self, sink: &mut Sink) -> Result<u64, FetchError> {
         let mut total = 0;
         loop {
-            total += self.take(u64::MAX, body);
+            total += self.take(u64::MAX, sink)?;
             match self.read_more().await {
                 Ok(0) => return Ok(total),
                 Ok(_) => {}
@@ -569,10 +749,7 @@ impl Conn {
         }
     }
 
-    async fn body_chunked(
-        &mut self,
-        body: &mut Option<(Vec<u8>, usize)>,
-    ) -> Result<u64, FetchError> {
+    async fn body_chunked(&mut self, sink: &mut Sink) -> Result<u64, FetchError> {
         enum St {
             Size,
             Data(u64),
@@ -598,7 +775,7 @@ impl Conn {
                     Err(_) => return Err(self.malformed("bad chunk size line")),
                 },
                 St::Data(left) => {
-                    let got = self.take(left, body);
+                    let got = self.take(left, sink)?;
                     total += got;
                     st = if got == left {
                         St::DataEnd
@@ -643,8 +820,12 @@ mod tests {
     use super::*;
 
     fn req(url: &str, mode: ConnMode) -> String {
-        let t = Target::new(Url::parse(url).unwrap(), mode).unwrap();
+        let t = Target::new(Url::parse(url).unwrap(), mode, AcceptEncoding::None).unwrap();
         String::from_utf8(t.request).unwrap()
+    }
+
+    fn target(url: &str, a: AcceptEncoding) -> Target {
+        Target::new(Url::parse(url).unwrap(), ConnMode::KeepAlive, a).unwrap()
     }
 
     #[test]
@@ -659,7 +840,12 @@ mod tests {
             "{r}"
         );
         assert!(r.ends_with("Connection: close\r\n\r\n"), "{r}");
-        let t = Target::new(Url::parse("http://[::1]:8080/").unwrap(), ConnMode::Close).unwrap();
+        let t = Target::new(
+            Url::parse("http://[::1]:8080/").unwrap(),
+            ConnMode::Close,
+            AcceptEncoding::None,
+        )
+        .unwrap();
         assert_eq!(
             t.origin,
             Origin {
@@ -673,7 +859,121 @@ mod tests {
                 .port,
             80
         );
-        let e = Target::new(Url::parse("https://h/").unwrap(), ConnMode::Close).unwrap_err();
+        let e = Target::new(
+            Url::parse("https://h/").unwrap(),
+            ConnMode::Close,
+            AcceptEncoding::None,
+        )
+        .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn accept_encoding_header() {
+        let r = |a| String::from_utf8(target("http://h/", a).request).unwrap();
+        assert!(!r(AcceptEncoding::None).contains("Accept-Encoding"));
+        assert!(r(AcceptEncoding::Gzip).ends_with("Accept: */*\r\nAccept-Encoding: gzip\r\n\r\n"));
+        assert!(r(AcceptEncoding::Identity)
+            .ends_with("Accept: */*\r\nAccept-Encoding: identity\r\n\r\n"));
+        assert_eq!(
+            target("http://h/", AcceptEncoding::Gzip).accept,
+            AcceptEncoding::Gzip
+        );
+    }
+
+    #[test]
+    fn codings() {
+        assert_eq!(Coding::of(&[]), Coding::Identity);
+        assert_eq!(Coding::of(&["identity"]), Coding::Identity);
+        assert_eq!(Coding::of(&["GZIP"]), Coding::Gzip);
+        assert_eq!(Coding::of(&["x-gzip"]), Coding::Gzip);
+        assert_eq!(Coding::of(&["identity, gzip"]), Coding::Gzip);
+        assert_eq!(Coding::of(&["br"]), Coding::Other("br".into()));
+        assert_eq!(
+            Coding::of(&["gzip", "gzip"]),
+            Coding::Other("gzip, gzip".into())
+        );
+        assert_eq!(
+            Coding::of(&["deflate, gzip"]),
+            Coding::Other("deflate, gzip".into())
+        );
+        use AcceptEncoding as A;
+        for a in [A::None, A::Identity, A::Gzip] {
+            assert_eq!(check_coding(&Coding::Identity, a), Ok(false));
+            assert!(check_coding(&Coding::Other("br".into()), a)
+                .unwrap_err()
+                .contains("\"br\""));
+        }
+        assert_eq!(check_coding(&Coding::Gzip, A::Gzip), Ok(true));
+        assert!(check_coding(&Coding::Gzip, A::None)
+            .unwrap_err()
+            .contains("no Accept-Encoding"));
+        assert!(check_coding(&Coding::Gzip, A::Identity)
+            .unwrap_err()
+            .contains("identity only"));
+    }
+
+    fn gz(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// Feeds `wire` to a gzip sink in pieces of `step` bytes.
+    fn gunzip(wire: &[u8], step: usize, keep: Option<usize>) -> Result<Kept, String> {
+        let mut s = Sink::new(keep, true);
+        for piece in wire.chunks(step.max(1)) {
+            s.feed(piece)?;
+        }
+        s.finish()
+    }
+
+    #[test]
+    fn gzip_sink_decodes_across_any_boundaries() {
+        let text: Vec<u8> = (0..20_000u32)
+            .flat_map(|i| format!("<p>{}</p>", i % 97).into_bytes())
+            .collect();
+        let wire = gz(&text);
+        assert!(wire.len() < text.len() / 4);
+        for step in [1, 3, 10, 4096, wire.len()] {
+            let k = gunzip(&wire, step, Some(usize::MAX)).unwrap();
+            assert_eq!(k.total, text.len() as u64, "step {step}");
+            assert_eq!(k.body.as_deref(), Some(&text[..]), "step {step}");
+        }
+        // Kept up to the limit, counted in full; not kept at all without a limit.
+        let k = gunzip(&wire, 100, Some(1000)).unwrap();
+        assert_eq!((k.total, k.body.unwrap().len()), (text.len() as u64, 1000));
+        let k = gunzip(&wire, 100, None).unwrap();
+        assert_eq!((k.total, k.body), (text.len() as u64, None));
+        // An empty body is empty content.
+        let k = gunzip(b"", 1, Some(10)).unwrap();
+        assert_eq!((k.total, k.body), (0, Some(Vec::new())));
+    }
+
+    #[test]
+    fn gzip_sink_rejects_corrupt_bodies() {
+        let text = b"hello hello hello hello hello hello".repeat(50);
+        let wire = gz(&text);
+        // Not gzip at all.
+        let e = gunzip(b"<html>plain text, not gzip</html>", 7, None).unwrap_err();
+        assert!(e.contains("gzip"), "{e}");
+        // A flipped byte in the deflate data or in the CRC.
+        for i in [12, wire.len() - 6] {
+            let mut bad = wire.clone();
+            bad[i] ^= 0x55;
+            assert!(gunzip(&bad, 5, None).is_err(), "flip at {i}");
+        }
+        // Truncated: the stream (or its trailer) is cut.
+        for cut in [5, wire.len() / 2, wire.len() - 1] {
+            let e = gunzip(&wire[..cut], 5, None).unwrap_err();
+            assert!(e.contains("gzip"), "cut {cut}: {e}");
+        }
+        // Bytes after the end of the member.
+        let mut extra = wire.clone();
+        extra.extend_from_slice(b"trailing junk");
+        let e = gunzip(&extra, 4096, None).unwrap_err();
+        assert!(e.contains("after the end"), "{e}");
+        // Intact: decodes.
+        assert_eq!(gunzip(&wire, 5, None).unwrap().total, text.len() as u64);
     }
 }

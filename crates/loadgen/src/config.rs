@@ -99,6 +99,54 @@ pub enum ConnMode {
     Close,
 }
 
+/// What the requests say about content codings (`Accept-Encoding`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AcceptEncoding {
+    /// No `Accept-Encoding` header (like wrk and ab): servers send identity.
+    #[default]
+    None,
+    /// `Accept-Encoding: identity`.
+    Identity,
+    /// `Accept-Encoding: gzip`; gzip responses are decoded (HTML for scraping, every body for
+    /// the decoded byte count and its integrity).
+    Gzip,
+}
+
+impl AcceptEncoding {
+    /// The value as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceptEncoding::None => "none",
+            AcceptEncoding::Identity => "identity",
+            AcceptEncoding::Gzip => "gzip",
+        }
+    }
+
+    /// The header line the requests carry (with CRLF), if any.
+    pub(crate) fn header_line(self) -> &'static [u8] {
+        match self {
+            AcceptEncoding::None => b"",
+            AcceptEncoding::Identity => b"Accept-Encoding: identity\r\n",
+            AcceptEncoding::Gzip => b"Accept-Encoding: gzip\r\n",
+        }
+    }
+}
+
+impl std::str::FromStr for AcceptEncoding {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            AcceptEncoding::Gzip,
+            AcceptEncoding::Identity,
+            AcceptEncoding::None,
+        ]
+        .into_iter()
+        .find(|a| a.name().eq_ignore_ascii_case(s.trim()))
+        .ok_or_else(|| format!("unknown value {s:?} (known: gzip, identity, none)"))
+    }
+}
+
 /// Everything a run needs. Build it with [`LoadConfig::new`] and set the public fields.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoadConfig {
@@ -136,8 +184,11 @@ pub struct LoadConfig {
     pub seed: u64,
     /// Show progress on stderr (a bar on a terminal, a line every 5 s otherwise).
     pub progress: bool,
-    /// Largest HTML body kept for parsing (bytes beyond it are counted, not parsed).
+    /// Largest HTML body kept for parsing (bytes beyond it are counted, not parsed); with gzip,
+    /// a limit on the decoded bytes.
     pub max_html_bytes: usize,
+    /// The `Accept-Encoding` the requests carry (default: none, no header).
+    pub accept_encoding: AcceptEncoding,
 }
 
 impl LoadConfig {
@@ -163,6 +214,7 @@ impl LoadConfig {
             seed: 1,
             progress: false,
             max_html_bytes: 4 << 20,
+            accept_encoding: AcceptEncoding::None,
         }
     }
 
@@ -425,6 +477,24 @@ mod tests {
         assert!(parse_rate("0").is_err());
         assert!(parse_rate("10 furlongs").is_err());
         assert_eq!(parse_size("16KiB").unwrap(), 16384);
+    }
+
+    #[test]
+    fn accept_encodings() {
+        assert_eq!("gzip".parse(), Ok(AcceptEncoding::Gzip));
+        assert_eq!("GZIP".parse(), Ok(AcceptEncoding::Gzip));
+        assert_eq!("identity".parse(), Ok(AcceptEncoding::Identity));
+        assert_eq!("none".parse(), Ok(AcceptEncoding::None));
+        let e = "br".parse::<AcceptEncoding>().unwrap_err();
+        assert!(
+            e.contains("\"br\"") && e.contains("gzip, identity, none"),
+            "{e}"
+        );
+        assert_eq!(AcceptEncoding::default(), AcceptEncoding::None);
+        assert_eq!(
+            LoadConfig::new("http://h/").accept_encoding,
+            AcceptEncoding::None
+        );
     }
 
     #[test]

@@ -34,8 +34,8 @@ pub mod trace;
 
 pub use client::ErrorKind;
 pub use config::{
-    expand_url, parse_duration, parse_rate, parse_size, Arrival, ConnMode, LoadConfig, RandomDist,
-    ThinkDist,
+    expand_url, parse_duration, parse_rate, parse_size, AcceptEncoding, Arrival, ConnMode,
+    LoadConfig, RandomDist, ThinkDist,
 };
 pub use report::{PageRecord, Report, Stats, Summary};
 pub use run::{run, run_blocking};

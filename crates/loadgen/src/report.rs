@@ -28,8 +28,11 @@ pub struct PageRecord {
     pub t1_ms: Option<f64>,
     /// All embedded objects done (= t1 without objects); None if any request failed.
     pub t2_ms: Option<f64>,
-    /// Body bytes of the HTML and all its objects.
+    /// Body bytes of the HTML and all its objects, as received (compressed if gzip-encoded).
     pub bytes: u64,
+    /// The same bytes after content decoding (= `bytes` when nothing was gzip-encoded). Not
+    /// in pages.csv (whose columns stay as they were); summed into summary.json.
+    pub bytes_decoded: u64,
     /// Status of the HTML response (0: none).
     pub status: u16,
     /// Requests made for this page.
@@ -51,6 +54,7 @@ impl PageRecord {
             t1_ms: None,
             t2_ms: None,
             bytes: 0,
+            bytes_decoded: 0,
             status: 0,
             requests: 0,
             failed_requests: 0,
@@ -132,8 +136,13 @@ pub struct Summary {
     pub requests: u64,
     /// Failed requests.
     pub request_errors: u64,
-    /// Body bytes received.
+    /// Body bytes received, as on the wire (after de-chunking, before content decoding:
+    /// compressed bytes when responses were gzip-encoded). Completed requests only.
     pub bytes: u64,
+    /// Body bytes after content decoding (gunzipped; = `bytes` when nothing was
+    /// gzip-encoded). Absent in summaries written before it existed (reads as 0).
+    #[serde(default)]
+    pub bytes_decoded: u64,
     /// Run length: start to the last page's end (s).
     pub duration_s: f64,
     /// Arrival mode.
@@ -165,10 +174,12 @@ impl Report {
         let mut errors_by_kind = BTreeMap::new();
         let mut status = BTreeMap::new();
         let (mut requests, mut request_errors, mut bytes, mut errors) = (0u64, 0u64, 0u64, 0u64);
+        let mut bytes_decoded = 0u64;
         for p in &pages {
             requests += u64::from(p.requests - p.failed_requests);
             request_errors += u64::from(p.failed_requests);
             bytes += p.bytes;
+            bytes_decoded += p.bytes_decoded;
             if let Some(k) = p.error_kind {
                 errors += 1;
                 *errors_by_kind.entry(k.name().to_string()).or_insert(0) += 1;
@@ -190,6 +201,7 @@ impl Report {
             requests,
             request_errors,
             bytes,
+            bytes_decoded,
             duration_s: secs,
             mode: config.arrival.name().to_string(),
             errors_by_kind,
@@ -271,6 +283,16 @@ impl Report {
             s.bytes as f64 / 1e6,
             s.duration_s
         );
+        if s.bytes_decoded != s.bytes {
+            let _ = writeln!(
+                o,
+                "content decoded: {:.2} MB from {:.2} MB received ({}: {:.2}x)",
+                s.bytes_decoded as f64 / 1e6,
+                s.bytes as f64 / 1e6,
+                c.accept_encoding.name(),
+                s.bytes_decoded as f64 / (s.bytes.max(1)) as f64
+            );
+        }
         let _ = writeln!(
             o,
             "{:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",

@@ -157,7 +157,7 @@ fn page_target(ctx: &Ctx, b: &Browser, url: Option<&str>) -> Result<Target, Fetc
         None => expand_url(&ctx.cfg.url_pattern, b.id, n)
             .map_err(|e| FetchError::new(ErrorKind::Unsupported, e.to_string()))?,
     };
-    Target::new(url, ctx.cfg.conn_mode)
+    Target::new(url, ctx.cfg.conn_mode, ctx.cfg.accept_encoding)
 }
 
 fn failed_page(ctx: &Ctx, browser: usize, t0: Instant, e: FetchError) -> PageRecord {
@@ -291,7 +291,7 @@ async fn run_rate(ctx: &Arc<Ctx>, rate: f64, conns: usize) -> Vec<PageRecord> {
             let target_for = |page: u64| {
                 expand_url(&ctx.cfg.url_pattern, c, page)
                     .map_err(|e| FetchError::new(ErrorKind::Unsupported, e.to_string()))
-                    .and_then(|u| Target::new(u, ctx.cfg.conn_mode))
+                    .and_then(|u| Target::new(u, ctx.cfg.conn_mode, ctx.cfg.accept_encoding))
             };
             let per_request = ctx.cfg.url_pattern.contains("{page}");
             let mut target = match target_for(0) {
@@ -354,6 +354,7 @@ async fn run_rate(ctx: &Arc<Ctx>, rate: f64, conns: usize) -> Vec<PageRecord> {
                         rec.t2_ms = rec.t1_ms;
                         rec.status = r.status;
                         rec.bytes = r.body_len;
+                        rec.bytes_decoded = r.decoded_len;
                         if r.status >= 400 {
                             rec.note_error(ErrorKind::Status, format!("status {}", r.status));
                         }
