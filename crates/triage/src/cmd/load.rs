@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 
 use super::UsageError;
-use loadgen::{Arrival, ConnMode, LoadConfig, RandomDist, ThinkDist};
+use loadgen::{AcceptEncoding, Arrival, ConnMode, LoadConfig, RandomDist, ThinkDist};
 
 /// Arrival mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -104,6 +104,13 @@ pub struct Args {
     /// Fetch only the URL (no HTML parsing, no embedded objects).
     #[arg(long)]
     plain: bool,
+    /// Content coding the requests accept: `gzip` sends `Accept-Encoding: gzip` and decodes gzip
+    /// responses (HTML for scraping; summary.json `bytes` stays the bytes received,
+    /// `bytes_decoded` the content); `identity` sends `Accept-Encoding: identity`; `none` sends
+    /// no header, like wrk. A response in a coding not accepted is an `encoding` error, a
+    /// corrupt gzip body a `decode` error.
+    #[arg(long, value_name = "gzip|identity|none", default_value = "none")]
+    accept_encoding: String,
     /// Per-connection read rate (slow link), e.g. 10Mbit or 200KB/s.
     #[arg(long, value_parser = rate)]
     throttle: Option<f64>,
@@ -241,6 +248,10 @@ fn config(a: &Args) -> anyhow::Result<LoadConfig> {
         Connection::Close => ConnMode::Close,
     };
     cfg.plain = a.plain;
+    cfg.accept_encoding = a
+        .accept_encoding
+        .parse::<AcceptEncoding>()
+        .map_err(|e| usage(format!("--accept-encoding: {e}")))?;
     cfg.throttle_bps = a.throttle;
     cfg.rcvbuf = a.rcvbuf;
     cfg.max_pages = a.pages;
@@ -351,6 +362,29 @@ mod tests {
         );
         assert!(usage_err(&["http://h/", "-k", "0"]).contains("parallel"));
         assert!(usage_err(&["http://h/", "--pages", "0"]).contains("count"));
+    }
+
+    #[test]
+    fn accept_encoding_flag() {
+        let e = usage_err(&["http://h/", "--accept-encoding", "br"]);
+        assert!(
+            e.contains("--accept-encoding") && e.contains("\"br\"") && e.contains("gzip"),
+            "{e}"
+        );
+        let enc = |args: &[&str]| config(&parse(args).unwrap()).unwrap().accept_encoding;
+        assert_eq!(enc(&["http://h/"]), AcceptEncoding::None);
+        assert_eq!(
+            enc(&["http://h/", "--accept-encoding", "gzip"]),
+            AcceptEncoding::Gzip
+        );
+        assert_eq!(
+            enc(&["http://h/", "--accept-encoding", "identity"]),
+            AcceptEncoding::Identity
+        );
+        assert_eq!(
+            enc(&["http://h/", "--accept-encoding", "none"]),
+            AcceptEncoding::None
+        );
     }
 
     #[test]
