@@ -120,6 +120,9 @@ pub struct Config {
 
     /// `false` bypasses the gate entirely (benchmark baseline).
     pub gate: bool,
+    /// Collect scheduling rounds so the policy chooses among every worker ready at once
+    /// (see `gate.rs`); `false` grants a free slot to the first worker to ask.
+    pub rounds: bool,
     /// CPU slots; `None` = CPUs this process may run on.
     pub slots: Option<usize>,
     /// Runtime threads; `None` = as many as slots (1 = single-threaded runtime).
@@ -178,6 +181,7 @@ impl Default for Config {
             period: Duration::from_millis(500),
             starvation_bound: Some(Duration::from_millis(200)),
             gate: true,
+            rounds: true,
             slots: None,
             threads: None,
             workers: 64,

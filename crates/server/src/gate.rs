@@ -10,9 +10,19 @@
 //! connection, and a worker that waited long becomes ready after a long wait (seed 001
 //! characteristic 1).
 //!
-//! Fast path: when a slot is free and the queue empty, acquiring is one uncontended lock and
-//! two `Sched` transitions; nothing is allocated per burst (the `Vec` returned by
-//! `Sched::wait` only allocates when it starts another worker).
+//! **Scheduling rounds** (on by default, [`Gate::with_rounds`]). A runtime thread runs one task
+//! at a time, so if a free slot went to the first worker to ask, the gate would never see two
+//! workers ready at once: with one thread per slot every burst would end before the next worker
+//! asks, and the real ready queue would be the runtime's (FIFO). Instead, a worker that finds the
+//! gate idle opens a round: it joins the queue ([`Sched::enqueue`]) and yields once, so that
+//! every task the runtime has ready runs and joins the queue too; when the opener is polled
+//! again it ends the round ([`Sched::poll`]) and the policy chooses who runs among all of them.
+//! Under contention the queue then stays non-empty and each released slot goes to the policy's
+//! choice at once. The cost is one extra poll of the opener per idle-to-busy transition.
+//!
+//! Fast path without rounds: when a slot is free and the queue empty, acquiring is one
+//! uncontended lock and two `Sched` transitions; nothing is allocated per burst (the `Vec`
+//! returned by `Sched::wait` only allocates when it starts another worker).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -20,7 +30,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+
+/// The gate's clock: tokio's, so that tests can pause and advance it (outside a paused runtime
+/// it is the monotonic clock).
+type Clock = tokio::time::Instant;
 
 use policy::{Event, Grant, Hints, Sched, Snapshot, WorkerId};
 
@@ -55,7 +68,8 @@ struct Inner {
 /// See the module docs.
 pub struct Gate {
     enabled: bool,
-    epoch: Instant,
+    rounds: bool,
+    epoch: Clock,
     slots: usize,
     inner: Mutex<Inner>,
     boost_nice: Option<i32>,
@@ -63,8 +77,10 @@ pub struct Gate {
     next_worker: AtomicU64,
     /// Bursts run (permits granted).
     pub bursts: AtomicU64,
-    /// Bursts that had to wait in the ready queue.
+    /// Bursts that had to wait in the ready queue (round openers not counted).
     pub queued_bursts: AtomicU64,
+    /// Scheduling rounds opened (see the module docs).
+    pub rounds_opened: AtomicU64,
     /// Boost calls that failed (no permission...).
     pub boost_errors: AtomicU64,
     pub samples: Samples,
@@ -77,6 +93,7 @@ impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gate")
             .field("enabled", &self.enabled)
+            .field("rounds", &self.rounds)
             .field("slots", &self.slots)
             .finish()
     }
@@ -88,7 +105,8 @@ impl Gate {
     pub fn new(sched: Sched, enabled: bool, boost_nice: Option<i32>) -> Self {
         Self {
             enabled,
-            epoch: Instant::now(),
+            rounds: true,
+            epoch: Clock::now(),
             slots: sched.slots(),
             inner: Mutex::new(Inner {
                 sched,
@@ -99,10 +117,23 @@ impl Gate {
             next_worker: AtomicU64::new(1),
             bursts: AtomicU64::new(0),
             queued_bursts: AtomicU64::new(0),
+            rounds_opened: AtomicU64::new(0),
             boost_errors: AtomicU64::new(0),
             samples: Samples::default(),
             account: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Collect scheduling rounds (`true`, the default) or grant a free slot to the first worker
+    /// to ask (`false`). See the module docs.
+    pub fn with_rounds(mut self, rounds: bool) -> Self {
+        self.rounds = rounds;
+        self
+    }
+
+    /// Whether the gate collects scheduling rounds.
+    pub fn rounds(&self) -> bool {
+        self.rounds
     }
 
     /// Charge every burst's thread CPU time to its container in `account` (resource
@@ -207,24 +238,49 @@ impl Gate {
         let mut g = self.lock();
         let marked;
         if state.queued {
+            let mut others = Vec::new();
+            if std::mem::take(&mut state.round) {
+                // End the round this worker opened: the policy chooses among all who joined.
+                for s in g.sched.poll(now) {
+                    let Some(w) = g.wake.get_mut(s as usize) else {
+                        continue;
+                    };
+                    w.granted = true;
+                    if s != worker {
+                        others.extend(w.waker.take());
+                    }
+                }
+            }
             let w = &mut g.wake[worker as usize];
-            if !w.granted {
+            let granted = std::mem::take(&mut w.granted);
+            if granted {
+                w.waker = None;
+                state.queued = false;
+            } else {
                 match &mut w.waker {
                     Some(old) if old.will_wake(cx.waker()) => {}
                     slot => *slot = Some(cx.waker().clone()),
                 }
+            }
+            marked = granted && self.boost_nice.is_some() && g.sched.marked(worker);
+            drop(g);
+            others.into_iter().for_each(Waker::wake);
+            if !granted {
                 return Poll::Pending;
             }
-            w.granted = false;
-            w.waker = None;
-            state.queued = false;
-            marked = self.boost_nice.is_some() && g.sched.marked(worker);
+            return self.granted(worker, hints, marked);
         } else {
             if g.wake.len() <= worker as usize {
                 let n = (worker as usize + 1).max(g.wake.len() * 2);
                 g.wake.resize_with(n, Wake::default);
             }
-            match g.sched.ready(worker, now, hints) {
+            let open_round = self.rounds && g.sched.busy() < self.slots && g.sched.queued() == 0;
+            let grant = if open_round {
+                g.sched.enqueue(worker, now, hints)
+            } else {
+                g.sched.ready(worker, now, hints)
+            };
+            match grant {
                 Grant::RunNow => {
                     marked = self.boost_nice.is_some() && g.sched.marked(worker);
                 }
@@ -233,12 +289,25 @@ impl Gate {
                     w.granted = false;
                     w.waker = Some(cx.waker().clone());
                     state.queued = true;
-                    self.queued_bursts.fetch_add(1, Relaxed);
+                    drop(g);
+                    if open_round {
+                        state.round = true;
+                        self.rounds_opened.fetch_add(1, Relaxed);
+                        // Yield: back of the runtime's queue, behind every task ready now.
+                        cx.waker().wake_by_ref();
+                    } else {
+                        self.queued_bursts.fetch_add(1, Relaxed);
+                    }
                     return Poll::Pending;
                 }
             }
         }
         drop(g);
+        self.granted(worker, hints, marked)
+    }
+
+    /// The permit of a worker that now holds a slot (the lock released).
+    fn granted(&self, worker: WorkerId, hints: &Hints, marked: bool) -> Poll<Permit<'_>> {
         self.bursts.fetch_add(1, Relaxed);
         let boost = match (marked, self.boost_nice) {
             (true, Some(nice)) => match os::prio::NiceGuard::raise_current(nice) {
@@ -269,6 +338,8 @@ impl Gate {
             return;
         }
         state.queued = false;
+        // An unfinished round ends here: `wait` below fills the free slots from the queue.
+        state.round = false;
         let now = self.now();
         let mut g = self.lock();
         let w = &mut g.wake[worker as usize];
@@ -363,6 +434,8 @@ impl Gate {
 #[derive(Debug, Default)]
 pub struct AcquireState {
     queued: bool,
+    /// This worker opened a scheduling round and ends it when polled again.
+    round: bool,
 }
 
 impl AcquireState {
@@ -492,6 +565,73 @@ mod tests {
         assert_eq!(waits, 4); // registration + one per burst
     }
 
+    /// Three workers ask for the slot in one runtime tick: S1 and S2 had just run a burst (a
+    /// short wait: POS demotes them with RW = 1), L had waited longer than SLP. Each holds its
+    /// permit only synchronously, as the server's bursts do. Returns the order they ran in.
+    async fn round_order(rounds: bool) -> Vec<WorkerId> {
+        let cfg = PolicyConfig {
+            slp: policy::Tunable::Fixed(50_000_000),
+            rw: policy::Tunable::Fixed(1),
+            starvation_bound: None,
+            ..PolicyConfig::default()
+        };
+        let p = policy::build("pos", &cfg).unwrap();
+        let g = Arc::new(Gate::new(Sched::new(1, p), true, None).with_rounds(rounds));
+        let (s1, s2, l) = (g.checkout(), g.checkout(), g.checkout());
+        tokio::time::advance(std::time::Duration::from_millis(100)).await;
+        for s in [s1, s2] {
+            drop(g.acquire(s, Hints::default()).await);
+        }
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let tasks: Vec<_> = [s1, s2, l]
+            .into_iter()
+            .map(|w| {
+                let (g, ran) = (g.clone(), ran.clone());
+                tokio::spawn(async move {
+                    let p = g.acquire(w, Hints::default()).await;
+                    ran.lock().unwrap().push(p.worker());
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.queued), (0, 0), "the gate ends idle");
+        let order = ran.lock().unwrap().clone();
+        order
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_lets_pos_serve_the_long_waiter_first() {
+        // Without rounds the first to ask runs at once and the gate never has a queue.
+        assert_eq!(round_order(false).await, vec![1, 2, 3]);
+        // With rounds the policy sees all three and serves L (marked) first, then FIFO.
+        assert_eq!(round_order(true).await, vec![3, 1, 2]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_a_round_opener_hands_the_slot_on() {
+        let g = gate(1);
+        let (a, b) = (g.checkout(), g.checkout());
+        let mut fa = Box::pin(g.acquire(a, Hints::default()));
+        assert!(
+            futures_util::poll!(fa.as_mut()).is_pending(),
+            "a opens a round"
+        );
+        assert_eq!(g.rounds_opened.load(Relaxed), 1);
+        let mut fb = Box::pin(g.acquire(b, Hints::default()));
+        assert!(futures_util::poll!(fb.as_mut()).is_pending(), "b joins it");
+        assert_eq!((g.snapshot().busy, g.snapshot().queued), (0, 2));
+        drop(fa);
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.queued), (1, 0), "b got the slot");
+        let p = fb.await;
+        assert_eq!(p.worker(), b);
+        drop(p);
+        assert_eq!(g.snapshot().busy, 0);
+    }
+
     #[test]
     fn pool_is_fifo() {
         let g = gate(1);
@@ -512,7 +652,7 @@ mod tests {
             ..PolicyConfig::default()
         };
         let p = policy::build("pos", &cfg).unwrap();
-        let g = Gate::new(Sched::new(1, p), true, Some(-5));
+        let g = Gate::new(Sched::new(1, p), true, Some(-5)).with_rounds(false);
         let w = g.checkout();
         std::thread::sleep(std::time::Duration::from_millis(2));
         let tid = os::prio::current_tid();
@@ -540,30 +680,45 @@ mod tests {
     #[ignore = "measurement: cargo test -p server --release --lib -- --ignored --nocapture fast_path"]
     fn fast_path_cost() {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        for name in ["fifo", "pos", "content"] {
-            for log in [false, true] {
+        for (name, log, rounds) in [
+            ("fifo", false, false),
+            ("fifo", false, true),
+            ("pos", false, false),
+            ("pos", false, true),
+            ("pos", true, true),
+            ("content", false, true),
+        ] {
+            {
                 let p = policy::build(name, &PolicyConfig::default()).unwrap();
                 let mut sched = Sched::new(1, p);
                 if log {
                     sched = sched.with_log();
                 }
-                let g = Gate::new(sched, true, None);
+                let g = Gate::new(sched, true, None).with_rounds(rounds);
                 let w = g.checkout();
                 let n = 1_000_000;
-                let t0 = Instant::now();
+                let t0 = std::time::Instant::now();
                 for _ in 0..n {
                     let mut st = AcquireState::default();
-                    match g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) {
-                        Poll::Ready(p) => drop(p),
-                        Poll::Pending => panic!("uncontended acquire queued"),
-                    }
+                    // With rounds the first poll opens one and the second ends it.
+                    let permit = loop {
+                        if let Poll::Ready(p) =
+                            g.poll_acquire(&mut st, w, &Hints::default(), &mut cx)
+                        {
+                            break p;
+                        }
+                        assert!(rounds, "uncontended acquire queued");
+                    };
+                    drop(permit);
                     if log && g.lock().sched.queued() == 0 {
                         // Keep the log from growing without bound, as the server's drain does.
                         let _ = g.drain_log();
                     }
                 }
                 let ns = t0.elapsed().as_nanos() as f64 / n as f64;
-                eprintln!("gate fast path: policy {name:<8} log {log:<5}: {ns:.0} ns per burst");
+                eprintln!(
+                    "gate fast path: policy {name:<8} log {log:<5} rounds {rounds:<5}: {ns:.0} ns per burst"
+                );
             }
         }
     }

@@ -157,6 +157,12 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
         gate.queued_bursts.load(Relaxed)
     );
     metric!(
+        "triage_rounds_total",
+        "counter",
+        "Scheduling rounds opened (an idle gate collecting every worker ready at once).",
+        gate.rounds_opened.load(Relaxed)
+    );
+    metric!(
         "triage_boost_errors_total",
         "counter",
         "Kernel priority changes that failed.",

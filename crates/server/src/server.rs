@@ -319,7 +319,7 @@ impl Server {
             None => None,
         };
         let boost = (cfg.boost == Boost::Nice).then_some(cfg.boost_nice);
-        let gate = Arc::new(Gate::new(sched, cfg.gate, boost));
+        let gate = Arc::new(Gate::new(sched, cfg.gate, boost).with_rounds(cfg.rounds));
         gate.prefork(cfg.workers);
         let access_log = match &cfg.access_log {
             Some(p) => Some(AccessLog::create(p).map_err(|err| ServerError::Log {
