@@ -11,6 +11,13 @@
 //! [`Cpu::ready`]; when it is done, [`Cpu::handle`] returns the worker and the model either
 //! blocks it ([`Cpu::block`]), gives it more work without blocking ([`Cpu::extend`]) or ends it
 //! ([`Cpu::exit`]).
+//!
+//! **Interrupts** ([`Cpu::interrupt`]): kernel work done at interrupt level (a packet sent or an
+//! ACK received by the network driver, a disk transfer done by programmed I/O) belongs to no
+//! worker and is not ordered by the policy. On a uniprocessor it delays whatever runs: the
+//! running worker's burst ends that much later; if the slot is idle or held by a background
+//! worker (the hog), the CPU is busy with the interrupt until it is done and a worker dispatched
+//! meanwhile starts only then. With more than one slot, an idle slot absorbs it (approximate).
 
 use policy::{Grant, Hints, Nanos, Sched, WorkerId};
 
@@ -53,6 +60,14 @@ pub struct Cpu {
     last: Option<WorkerId>,
     /// Workers that never run while another worker is ready (see [`Cpu::set_background`]).
     background: Vec<WorkerId>,
+    /// The CPU is busy with interrupt work until then (idle slot or background worker).
+    irq_until: Nanos,
+    /// Interrupt work so far.
+    irq_ns: u64,
+    /// Interrupt work done while no worker held the slot (counted in [`Cpu::busy_ns`]).
+    irq_idle_ns: u64,
+    /// Of the interrupt work still pending (`irq_until`), what was counted in `irq_idle_ns`.
+    irq_idle_pending: Nanos,
 }
 
 impl Cpu {
@@ -72,6 +87,10 @@ impl Cpu {
             switches: 0,
             last: None,
             background: Vec::new(),
+            irq_until: 0,
+            irq_ns: 0,
+            irq_idle_ns: 0,
+            irq_idle_pending: 0,
         }
     }
 
@@ -79,9 +98,76 @@ impl Cpu {
         &self.sched
     }
 
-    /// CPU time consumed so far (all slots).
+    /// CPU time consumed so far (all slots), interrupts included.
     pub fn busy_ns(&self) -> u64 {
-        self.busy_ns
+        self.busy_ns + self.irq_idle_ns
+    }
+
+    /// Interrupt work so far ([`Cpu::interrupt`]).
+    pub fn irq_ns(&self) -> u64 {
+        self.irq_ns
+    }
+
+    /// Whether the CPU is doing work other than a background worker's at `now`: a
+    /// non-background worker holds a slot, or interrupt work is in progress.
+    pub fn busy_foreground(&self, now: Nanos) -> bool {
+        self.irq_until > now || self.run.keys().any(|w| !self.background.contains(w))
+    }
+
+    /// Background workers sitting in the ready queue.
+    pub fn background_queued(&self) -> usize {
+        self.background
+            .iter()
+            .filter(|w| self.sched.state(**w) == Some(policy::State::Ready))
+            .count()
+    }
+
+    /// Interrupt-level work of `cost` now (see the module docs).
+    pub fn interrupt<E: From<CpuEv>>(&mut self, cost: Nanos, eng: &mut Engine<E>) {
+        if cost == 0 {
+            return;
+        }
+        let now = eng.now();
+        self.irq_ns += cost;
+        let slots = self.sched.slots();
+        let victim = if self.run.len() < slots {
+            None
+        } else {
+            // The lowest-numbered running worker (deterministic), unless it is background.
+            self.run
+                .keys()
+                .copied()
+                .min()
+                .filter(|w| !self.background.contains(w))
+        };
+        match victim {
+            Some(w) => {
+                self.gen += 1;
+                let gen = self.gen;
+                if let Some(r) = self.run.get_mut(&w) {
+                    r.left = r.left.saturating_add(cost);
+                    r.slice_end = r.slice_end.saturating_add(cost);
+                    r.gen = gen;
+                    let at = r.since.saturating_add(r.left).min(r.slice_end).max(now);
+                    eng.at(at, CpuEv::Slice { w, gen }.into());
+                }
+            }
+            None => {
+                if self.run.len() < slots {
+                    self.irq_idle_ns += cost;
+                    if !self.run.is_empty() {
+                        // An idle slot of a multiprocessor takes it.
+                        return;
+                    }
+                    if self.irq_until <= now {
+                        self.irq_idle_pending = 0;
+                    }
+                    self.irq_idle_pending += cost;
+                }
+                // Idle, or the background worker loses the time.
+                self.irq_until = self.irq_until.max(now).saturating_add(cost);
+            }
+        }
     }
 
     /// CPU time `w` consumed so far (completed slices).
@@ -154,7 +240,20 @@ impl Cpu {
 
     fn dispatch<E: From<CpuEv>>(&mut self, w: WorkerId, eng: &mut Engine<E>) {
         let now = eng.now();
-        let left = self.pending.remove(&w).unwrap_or(0);
+        let mut left = self.pending.remove(&w).unwrap_or(0);
+        // Interrupt work in progress runs first: the worker holds the slot but starts after it.
+        let delay = if self.background.contains(&w) {
+            0
+        } else {
+            self.irq_until.saturating_sub(now)
+        };
+        if delay > 0 {
+            left = left.saturating_add(delay);
+            self.irq_until = now;
+            // Charged as this worker's run time from now on: do not count it twice.
+            self.irq_idle_ns -= delay.min(self.irq_idle_pending);
+            self.irq_idle_pending = 0;
+        }
         if self.last.is_some_and(|l| l != w) {
             self.switches += 1;
         }
@@ -163,7 +262,7 @@ impl Cpu {
         let r = Running {
             left,
             since: now,
-            slice_end: now.saturating_add(self.quantum),
+            slice_end: now.saturating_add(delay).saturating_add(self.quantum),
             gen: self.gen,
         };
         self.run.insert(w, r);
@@ -353,6 +452,49 @@ mod tests {
             }
             assert_eq!(done2, Some(expect), "background {background}");
         }
+    }
+
+    #[test]
+    fn interrupts_delay_the_running_worker_or_the_next_dispatch() {
+        // Running worker: its burst ends that much later.
+        let mut c = cpu("fifo", 100 * MS);
+        let mut e = Engine::new();
+        c.ready(1, 10 * MS, &mut e);
+        c.interrupt(3 * MS, &mut e);
+        assert_eq!(finish(&mut c, &mut e), vec![(1, 13 * MS)]);
+        assert_eq!((c.busy_ns(), c.irq_ns()), (13 * MS, 3 * MS));
+        // Idle CPU: a worker woken during the interrupt starts when it is done.
+        let mut c = cpu("fifo", 100 * MS);
+        let mut e: Engine<CpuEv> = Engine::new();
+        c.interrupt(3 * MS, &mut e);
+        assert!(c.busy_foreground(0) && !c.busy_foreground(3 * MS));
+        c.ready(1, 10 * MS, &mut e);
+        assert_eq!(finish(&mut c, &mut e), vec![(1, 13 * MS)]);
+        assert_eq!(c.busy_ns(), 13 * MS, "the interrupt is not counted twice");
+        // A background worker holding the CPU absorbs it, but a worker preempting it waits.
+        let mut c = cpu("fifo", 100 * MS);
+        let mut e: Engine<CpuEv> = Engine::new();
+        c.set_background(9);
+        c.ready(9, 10 * SEC, &mut e);
+        c.interrupt(3 * MS, &mut e);
+        c.ready(1, 10 * MS, &mut e);
+        assert!(c.preempt_now(9, &mut e));
+        let mut done1 = None;
+        while let Some((t, ev)) = e.pop() {
+            if let Some(w) = c.handle(ev, &mut e) {
+                if w == 1 {
+                    done1 = Some(t);
+                    break;
+                }
+                c.block(w, &mut e);
+            }
+        }
+        assert_eq!(done1, Some(13 * MS));
+        // Zero cost: nothing happens.
+        let mut c = cpu("fifo", 100 * MS);
+        let mut e: Engine<CpuEv> = Engine::new();
+        c.interrupt(0, &mut e);
+        assert!(!c.busy_foreground(0));
     }
 
     #[test]

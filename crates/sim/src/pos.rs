@@ -119,8 +119,19 @@ pub struct VariantResult {
     pub slp_end: Option<f64>,
     pub rw_end: Option<u32>,
     pub cpu_util: f64,
-    /// CPU used by the server processes (hog excluded).
+    /// CPU used by the server processes' bursts (hog and interrupts excluded).
     pub server_cpu_util: f64,
+    /// CPU used at interrupt level (packets, disk transfers).
+    pub irq_util: f64,
+    /// 10 ms samples taken while connections were open (bursts), summed over the trials.
+    pub burst_samples: u64,
+    /// Fraction of those samples with the CPU busy with server work (processes or
+    /// interrupts; the hog excluded).
+    pub burst_pl: f64,
+    /// Mean number of server processes in the ready queue over those samples (hog excluded).
+    pub burst_lrq: f64,
+    /// Where the HTML requests' t1 went (mean seconds, averaged over the trials).
+    pub t1_parts: web::T1Parts,
     pub disk_util: f64,
     pub link_util: f64,
     pub events: u64,
@@ -401,6 +412,30 @@ fn summarize(var: &Variant, runs: &[WebResult]) -> VariantResult {
         rw_end: last.and_then(|r| r.stats.rw),
         cpu_util: mean(|r| r.cpu_util),
         server_cpu_util: mean(|r| r.server_cpu_util),
+        irq_util: mean(|r| r.irq_util),
+        t1_parts: {
+            let n = runs.len().max(1) as f64;
+            let avg = |f: fn(&web::T1Parts) -> f64| {
+                round(runs.iter().map(|r| f(&r.t1_parts)).sum::<f64>() / n, 4)
+            };
+            web::T1Parts {
+                connect: avg(|p| p.connect),
+                listen: avg(|p| p.listen),
+                cpu: avg(|p| p.cpu),
+                cpu_own: avg(|p| p.cpu_own),
+                disk: avg(|p| p.disk),
+                link: avg(|p| p.link),
+            }
+        },
+        burst_samples: total(|r| r.burst_samples),
+        burst_pl: {
+            let n = total(|r| r.burst_samples).max(1) as f64;
+            round(total(|r| r.burst_pl) as f64 / n, 3)
+        },
+        burst_lrq: {
+            let n = total(|r| r.burst_samples).max(1) as f64;
+            round(total(|r| r.burst_lrq) as f64 / n, 2)
+        },
         disk_util: mean(|r| r.disk_util),
         link_util: mean(|r| r.link_util),
         events: total(|r| r.events),
@@ -531,29 +566,30 @@ fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
         _ => {}
     }
     if let Some(v) = find(e, "timesharing") {
-        let lrq = if v.samples == 0 {
-            0.0
-        } else {
-            v.lrq as f64 / v.samples as f64
-        };
+        let p = v.t1_parts;
         n.push(format!(
-            "why the numbers differ from the paper: POS only reorders the CPU ready queue. Here \
-             the server processes use {:.1}% of the CPU over a trial and the ready queue holds \
-             {lrq:.2} processes on average{}; t1 is made of connection setup, a {:.1} ms disk \
-             read per file on one FIFO disk (buffer cache disabled, as in the paper) and the \
-             10 Mb/s link, which POS does not reorder. With a CPU-bound server and text landing \
-             while images are in flight, POS does what the paper reports (docs/sim.md: e.g. \
-             --cpu-mhz 30 --jitter-ms 1000 --pool 50,50,100,150).",
-            v.server_cpu_util * 100.0,
-            if e.hog { " (the hog included)" } else { "" },
-            cfg.base.disk.file_time(cfg.base.page.html) as f64 / 1e6,
+            "where t1 goes (timesharing, mean per HTML request): connect {:.1} ms, listen queue \
+             {:.1} ms (waiting for a free Apache process), CPU {:.1} ms (of which {:.1} ms its \
+             own work, the rest ready-queue wait and interrupts), disk {:.1} ms (no buffer \
+             cache), link {:.1} ms. During bursts the CPU is busy with server work {:.0}% of the \
+             samples and {:.2} server processes wait in the ready queue on average; POS only \
+             reorders that queue, so it can save at most the CPU wait.",
+            p.connect * 1e3,
+            p.listen * 1e3,
+            p.cpu * 1e3,
+            p.cpu_own * 1e3,
+            p.disk * 1e3,
+            p.link * 1e3,
+            v.burst_pl * 100.0,
+            v.burst_lrq,
         ));
         n.push(format!(
             "utilisation over a trial (timesharing, {} browsers): CPU {:.1}% (server processes \
-             {:.1}%), disk {:.1}%, link {:.1}%",
+             {:.1}%, interrupts {:.1}%), disk {:.1}%, link {:.1}%",
             e.browsers,
             v.cpu_util * 100.0,
             v.server_cpu_util * 100.0,
+            v.irq_util * 100.0,
             v.disk_util * 100.0,
             v.link_util * 100.0
         ));
@@ -632,19 +668,40 @@ impl PosResult {
                 );
             }
             s += &format!(
-                "{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>6}\n",
-                "(10 ms samples)", "PL", "LRQ", "promoted", "demoted", "SLP(s)", "RW"
+                "{:<20} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>8} {:>6}\n",
+                "(10 ms samples)",
+                "PL",
+                "LRQ",
+                "burst PL",
+                "burst LRQ",
+                "promoted",
+                "demoted",
+                "SLP(s)",
+                "RW"
             );
             for v in &e.variants {
                 s += &format!(
-                    "{:<20} {:>10} {:>10} {:>10} {:>10} {:>8} {:>6}\n",
+                    "{:<20} {:>10} {:>10} {:>9.3} {:>9.2} {:>10} {:>10} {:>8} {:>6}\n",
                     v.label,
                     v.pl,
                     v.lrq,
+                    v.burst_pl,
+                    v.burst_lrq,
                     v.promotions,
                     v.demotions,
                     v.slp_end.map_or("-".into(), |x| format!("{x:.3}")),
                     v.rw_end.map_or("-".into(), |x| x.to_string())
+                );
+            }
+            s += &format!(
+                "{:<20} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+                "t1 parts (s)", "connect", "listen", "cpu", "cpu own", "disk", "link"
+            );
+            for v in &e.variants {
+                let p = v.t1_parts;
+                s += &format!(
+                    "{:<20} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>8.4}\n",
+                    v.label, p.connect, p.listen, p.cpu, p.cpu_own, p.disk, p.link
                 );
             }
             s += "\n";

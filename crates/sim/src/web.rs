@@ -45,18 +45,52 @@ use crate::engine::Engine;
 use crate::link::{Link, LinkMode};
 use crate::SimError;
 
-/// CPU costs of the server, calibrated to a 233 MHz AMD-K6 running Apache 1.2.5 (see
-/// `docs/sim.md` for the derivation).
+/// CPU costs of the server: Apache 1.2.5 on a 233 MHz AMD-K6 under BSD/OS 2.1 (4.4BSD network
+/// stack), 10 Mb/s Ethernet, buffer cache disabled. Each figure, its source and how it was
+/// derived are in `docs/sim.md` ("CPU cost model"); in short:
+///
+/// - *process context* (a server process's burst, ordered by the policy): `accept`, `close`,
+///   `syscall`, `per_kib`;
+/// - *interrupt level* (no process, never reordered, delays whatever runs: [`Cpu::interrupt`]):
+///   `per_packet` and `nic_pio_per_kib` for every data packet on the wire, `disk_irq` and
+///   `disk_pio_per_kib` for every disk read.
+///
+/// Anchor: the LARD paper (seed 004; Pai et al., ASPLOS 1998, §4.1) measured 145 µs connection
+/// setup, 145 µs teardown and 40 µs per 512 B sent on a 300 MHz Pentium II (FreeBSD 2.2.5, a
+/// fast server, files in memory, bus-master NIC). Scaled by 300/233 that is 187 + 187 µs and
+/// 100 µs per KiB at 233 MHz. Everything else is an estimate (documented as such).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CpuCosts {
-    /// accept + read and parse the request + open/stat the file.
+    /// Per connection, when a process takes it: the kernel's three-way handshake and `accept`
+    /// (LARD setup, 187 µs at 233 MHz) plus Apache 1.2's user-level work and system calls:
+    /// accept serialization, reading and parsing the request, `directory_walk` (a `stat` per
+    /// path component, `.htaccess` probes), opening the file (estimate: about 0.9 ms; 1.1 ms in
+    /// all).
     pub accept: Nanos,
-    /// close + write the log entry.
+    /// Per connection, at the end: formatting and `write`-ing the log entry, `close`, the FIN
+    /// exchange (LARD teardown, 187 µs) and lingering close (estimate: 0.4 ms in all).
     pub close: Nanos,
-    /// Per read or write system call.
+    /// Per `read`/`write` system call (trap, file descriptor lookup, `uio` setup; estimate).
     pub syscall: Nanos,
-    /// Per KiB read from the disk buffer and written to the socket (copies, checksum, TCP/IP).
+    /// Per KiB read and written by the process: Apache 1.2 `read`s the file into a user buffer
+    /// (copyout) and `write`s it to the socket (copyin into mbuf clusters): two memory copies
+    /// at about 50 MB/s on a 66 MHz Socket-7 memory bus (estimate), 20 µs per KiB each.
     pub per_kib: Nanos,
+    /// Per data packet sent, at interrupt level: `tcp_output` with the checksum, `ip_output`,
+    /// `ether_output`, the driver, the transmit-complete interrupt, and half an ACK received
+    /// (delayed ACKs: one per two segments; interrupt, `ether_input`, `ipintr`, `tcp_input`).
+    /// Derived from the LARD paper's per-byte cost (100 µs per KiB at 233 MHz) minus the one
+    /// copy it includes (20 µs per KiB), times 1460 / 1024: 114 µs.
+    pub per_packet: Nanos,
+    /// Per KiB of frame moved between memory and the network card by the CPU (programmed I/O
+    /// of an ISA NE2000 / 3C509-class card, common on 1998 PCs; 0 for a bus-master card).
+    /// Estimate: 16-bit ISA I/O cycles of about 0.8 µs, 2.5 MB/s: 400 µs per KiB.
+    pub nic_pio_per_kib: Nanos,
+    /// Per disk request completed: the disk interrupt and `biodone` (estimate).
+    pub disk_irq: Nanos,
+    /// Per KiB read from the disk by the CPU (IDE programmed I/O; the BSD/OS 2.1 `wd` driver
+    /// predates bus-master IDE; 0 for DMA). Estimate: 16-bit PIO at about 8 MB/s: 125 µs/KiB.
+    pub disk_pio_per_kib: Nanos,
 }
 
 impl Default for CpuCosts {
@@ -65,7 +99,11 @@ impl Default for CpuCosts {
             accept: 1_100_000,
             close: 400_000,
             syscall: 30_000,
-            per_kib: 100_000,
+            per_kib: 40_000,
+            per_packet: 114_000,
+            nic_pio_per_kib: 400_000,
+            disk_irq: 20_000,
+            disk_pio_per_kib: 125_000,
         }
     }
 }
@@ -74,17 +112,46 @@ impl CpuCosts {
     /// The clock the defaults are calibrated to (MHz).
     pub const BASE_MHZ: f64 = 233.0;
 
-    /// The default costs on a CPU of `mhz` MHz (costs scale with 1 / clock).
+    /// The default costs on a CPU of `mhz` MHz: the CPU-bound costs scale with 1 / clock; the
+    /// programmed-I/O costs are set by the I/O bus (ISA, IDE), not the clock, and do not.
     pub fn at_mhz(mhz: f64) -> Self {
-        let d = Self::default();
+        Self::default().scaled(mhz)
+    }
+
+    /// These costs (at [`Self::BASE_MHZ`]) on a CPU of `mhz` MHz; see [`Self::at_mhz`].
+    pub fn scaled(self, mhz: f64) -> Self {
         let k = Self::BASE_MHZ / mhz;
         let s = |x: Nanos| (x as f64 * k).round() as Nanos;
         Self {
-            accept: s(d.accept),
-            close: s(d.close),
-            syscall: s(d.syscall),
-            per_kib: s(d.per_kib),
+            accept: s(self.accept),
+            close: s(self.close),
+            syscall: s(self.syscall),
+            per_kib: s(self.per_kib),
+            per_packet: s(self.per_packet),
+            nic_pio_per_kib: self.nic_pio_per_kib,
+            disk_irq: s(self.disk_irq),
+            disk_pio_per_kib: self.disk_pio_per_kib,
         }
+    }
+
+    /// No programmed I/O: bus-master network card and disk.
+    pub fn dma(self) -> Self {
+        Self {
+            nic_pio_per_kib: 0,
+            disk_pio_per_kib: 0,
+            ..self
+        }
+    }
+
+    /// Interrupt work for one data packet of `payload` bytes (its frame: + 54 bytes of TCP/IP
+    /// and Ethernet headers).
+    pub fn packet(&self, payload: u64) -> Nanos {
+        self.per_packet + ((payload + 54) * self.nic_pio_per_kib).div_ceil(1024)
+    }
+
+    /// Interrupt work for one disk read of `len` bytes.
+    pub fn disk_read(&self, len: u64) -> Nanos {
+        self.disk_irq + (len * self.disk_pio_per_kib).div_ceil(1024)
     }
 }
 
@@ -246,8 +313,36 @@ pub struct WebResult {
     pub disk_util: f64,
     pub link_util: f64,
     pub cpu_util: f64,
-    /// CPU used by the server processes (the hog excluded).
+    /// CPU used by the server processes' own bursts (the hog and interrupts excluded).
     pub server_cpu_util: f64,
+    /// CPU used at interrupt level (packets, disk transfers).
+    pub irq_util: f64,
+    /// 10 ms samples taken while a connection was open (a burst is being served).
+    pub burst_samples: u64,
+    /// Of those, samples with the CPU busy with server work (a server process or an
+    /// interrupt; the hog does not count).
+    pub burst_pl: u64,
+    /// Sum over those samples of the server processes in the ready queue (the hog excluded).
+    pub burst_lrq: u64,
+    /// Where t1 went: mean seconds per HTML request.
+    pub t1_parts: T1Parts,
+}
+
+/// Where the time of the HTML requests went (mean seconds per request).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct T1Parts {
+    /// Connection setup (client to server).
+    pub connect: f64,
+    /// In the listen queue, waiting for a free server process.
+    pub listen: f64,
+    /// On the CPU or ready for it (from wake-up to the end of each burst).
+    pub cpu: f64,
+    /// Of `cpu`: the process's own work (the rest is ready-queue wait and interrupts).
+    pub cpu_own: f64,
+    /// Waiting for the disk (queue + service).
+    pub disk: f64,
+    /// The rest: socket buffer full and the link delivering the last bytes.
+    pub link: f64,
 }
 
 const HOG: WorkerId = 0;
@@ -288,6 +383,8 @@ enum Phase {
 struct Proc {
     conn: Option<usize>,
     phase: Phase,
+    /// When its current CPU phase, or disk wait, began.
+    mark: Nanos,
 }
 
 #[derive(Debug, Clone)]
@@ -302,6 +399,11 @@ struct Conn {
     chunk_left: u64,
     delivered: u64,
     proc: Option<WorkerId>,
+    arrived: Nanos,
+    listen_ns: u64,
+    cpu_ns: u64,
+    own_ns: u64,
+    disk_ns: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -335,6 +437,13 @@ struct Sim<'a> {
     pl: u64,
     lrq: u64,
     samples: u64,
+    burst_samples: u64,
+    burst_pl: u64,
+    burst_lrq: u64,
+    /// Connections opened and not yet complete.
+    open_conns: usize,
+    /// CPU handed to server processes' bursts.
+    work_ns: u64,
     measure_from: Nanos,
 }
 
@@ -361,6 +470,11 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         pl: 0,
         lrq: 0,
         samples: 0,
+        burst_samples: 0,
+        burst_pl: 0,
+        burst_lrq: 0,
+        open_conns: 0,
+        work_ns: 0,
         measure_from: cfg.interval,
     };
     sim.start();
@@ -401,9 +515,12 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         disk_util: sim.disk.busy_ns() as f64 / now.max(1) as f64,
         link_util: sim.link.busy_ns() as f64 / span,
         cpu_util: sim.cpu.busy_ns() as f64 / now.max(1) as f64 / cfg.cpus as f64,
-        server_cpu_util: (sim.cpu.busy_ns() - sim.cpu.used_ns(HOG)) as f64
-            / now.max(1) as f64
-            / cfg.cpus as f64,
+        server_cpu_util: sim.work_ns as f64 / now.max(1) as f64 / cfg.cpus as f64,
+        irq_util: sim.cpu.irq_ns() as f64 / now.max(1) as f64 / cfg.cpus as f64,
+        burst_samples: sim.burst_samples,
+        burst_pl: sim.burst_pl,
+        burst_lrq: sim.burst_lrq,
+        t1_parts: sim.t1_parts(),
     })
 }
 
@@ -492,11 +609,45 @@ impl Sim<'_> {
         }
     }
 
+    /// Mean breakdown of the HTML requests' t1.
+    fn t1_parts(&self) -> T1Parts {
+        let mut p = T1Parts::default();
+        let mut n = 0.0;
+        for c in self.conns.iter().filter(|c| c.image.is_none()) {
+            let Some(t1) = self.pages[c.page].t1 else {
+                continue;
+            };
+            let s = |x: u64| x as f64 / 1e9;
+            let connect = self.cfg.conn_latency;
+            p.connect += s(connect);
+            p.listen += s(c.listen_ns);
+            p.cpu += s(c.cpu_ns);
+            p.cpu_own += s(c.own_ns);
+            p.disk += s(c.disk_ns);
+            p.link += s(t1.saturating_sub(connect + c.listen_ns + c.cpu_ns + c.disk_ns));
+            n += 1.0;
+        }
+        if n > 0.0 {
+            for x in [
+                &mut p.connect,
+                &mut p.listen,
+                &mut p.cpu,
+                &mut p.cpu_own,
+                &mut p.disk,
+                &mut p.link,
+            ] {
+                *x /= n;
+            }
+        }
+        p
+    }
+
     fn spawn(&mut self) -> WorkerId {
         let id = self.procs.len() as WorkerId;
         self.procs.push(Some(Proc {
             conn: None,
             phase: Phase::Idle,
+            mark: 0,
         }));
         self.live += 1;
         self.live_max = self.live_max.max(self.live);
@@ -529,10 +680,13 @@ impl Sim<'_> {
                 });
                 self.open(page, None);
             }
-            Ev::Arrive { conn } => match self.idle.pop_front() {
-                Some(w) => self.take(w, conn, false),
-                None => self.listen.push_back(conn),
-            },
+            Ev::Arrive { conn } => {
+                self.conns[conn].arrived = self.now();
+                match self.idle.pop_front() {
+                    Some(w) => self.take(w, conn, false),
+                    None => self.listen.push_back(conn),
+                }
+            }
             Ev::DiskDone => {
                 let now = self.now();
                 if let Some((_, next)) = self.disk.complete(now) {
@@ -550,6 +704,9 @@ impl Sim<'_> {
                     if let Some(t) = next {
                         self.eng.at(t, Ev::LinkDone);
                     }
+                    // The driver's and the stack's work for this packet (and its ACK).
+                    let irq = self.cfg.costs.packet(u64::from(payload));
+                    self.cpu.interrupt(irq, &mut self.eng);
                     self.delivered(flow as usize, u64::from(payload));
                 }
             }
@@ -562,6 +719,12 @@ impl Sim<'_> {
                 self.pl += s.busy() as u64;
                 self.lrq += s.queued() as u64;
                 self.samples += 1;
+                if self.open_conns > 0 {
+                    let now = self.now();
+                    self.burst_samples += 1;
+                    self.burst_pl += u64::from(self.cpu.busy_foreground(now));
+                    self.burst_lrq += (s.queued() - self.cpu.background_queued()) as u64;
+                }
                 self.eng.after(self.cfg.sample_every, Ev::Sample);
             }
         }
@@ -600,7 +763,13 @@ impl Sim<'_> {
             chunk_left: 0,
             delivered: 0,
             proc: None,
+            arrived: 0,
+            listen_ns: 0,
+            cpu_ns: 0,
+            own_ns: 0,
+            disk_ns: 0,
         });
+        self.open_conns += 1;
         self.eng.after(self.cfg.conn_latency, Ev::Arrive { conn });
     }
 
@@ -612,7 +781,12 @@ impl Sim<'_> {
             Some(_) => ContentClass::Media,
         };
         self.conns[conn].proc = Some(w);
+        let now = self.now();
+        self.conns[conn].listen_ns = now - self.conns[conn].arrived;
         let p = self.proc_mut(w);
+        if !running {
+            p.mark = now;
+        }
         p.conn = Some(conn);
         p.phase = Phase::Accept;
         if self.cfg.hints {
@@ -625,6 +799,7 @@ impl Sim<'_> {
             );
         }
         let cost = self.cfg.costs.accept;
+        self.own_work(conn, cost);
         if running {
             self.cpu.extend(w, cost, &mut self.eng);
         } else {
@@ -634,6 +809,9 @@ impl Sim<'_> {
 
     /// Server process `w` wakes with a burst of `cost`; it preempts the hog (see module docs).
     fn wake(&mut self, w: WorkerId, cost: Nanos) {
+        // Its CPU phase begins (for the t1 breakdown).
+        let now = self.now();
+        self.proc_mut(w).mark = now;
         self.cpu.ready(w, cost, &mut self.eng);
         if self.cfg.hog && self.cfg.hog_preempt && !self.cpu.running(w) {
             self.cpu.preempt_now(HOG, &mut self.eng);
@@ -647,6 +825,13 @@ impl Sim<'_> {
             .saturating_sub(self.link.queued(conn as u64))
     }
 
+    /// CPU work `cost` handed to the process serving `conn`.
+    fn own_work(&mut self, conn: usize, cost: Nanos) {
+        self.work_ns += cost;
+        self.conns[conn].own_ns += cost;
+    }
+
+    /// A `write` of `n` bytes (with the copy out of the `read` that brought them).
     fn write_cost(&self, n: u64) -> Nanos {
         let c = self.cfg.costs;
         c.syscall + (n * c.per_kib).div_ceil(1024)
@@ -664,6 +849,11 @@ impl Sim<'_> {
             return;
         };
         let conn = p.conn;
+        let now = self.now();
+        if let Some(c) = conn {
+            self.conns[c].cpu_ns += now - p.mark;
+        }
+        self.proc_mut(w).mark = now;
         match (p.phase, conn) {
             (Phase::Accept, Some(c)) => self.read_chunk(w, c),
             (Phase::Write(n), Some(c)) => {
@@ -679,6 +869,7 @@ impl Sim<'_> {
                         let m = space.min(self.conns[c].chunk_left);
                         self.proc_mut(w).phase = Phase::Write(m);
                         let cost = self.write_cost(m);
+                        self.own_work(c, cost);
                         self.cpu.extend(w, cost, &mut self.eng);
                     } else {
                         self.proc_mut(w).phase = Phase::Sock;
@@ -690,6 +881,7 @@ impl Sim<'_> {
                 } else {
                     self.proc_mut(w).phase = Phase::Close;
                     let cost = self.cfg.costs.close;
+                    self.own_work(c, cost);
                     self.cpu.extend(w, cost, &mut self.eng);
                 }
             }
@@ -723,6 +915,7 @@ impl Sim<'_> {
             let n = self.space(c).min(len);
             self.proc_mut(w).phase = Phase::Write(n);
             let cost = self.cfg.costs.syscall + self.write_cost(n);
+            self.own_work(c, cost);
             self.cpu.extend(w, cost, &mut self.eng);
             return;
         }
@@ -734,6 +927,7 @@ impl Sim<'_> {
             self.eng.at(t, Ev::DiskDone);
         }
         self.disk_waiters.push_back(w);
+        self.proc_mut(w).mark = now;
         self.proc_mut(w).phase = Phase::Disk;
         self.cpu.block(w, &mut self.eng);
     }
@@ -743,13 +937,21 @@ impl Sim<'_> {
         let Some(c) = self.procs[w as usize].as_ref().and_then(|p| p.conn) else {
             return;
         };
+        let since = self.proc_mut(w).mark;
+        let now = self.now();
         let cn = &mut self.conns[c];
+        cn.disk_ns += now - since;
         let len = (cn.size - cn.read).min(self.cfg.chunk);
         cn.read += len;
         cn.chunk_left = len;
         let n = self.space(c).min(len);
         self.proc_mut(w).phase = Phase::Write(n);
-        let cost = self.write_cost(n);
+        // The disk interrupt (and, with programmed I/O, the CPU moving the data) comes first.
+        let irq = self.cfg.costs.disk_read(len);
+        self.cpu.interrupt(irq, &mut self.eng);
+        // The read's system call, then the write (`per_kib` counts both copies of a byte).
+        let cost = self.cfg.costs.syscall + self.write_cost(n);
+        self.own_work(c, cost);
         self.wake(w, cost);
     }
 
@@ -770,6 +972,7 @@ impl Sim<'_> {
                     let n = space.min(left);
                     self.proc_mut(w).phase = Phase::Write(n);
                     let cost = self.write_cost(n);
+                    self.own_work(conn, cost);
                     self.wake(w, cost);
                 }
             }
@@ -780,6 +983,7 @@ impl Sim<'_> {
     }
 
     fn response_complete(&mut self, conn: usize) {
+        self.open_conns -= 1;
         let now = self.now();
         let page = self.conns[conn].page;
         let image = self.conns[conn].image;

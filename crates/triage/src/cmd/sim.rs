@@ -56,9 +56,13 @@ Parameters and sources (reasoning in docs/sim.md):
     (the hog never runs while a server process is ready); 8 KB socket send buffer, 2 KB low water.
   Apache 1.2.5 httpd.conf-dist: StartServers 5, MinSpareServers 5, MaxSpareServers 10,
     MaxClients 150, one fork/kill per second; 8 KB read/write loop.
-  CPU costs at 233 MHz: the LARD paper's 300 MHz Pentium II numbers (145 + 145 us per
-    connection, 40 us per 512 B) scaled by 300/233, and x4 per request for Apache 1.2 against the
-    paper's fast server: accept 1.1 ms, close 0.4 ms, 100 us per KiB, 30 us per system call.
+  CPU costs at 233 MHz (docs/sim.md, section CPU cost model): anchor = the LARD paper's 300 MHz
+    Pentium II figures (145 + 145 us per connection, 40 us per 512 B sent) scaled by 300/233.
+    Process context: accept 1.1 ms, close + log 0.4 ms, 30 us per system call, 40 us per KiB
+    (read copyout + write copyin). Interrupt level (never reordered by the policy): 114 us per
+    data packet (TCP/IP output, checksum, driver, ACK), + 400 us per KiB of frame with an ISA
+    programmed-I/O card (--nic pio, estimate), 20 us per disk read + 125 us per KiB with IDE
+    programmed I/O (--disk-xfer pio, estimate).
   Disk: the LARD paper's model: 28 ms for a file's first block, 410 us per 4 KB, 14 ms per
     further 44 KB.
   Netscape 3: HTML then images over up to 4 connections, HTTP/1.0 without keep-alive.
@@ -155,17 +159,29 @@ struct PosArgs {
     /// Link sharing: fair (round robin per connection) or fifo.
     #[arg(long, default_value = "fair")]
     link: LinkMode,
-    /// CPU cost of accept + parse + open, µs (233 MHz K6, Apache 1.2.5; see docs/sim.md).
+    /// CPU cost of a connection's handshake, accept, request parse, stat and open, µs (233 MHz
+    /// K6, Apache 1.2.5; see docs/sim.md).
     #[arg(long, default_value_t = 1100)]
     accept_us: u64,
-    /// CPU cost of close + log, µs.
+    /// CPU cost of log + close, µs.
     #[arg(long, default_value_t = 400)]
     close_us: u64,
-    /// CPU cost per KiB sent, µs.
-    #[arg(long, default_value_t = 100)]
+    /// Process CPU per KiB sent (read copyout + write copyin), µs.
+    #[arg(long, default_value_t = 40)]
     per_kib_us: u64,
-    /// Server CPU clock, MHz: every CPU cost scales by 233 / MHz (sensitivity: a smaller value
-    /// makes the server CPU-bound, as dynamic content would).
+    /// Interrupt-level CPU per data packet sent (TCP/IP output, checksum, driver, transmit
+    /// interrupt, half an ACK received), µs; programmed I/O comes on top (--nic).
+    #[arg(long, default_value_t = 114)]
+    per_packet_us: u64,
+    /// Network card: `pio` (ISA programmed I/O, NE2000/3C509 class: 400 µs of CPU per KiB of
+    /// frame) or `dma` (bus master: none).
+    #[arg(long, default_value = "pio", value_parser = ["pio", "dma"])]
+    nic: String,
+    /// Disk transfers: `pio` (IDE programmed I/O: 125 µs of CPU per KiB read) or `dma`.
+    #[arg(long, default_value = "pio", value_parser = ["pio", "dma"])]
+    disk_xfer: String,
+    /// Server CPU clock, MHz: the CPU-bound costs scale by 233 / MHz; programmed I/O (bus-bound)
+    /// does not.
     #[arg(long, default_value_t = 233.0)]
     cpu_mhz: f64,
     /// Serve files from memory instead of the disk (the paper disabled the buffer cache).
@@ -361,14 +377,22 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
         link_bps: (a.link_mbps * 1e6).round() as u64,
         link_mode: a.link,
         costs: {
-            let k = sim::web::CpuCosts::BASE_MHZ / a.cpu_mhz;
-            let s = |us: u64| (us as f64 * 1000.0 * k).round() as u64;
+            let us = |x: u64| x.saturating_mul(1000);
+            let d = defaults.costs;
             sim::web::CpuCosts {
-                accept: s(a.accept_us),
-                close: s(a.close_us),
-                per_kib: s(a.per_kib_us),
-                syscall: (defaults.costs.syscall as f64 * k).round() as u64,
+                accept: us(a.accept_us),
+                close: us(a.close_us),
+                per_kib: us(a.per_kib_us),
+                per_packet: us(a.per_packet_us),
+                nic_pio_per_kib: if a.nic == "dma" { 0 } else { d.nic_pio_per_kib },
+                disk_pio_per_kib: if a.disk_xfer == "dma" {
+                    0
+                } else {
+                    d.disk_pio_per_kib
+                },
+                ..d
             }
+            .scaled(a.cpu_mhz)
         },
         use_disk: !a.no_disk,
         jitter: a.jitter_ms.saturating_mul(MS),
