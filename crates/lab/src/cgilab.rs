@@ -313,36 +313,65 @@ pub fn proc_cpu(pid: i32) -> Option<(String, Duration)> {
     }
 }
 
-/// Processes of `cg` that are not the server's own (scripts, their children).
-fn scripts_in(cg: &os::Cgroup, server_comm: &str) -> Vec<i32> {
+/// Processes of `cg` that are not the server's own (scripts, their children). For triage
+/// (one server process, [`Running::only`]) every other process is a script, also a child
+/// between fork and exec that still bears the server's name (under a tight cap that stage can
+/// last a while); for Apache, every process not named [`Running::comm`].
+fn scripts_in(cg: &os::Cgroup, srv: &Running) -> Vec<i32> {
     cg.all_pids()
         .unwrap_or_default()
         .into_iter()
-        .filter(|&p| proc_cpu(p).is_some_and(|(c, _)| c != server_comm))
+        .filter(|&p| match srv.only {
+            Some(only) => p != only,
+            None => proc_cpu(p).is_some_and(|(c, _)| c != srv.comm),
+        })
         .collect()
 }
+
+/// How long the server side must have no script before a point counts as clean: a request
+/// sent just before its client stopped may still be on its way to a (throttled) server, which
+/// would start its script after a single empty look.
+const QUIET: Duration = Duration::from_millis(300);
 
 /// After a point: give the scripts left in `cg` up to `grace` to end by themselves (triage
 /// kills a script's process group when its client goes away), then kill the rest (Apache
 /// leaves a script whose client went away running until it writes) and wait until none is
-/// left (at most 5 s more). Returns how many had to be killed.
-pub fn kill_strays(cg: &os::Cgroup, server_comm: &str, grace: Duration) -> usize {
+/// left (at most 5 s more). Returns how many had to be killed. Returns once no script was
+/// seen for [`QUIET`].
+pub fn kill_strays(cg: &os::Cgroup, srv: &Running, grace: Duration) -> usize {
     let t0 = std::time::Instant::now();
-    while t0.elapsed() < grace {
-        if scripts_in(cg, server_comm).is_empty() {
-            return 0;
+    let mut empty_since: Option<std::time::Instant> = None;
+    while t0.elapsed() < grace.max(QUIET) {
+        if scripts_in(cg, srv).is_empty() {
+            let since = *empty_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= QUIET {
+                return 0;
+            }
+        } else {
+            empty_since = None;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     let end = std::time::Instant::now() + Duration::from_secs(5);
     let mut killed = std::collections::HashSet::new();
+    empty_since = None;
     loop {
-        let strays = scripts_in(cg, server_comm);
-        if strays.is_empty() || std::time::Instant::now() >= end {
+        let strays = scripts_in(cg, srv);
+        let now = std::time::Instant::now();
+        if strays.is_empty() {
+            let since = *empty_since.get_or_insert(now);
+            if now.duration_since(since) >= QUIET {
+                return killed.len();
+            }
+        } else {
+            empty_since = None;
+        }
+        if now >= end {
             return killed.len();
         }
         for p in strays {
-            // SAFETY: plain kill(2) of a process in our lab's server cgroup.
+            // SAFETY: plain kill(2) of a process in our lab's server cgroup (never the server:
+            // `scripts_in` leaves it out).
             if unsafe { libc::kill(p, libc::SIGKILL) } == 0 {
                 killed.insert(p);
             }
@@ -783,6 +812,77 @@ impl CpuSnap {
     }
 }
 
+/// Per-CPU time from `/proc/stat` at one instant (clock ticks): what the rest of a shared
+/// machine did while a point was measured. The labs record, per point, how busy the server's
+/// CPU was with work outside the server side, how busy the client CPU was, and the hypervisor's
+/// steal time: on a shared 2-CPU VM these explain much of the spread between repetitions.
+#[derive(Debug, Clone, Default)]
+pub struct CpuTicks {
+    pub at: Option<std::time::Instant>,
+    /// Per CPU: (busy = user+nice+system+irq+softirq, steal, total incl. idle/iowait).
+    pub cpus: Vec<(u64, u64, u64)>,
+}
+
+/// Clock ticks per second of `/proc/stat`.
+fn clk_tck() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// Parse the `cpuN` lines of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Vec<(u64, u64, u64)> {
+    let mut v = Vec::new();
+    for l in text.lines() {
+        let mut f = l.split_whitespace();
+        let Some(name) = f.next() else { continue };
+        let Some(n) = name.strip_prefix("cpu") else {
+            continue;
+        };
+        let Ok(i) = n.parse::<usize>() else { continue };
+        let x: Vec<u64> = f.map(|t| t.parse().unwrap_or(0)).collect();
+        let g = |k: usize| x.get(k).copied().unwrap_or(0);
+        // user nice system idle iowait irq softirq steal
+        let busy = g(0) + g(1) + g(2) + g(5) + g(6);
+        let total = busy + g(3) + g(4) + g(7);
+        if v.len() <= i {
+            v.resize(i + 1, (0, 0, 0));
+        }
+        v[i] = (busy, g(7), total);
+    }
+    v
+}
+
+impl CpuTicks {
+    /// Read `/proc/stat` now (empty when unreadable).
+    pub fn take() -> CpuTicks {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        CpuTicks {
+            at: Some(std::time::Instant::now()),
+            cpus: parse_proc_stat(&text),
+        }
+    }
+
+    /// Busy and steal of `cpu` between `self` and `later`, in % of one CPU (NaN if unknown).
+    pub fn busy_steal_pct(&self, later: &CpuTicks, cpu: usize) -> (f64, f64) {
+        let (Some(a), Some(b)) = (self.cpus.get(cpu), later.cpus.get(cpu)) else {
+            return (f64::NAN, f64::NAN);
+        };
+        let (Some(t0), Some(t1)) = (self.at, later.at) else {
+            return (f64::NAN, f64::NAN);
+        };
+        let dt = t1.duration_since(t0).as_secs_f64().max(1e-9);
+        let hz = clk_tck();
+        let busy = b.0.saturating_sub(a.0) as f64 / hz / dt * 100.0;
+        let steal = b.1.saturating_sub(a.1) as f64 / hz / dt * 100.0;
+        (busy, steal)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -917,6 +1017,14 @@ Transfer/sec:     36.00MB
         assert!((w.rps - 2.0).abs() < 1e-9);
         assert!((w.mean_ms - 185.0).abs() < 1e-6);
         assert_eq!(w.max_ms, 250.0);
+    }
+
+    #[test]
+    fn proc_stat_lines_per_cpu() {
+        let v = parse_proc_stat(
+            "cpu  10 1 2 30 4 0 0 0 0 0\ncpu0 5 1 2 10 1 1 1 3 0 0\ncpu1 7 0 0 20 0 0 0 0 0 0\nintr 1\n",
+        );
+        assert_eq!(v, vec![(10, 3, 24), (7, 0, 27)]);
     }
 
     #[test]

@@ -393,7 +393,7 @@ fn measure(env: &Env<'_>, srv: &Running, v: &Variant, n: usize, rep: usize) -> R
     let m1 = srv.cgi_cpu(tb);
     let a_samples = a.stop();
     let b_samples = b.map(ClosedLoop::stop).unwrap_or_default();
-    let strays = cgilab::kill_strays(cg, &srv.comm, Duration::from_secs(2));
+    let strays = cgilab::kill_strays(cg, srv, Duration::from_secs(2));
     let dt = t1.duration_since(t0).as_secs_f64();
     let shared = v.kind == Kind::Shared;
     let cpu = |site: &str| -> Option<f64> {

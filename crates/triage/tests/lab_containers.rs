@@ -137,12 +137,20 @@ fn lab_containers_tiny_writes_complete_results() {
             "cgi_share_pct",
             "server_share_pct",
             "window_s",
+            "static_per_server_cpu_ms",
         ] {
             finite(&p[k], k);
         }
         // Static requests were served at every point.
         assert!(p["static_rps"].as_f64().unwrap() > 0.0, "{p}");
+        // No script of an earlier point runs on into a point without CGI (a capped script
+        // still between fork and exec once went unnoticed and burned through the next point).
+        if p["cgi"] == 0 {
+            let share = finite(&p["cgi_share_pct"], "cgi_share_pct");
+            assert!(share < 3.0, "CGI ran during a point without CGI: {p}");
+        }
     }
+    assert!(s.get("static_spread_pct_cap30_blocked").is_some());
     // Under load the capped container's measured share is a share (0..100 %).
     for p in points
         .iter()

@@ -65,10 +65,10 @@ pub struct Args {
     /// Caps of the CGI container: fractions or percents of one CPU, e.g. 30%,10%.
     #[arg(long, value_delimiter = ',', value_parser = frac)]
     caps: Option<Vec<f64>>,
-    /// Static-throughput window per point, whole seconds [default: 6s; --quick 2s; tiny 1s].
+    /// Static-throughput window per point, whole seconds [default: 2s; tiny 1s].
     #[arg(long, value_parser = dur)]
     window: Option<Duration>,
-    /// Repetitions, interleaved [default: 3; --quick 2; tiny 1].
+    /// Repetitions, interleaved [default: 7; --quick 2; tiny 1].
     #[arg(long)]
     reps: Option<usize>,
     /// Connections of the static load.
@@ -90,6 +90,10 @@ pub struct Args {
     /// Also run triage without per-request containers (default: in full runs).
     #[arg(long)]
     timeshare: bool,
+    /// Measure only these variants, e.g. triage-cap30 (names as in the report; with
+    /// --timeshare, --no-peers and --caps deciding which exist).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
     /// How to emulate the network.
     #[arg(long, value_enum, default_value = "auto")]
     net: Net,
@@ -135,6 +139,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.period = a.period;
     o.peers = !a.no_peers;
     o.timeshare = a.timeshare.then_some(true);
+    o.only = a.only;
     o.net = match a.net {
         Net::Auto => NetMode::Auto,
         Net::Netns => NetMode::Netns,
