@@ -11,9 +11,15 @@
 //! accept the next queued connection without waiting, or go idle. An HTML file of a few KB
 //! changes run/wait about 3 times (the paper: "about three or four"), a 30 KB image about 9.
 //!
-//! **Pool**: Apache 1.2's `perform_idle_server_maintenance`, once a second: fork one process if
-//! fewer than `MinSpareServers` are idle, kill one if more than `MaxSpareServers` are idle, never
-//! more than `MaxClients`. Connections that find no idle process wait in the listen queue.
+//! **Pool**: Apache 1.2.x `http_main.c`. The parent's loop (`standalone_main`) sleeps one
+//! second in `wait_or_timeout` when no child exited, then forks one process if fewer than
+//! `MinSpareServers` are idle, never more than `MaxClients`. Idle processes are *not* killed by
+//! the parent (that is Apache 1.3's `perform_idle_server_maintenance`, one per second): in 1.2
+//! each child, back at the top of `child_main`'s loop after a connection, exits if
+//! `count_idle_servers() >= daemons_max_free` (MaxSpareServers), so the pool falls to
+//! MaxSpareServers idle as soon as a burst ends. A pool that grew during bursts therefore
+//! stays at up to 10 idle between them (5 + one fork per second of a burst until it reaches
+//! 10). Connections that find no idle process wait in the listen queue.
 //!
 //! **Link**: one [`Link`] for the server's outgoing data (requests are tiny and not modelled);
 //! each connection's socket send buffer is its flow's queue on the link.
@@ -155,7 +161,9 @@ impl CpuCosts {
     }
 }
 
-/// Apache 1.2.5's process pool settings (httpd.conf-dist defaults).
+/// Apache 1.2.5's process pool settings (httpd.conf-dist defaults). The paper (seed 001 §3.1)
+/// describes the mechanism ("extra child server processes are created, one per second ...
+/// the extra child server processes are killed off") but gives no values, so the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Pool {
     pub start: usize,
@@ -308,6 +316,8 @@ pub struct WebResult {
     pub events: u64,
     pub stats: PolicyStats,
     pub processes_max: usize,
+    /// Server processes alive when the run ended (all idle then).
+    pub processes_end: usize,
     pub preemptions: u64,
     /// Fraction of the measured time the disk / link / CPU were busy.
     pub disk_util: f64,
@@ -511,6 +521,7 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         events: sim.eng.processed(),
         stats: sim.cpu.sched().policy().stats(),
         processes_max: sim.live_max,
+        processes_end: sim.live,
         preemptions: sim.cpu.preemptions(),
         disk_util: sim.disk.busy_ns() as f64 / now.max(1) as f64,
         link_util: sim.link.busy_ns() as f64 / span,
@@ -730,7 +741,10 @@ impl Sim<'_> {
         }
     }
 
-    /// Apache 1.2 `perform_idle_server_maintenance`.
+    /// The parent's loop of Apache 1.2 `standalone_main`: `wait_or_timeout` sleeps one second
+    /// when no child has exited, then one child is forked if fewer than `MinSpareServers` are
+    /// idle (and a scoreboard slot below `MaxClients` is free). The 1.2 parent never kills
+    /// idle children: they exit by themselves ([`Self::finish_conn`]).
     fn maintain(&mut self) {
         let pool = self.cfg.pool;
         if self.idle.len() < pool.min_spare && self.live < pool.max_clients {
@@ -739,11 +753,32 @@ impl Sim<'_> {
                 self.idle.retain(|&x| x != w);
                 self.take(w, conn, false);
             }
-        } else if self.idle.len() > pool.max_spare {
-            if let Some(w) = self.idle.pop_back() {
-                self.procs[w as usize] = None;
-                self.live -= 1;
-                self.cpu.exit(w, &mut self.eng);
+        }
+    }
+
+    /// `MaxSpareServers` as Apache 1.2 uses it: `standalone_main` raises it to
+    /// `MinSpareServers + 1` if lower ("Don't thrash...").
+    fn max_free(&self) -> usize {
+        self.cfg.pool.max_spare.max(self.cfg.pool.min_spare + 1)
+    }
+
+    /// Process `w` (on the CPU) has closed its connection: Apache 1.2 `child_main` goes round
+    /// its loop. It first exits if `count_idle_servers() >= daemons_max_free` (at least
+    /// `MaxSpareServers` others idle); otherwise it marks itself idle and `accept`s: the next
+    /// queued connection at once, or it sleeps until one arrives. (A connection is queued only
+    /// while no process is idle, so the exit test never fires with connections waiting.)
+    fn finish_conn(&mut self, w: WorkerId) {
+        if self.listen.is_empty() && self.idle.len() >= self.max_free() {
+            self.procs[w as usize] = None;
+            self.live -= 1;
+            self.cpu.exit(w, &mut self.eng);
+            return;
+        }
+        match self.listen.pop_front() {
+            Some(next) => self.take(w, next, true),
+            None => {
+                self.idle.push_back(w);
+                self.cpu.block(w, &mut self.eng);
             }
         }
     }
@@ -889,13 +924,7 @@ impl Sim<'_> {
                 let p = self.proc_mut(w);
                 p.conn = None;
                 p.phase = Phase::Idle;
-                match self.listen.pop_front() {
-                    Some(next) => self.take(w, next, true),
-                    None => {
-                        self.idle.push_back(w);
-                        self.cpu.block(w, &mut self.eng);
-                    }
-                }
+                self.finish_conn(w);
             }
             _ => {
                 // A burst ended in a phase that has no CPU work: block it.
@@ -1053,6 +1082,37 @@ mod tests {
             let r = run(&c);
             assert!(r.is_ok(), "hog {hog}: {r:?}");
         }
+    }
+
+    #[test]
+    fn children_exit_down_to_max_spare_when_their_connection_ends() {
+        // Apache 1.2: a child that finishes a connection exits if MaxSpareServers others are
+        // idle, so a pool of 20 is down to 10 as soon as one burst is served (the parent
+        // killing one idle child per second, as Apache 1.3 does, would leave ~17 after the
+        // ~2 s burst).
+        let mut c = small("timeshare", false);
+        c.browsers = 9;
+        c.pool = Pool {
+            start: 20,
+            ..Pool::default()
+        };
+        let r = run(&c).unwrap();
+        assert_eq!(r.processes_max, 20);
+        assert_eq!(r.processes_end, 10);
+        // From 5: one fork per second while fewer than 5 are idle during the burst, none
+        // exits (never 10 idle), so the pool ends larger than it started and below 10.
+        c.pool = Pool::default();
+        let r = run(&c).unwrap();
+        assert!(
+            (6..10).contains(&r.processes_end),
+            "{} processes",
+            r.processes_end
+        );
+        // Many bursts: it grows to MaxSpareServers idle between bursts and stays there.
+        c.rounds = 8;
+        let r = run(&c).unwrap();
+        assert!(r.processes_max > 10, "max {}", r.processes_max);
+        assert_eq!(r.processes_end, 10);
     }
 
     #[test]
