@@ -772,6 +772,29 @@ pub struct CpuSnap {
     pub total: Duration,
     /// CPU time of each of the server's own processes.
     pub servers: std::collections::HashMap<i32, Duration>,
+    /// Context switches of the server's own processes so far, all threads: (voluntary = went
+    /// to sleep, involuntary = preempted).
+    pub switches: std::collections::HashMap<i32, (u64, u64)>,
+}
+
+/// Context switches of all threads of `pid`: (voluntary, involuntary), from
+/// `/proc/<pid>/task/*/status`.
+pub fn proc_switches(pid: i32) -> Option<(u64, u64)> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let (mut v, mut nv) = (0u64, 0u64);
+    for e in dir.flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        for l in text.lines() {
+            if let Some(x) = l.strip_prefix("voluntary_ctxt_switches:") {
+                v += x.trim().parse::<u64>().unwrap_or(0);
+            } else if let Some(x) = l.strip_prefix("nonvoluntary_ctxt_switches:") {
+                nv += x.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    Some((v, nv))
 }
 
 impl CpuSnap {
@@ -779,6 +802,7 @@ impl CpuSnap {
     pub fn take(cg: &os::Cgroup, srv: &Running) -> CpuSnap {
         let total = cg.cpu_usage().unwrap_or_default();
         let mut servers = std::collections::HashMap::new();
+        let mut switches = std::collections::HashMap::new();
         for pid in cg.all_pids().unwrap_or_default() {
             if srv.only.is_some_and(|only| only != pid) {
                 continue;
@@ -786,6 +810,9 @@ impl CpuSnap {
             if let Some((comm, t)) = proc_cpu(pid) {
                 if comm == srv.comm {
                     servers.insert(pid, t);
+                    if let Some(sw) = proc_switches(pid) {
+                        switches.insert(pid, sw);
+                    }
                 }
             }
         }
@@ -793,7 +820,21 @@ impl CpuSnap {
             at: std::time::Instant::now(),
             total,
             servers,
+            switches,
         }
+    }
+
+    /// Context switches of the server processes between `self` and `later`: (voluntary,
+    /// involuntary), over the processes seen both times.
+    pub fn switches(&self, later: &CpuSnap) -> (u64, u64) {
+        let (mut v, mut nv) = (0, 0);
+        for (pid, b) in &later.switches {
+            if let Some(a) = self.switches.get(pid) {
+                v += b.0.saturating_sub(a.0);
+                nv += b.1.saturating_sub(a.1);
+            }
+        }
+        (v, nv)
     }
 
     /// Shares of one CPU between `self` (earlier) and `later`: `(server processes, CGI)`,

@@ -328,6 +328,12 @@ pub struct Point {
     pub cpu1_busy_pct: f64,
     /// The hypervisor's steal time on the server CPU, % of one CPU.
     pub steal0_pct: f64,
+    /// The server's involuntary context switches (preempted: by its CGI or by other tenants
+    /// of the CPU) per static request.
+    pub server_preempt_per_req: f64,
+    /// The server's voluntary context switches (it went to sleep waiting for requests) per
+    /// static request.
+    pub server_sleeps_per_req: f64,
 }
 
 /// Medians over repetitions, one value per CGI count.
@@ -660,6 +666,7 @@ fn measure(env: &Env<'_>, srv: &Running, v: &Variant, k: usize, rep: usize) -> R
     let samples = load.map(ClosedLoop::stop).unwrap_or_default();
     let strays = cgilab::kill_strays(cg, srv, Duration::from_secs(2));
     let (srv_share, cgi_share) = s0.shares(&s1);
+    let sw = s0.switches(&s1);
     let cap = env.capacity;
     let side = s1.total.saturating_sub(s0.total).as_secs_f64() / dt.max(1e-9) * 100.0;
     let (busy0, steal0) = tb
@@ -694,6 +701,16 @@ fn measure(env: &Env<'_>, srv: &Running, v: &Variant, k: usize, rep: usize) -> R
         strays_killed: strays,
         static_per_server_cpu_ms: if srv_share > 0.0 {
             st.rps / (srv_share * 1e3)
+        } else {
+            f64::NAN
+        },
+        server_preempt_per_req: if st.requests > 0 {
+            sw.1 as f64 / st.requests as f64
+        } else {
+            f64::NAN
+        },
+        server_sleeps_per_req: if st.requests > 0 {
+            sw.0 as f64 / st.requests as f64
         } else {
             f64::NAN
         },
@@ -787,14 +804,16 @@ pub fn run(o: &ContainersOpts) -> Result<PathBuf> {
                     Ok(pt) => {
                         prog.finish_one(&format!(
                             "{label}: static {:.0} req/s, CGI {:.1}% CPU (server {:.1}%){}; \
-                             {:.1} req/server-ms, CPU {} others {:.0}%, steal {:.0}%, CPU {} \
-                             busy {:.0}%",
+                             {:.1} req/server-ms, {:.3} preemptions and {:.3} sleeps per \
+                             request, CPU {} others {:.0}%, steal {:.0}%, CPU {} busy {:.0}%",
                             pt.static_rps,
                             pt.cgi_share_pct,
                             pt.server_share_pct,
                             pt.cgi_share_metrics_pct
                                 .map_or(String::new(), |m| format!(", container {m:.1}%")),
                             pt.static_per_server_cpu_ms,
+                            pt.server_preempt_per_req,
+                            pt.server_sleeps_per_req,
                             tb.info().server_cpu.map_or("-".into(), |c| c.to_string()),
                             pt.cpu0_other_pct,
                             pt.steal0_pct,
@@ -1003,14 +1022,14 @@ const RAW_HEADER: &str =
     "variant,rep,cgi,window_s,static_requests,static_rps,static_latency_mean_ms,\
 static_latency_p99_ms,static_errors,cgi_completed,server_share_pct,cgi_share_pct,\
 cgi_share_metrics_pct,strays_killed,static_per_server_cpu_ms,cpu0_other_pct,cpu1_busy_pct,\
-steal0_pct";
+steal0_pct,server_preempt_per_req,server_sleeps_per_req";
 
 fn raw_csv(points: &[Point]) -> String {
     let mut s = String::from(RAW_HEADER);
     s.push('\n');
     for x in points {
         s.push_str(&format!(
-            "{},{},{},{:.3},{},{:.1},{:.3},{:.3},{},{},{:.2},{:.2},{},{},{:.2},{:.1},{:.1},{:.1}\n",
+            "{},{},{},{:.3},{},{:.1},{:.3},{:.3},{},{},{:.2},{:.2},{},{},{:.2},{:.1},{:.1},{:.1},{:.4},{:.4}\n",
             csv_field(&x.variant),
             x.rep,
             x.cgi,
@@ -1029,7 +1048,9 @@ fn raw_csv(points: &[Point]) -> String {
             x.static_per_server_cpu_ms,
             x.cpu0_other_pct,
             x.cpu1_busy_pct,
-            x.steal0_pct
+            x.steal0_pct,
+            x.server_preempt_per_req,
+            x.server_sleeps_per_req
         ));
     }
     s
@@ -1264,6 +1285,8 @@ fn report(s: &Summary) -> String {
                 format!("{:.0}", x.cpu0_other_pct),
                 format!("{:.0}", x.cpu1_busy_pct),
                 format!("{:.0}", x.steal0_pct),
+                format!("{:.3}", x.server_preempt_per_req),
+                format!("{:.3}", x.server_sleeps_per_req),
             ]
         })
         .collect();
@@ -1282,6 +1305,8 @@ fn report(s: &Summary) -> String {
             "server CPU: others %",
             "client CPU busy %",
             "steal %",
+            "server preemptions per request",
+            "server sleeps per request",
         ],
         &rows,
     );
@@ -1342,6 +1367,8 @@ mod tests {
             cpu0_other_pct: 0.0,
             cpu1_busy_pct: 0.0,
             steal0_pct: 0.0,
+            server_preempt_per_req: 0.0,
+            server_sleeps_per_req: 0.0,
         }
     }
 
