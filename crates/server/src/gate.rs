@@ -57,12 +57,32 @@ pub struct Samples {
 #[derive(Default)]
 struct Wake {
     granted: bool,
+    /// Marked when it became ready and its burst has not ended: it holds the kernel boost.
+    boosting: bool,
     waker: Option<Waker>,
 }
 
 struct Inner {
     sched: Sched,
     wake: Vec<Wake>,
+    /// Workers holding the kernel boost (see [`Gate::new`]).
+    boosting: usize,
+    /// Threads that ran bursts, with the nice value each had when first seen.
+    threads: Vec<(os::prio::Tid, i32)>,
+}
+
+thread_local! {
+    static TID: std::cell::Cell<os::prio::Tid> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's id, cached (one `gettid` per thread).
+fn tid() -> os::prio::Tid {
+    TID.with(|t| {
+        if t.get() == 0 {
+            t.set(os::prio::current_tid());
+        }
+        t.get()
+    })
 }
 
 /// See the module docs.
@@ -101,7 +121,11 @@ impl std::fmt::Debug for Gate {
 
 impl Gate {
     /// A gate of `sched.slots()` slots. `enabled = false` bypasses everything (baseline);
-    /// `boost_nice` raises the thread running a marked worker's burst to that nice value.
+    /// `boost_nice`: while any worker the policy marked when it became ready (POS's predicted
+    /// text workers) waits for a slot or runs its burst, the runtime threads run at that nice
+    /// value; when the last such burst ends they return to the value they had. This passes
+    /// "text first" on to the kernel, where the server's threads compete with other processes
+    /// (seed 001 moved text processes ahead of everything in the ready queue).
     pub fn new(sched: Sched, enabled: bool, boost_nice: Option<i32>) -> Self {
         Self {
             enabled,
@@ -111,6 +135,8 @@ impl Gate {
             inner: Mutex::new(Inner {
                 sched,
                 wake: Vec::new(),
+                boosting: 0,
+                threads: Vec::new(),
             }),
             boost_nice,
             pool: Mutex::new(VecDeque::new()),
@@ -230,7 +256,7 @@ impl Gate {
             return Poll::Ready(Permit {
                 gate: self,
                 worker,
-                boost: None,
+                boosted: false,
                 timer: None,
             });
         }
@@ -262,7 +288,7 @@ impl Gate {
                     slot => *slot = Some(cx.waker().clone()),
                 }
             }
-            marked = granted && self.boost_nice.is_some() && g.sched.marked(worker);
+            marked = granted && g.wake[worker as usize].boosting;
             drop(g);
             others.into_iter().for_each(Waker::wake);
             if !granted {
@@ -280,9 +306,12 @@ impl Gate {
             } else {
                 g.sched.ready(worker, now, hints)
             };
+            if self.boost_nice.is_some() && g.sched.marked(worker) {
+                self.boost_on(&mut g, worker);
+            }
             match grant {
                 Grant::RunNow => {
-                    marked = self.boost_nice.is_some() && g.sched.marked(worker);
+                    marked = g.wake[worker as usize].boosting;
                 }
                 Grant::Queued => {
                     let w = &mut g.wake[worker as usize];
@@ -306,19 +335,58 @@ impl Gate {
         self.granted(worker, hints, marked)
     }
 
-    /// The permit of a worker that now holds a slot (the lock released).
-    fn granted(&self, worker: WorkerId, hints: &Hints, marked: bool) -> Poll<Permit<'_>> {
-        self.bursts.fetch_add(1, Relaxed);
-        let boost = match (marked, self.boost_nice) {
-            (true, Some(nice)) => match os::prio::NiceGuard::raise_current(nice) {
-                Ok(guard) => Some(guard),
+    /// `worker`, marked, became ready: it holds the boost until its burst ends. The first holder
+    /// raises every runtime thread (under the lock, so raising and restoring never cross).
+    fn boost_on(&self, g: &mut Inner, worker: WorkerId) {
+        let Some(nice) = self.boost_nice else { return };
+        let me = tid();
+        if !g.threads.iter().any(|&(t, _)| t == me) {
+            match os::prio::thread_nice(me) {
+                Ok(base) => g.threads.push((me, base)),
                 Err(_) => {
                     self.boost_errors.fetch_add(1, Relaxed);
-                    None
                 }
-            },
-            _ => None,
+            }
+            if g.boosting > 0 && os::prio::set_thread_nice(me, nice).is_err() {
+                self.boost_errors.fetch_add(1, Relaxed);
+            }
+        }
+        let w = &mut g.wake[worker as usize];
+        if w.boosting {
+            return;
+        }
+        w.boosting = true;
+        g.boosting += 1;
+        if g.boosting == 1 {
+            for &(t, _) in &g.threads {
+                if os::prio::set_thread_nice(t, nice).is_err() {
+                    self.boost_errors.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// `worker`'s burst ended (or it gave up): the last holder restores every thread.
+    fn boost_off(&self, g: &mut Inner, worker: WorkerId) {
+        let Some(w) = g.wake.get_mut(worker as usize) else {
+            return;
         };
+        if !std::mem::take(&mut w.boosting) {
+            return;
+        }
+        g.boosting -= 1;
+        if g.boosting == 0 {
+            for &(t, base) in &g.threads {
+                if os::prio::set_thread_nice(t, base).is_err() {
+                    self.boost_errors.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The permit of a worker that now holds a slot (the lock released).
+    fn granted(&self, worker: WorkerId, hints: &Hints, boosted: bool) -> Poll<Permit<'_>> {
+        self.bursts.fetch_add(1, Relaxed);
         let timer = self
             .account
             .get()
@@ -326,7 +394,7 @@ impl Gate {
         Poll::Ready(Permit {
             gate: self,
             worker,
-            boost,
+            boosted,
             timer,
         })
     }
@@ -345,6 +413,7 @@ impl Gate {
         let w = &mut g.wake[worker as usize];
         w.granted = false;
         w.waker = None;
+        self.boost_off(&mut g, worker);
         // Ready or (granted) Run: either way `wait` takes it out and fills the slot.
         let started = g.sched.wait(worker, now);
         self.wake_started(g, started);
@@ -353,6 +422,7 @@ impl Gate {
     fn release(&self, worker: WorkerId) {
         let now = self.now();
         let mut g = self.lock();
+        self.boost_off(&mut g, worker);
         let started = g.sched.wait(worker, now);
         self.wake_started(g, started);
     }
@@ -473,7 +543,8 @@ impl Drop for Acquire<'_> {
 pub struct Permit<'a> {
     gate: &'a Gate,
     worker: WorkerId,
-    boost: Option<os::prio::NiceGuard>,
+    /// The worker holds the kernel boost (see [`Gate::new`]).
+    boosted: bool,
     /// Thread CPU at the start of the burst and the container it is charged to.
     timer: Option<(crate::containers::BurstTimer, u32)>,
 }
@@ -484,14 +555,12 @@ impl Permit<'_> {
     }
     /// Whether the burst runs with a raised kernel priority.
     pub fn boosted(&self) -> bool {
-        self.boost.is_some()
+        self.boosted
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        // Lower the thread first, then let the next worker in.
-        self.boost.take();
         if let (Some((t, c)), Some(acc)) = (self.timer.take(), self.gate.account.get()) {
             t.stop(acc, c);
         }
@@ -673,6 +742,52 @@ mod tests {
         assert_eq!(os::prio::thread_nice(tid).unwrap(), -5);
         drop(permit);
         assert_eq!(os::prio::thread_nice(tid).unwrap(), before);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst() {
+        let cfg = PolicyConfig {
+            slp: policy::Tunable::Fixed(50_000_000),
+            rw: policy::Tunable::Fixed(1),
+            starvation_bound: None,
+            ..PolicyConfig::default()
+        };
+        let p = policy::build("pos", &cfg).unwrap();
+        let g = Gate::new(Sched::new(1, p), true, Some(-5)).with_rounds(false);
+        let (a, l) = (g.checkout(), g.checkout());
+        tokio::time::advance(std::time::Duration::from_millis(100)).await;
+        let tid = os::prio::current_tid();
+        let before = os::prio::thread_nice(tid).unwrap();
+        // A ran a burst just now (marked after its long first wait, then demoted: RW = 1).
+        drop(g.acquire(a, Hints::default()).await);
+        if g.boost_errors.load(Relaxed) > 0 {
+            eprintln!("SKIP boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst: needs CAP_SYS_NICE");
+            return;
+        }
+        assert_eq!(os::prio::thread_nice(tid).unwrap(), before, "restored");
+        let pa = g.acquire(a, Hints::default()).await;
+        assert!(!pa.boosted(), "a short waiter is not marked");
+        assert_eq!(os::prio::thread_nice(tid).unwrap(), before);
+        let mut fl = Box::pin(g.acquire(l, Hints::default()));
+        assert!(
+            futures_util::poll!(fl.as_mut()).is_pending(),
+            "the slot is A's"
+        );
+        assert_eq!(
+            os::prio::thread_nice(tid).unwrap(),
+            -5,
+            "a marked worker waiting raises the thread while A's burst still runs"
+        );
+        drop(pa);
+        let pl = fl.await;
+        assert!(pl.boosted());
+        assert_eq!(os::prio::thread_nice(tid).unwrap(), -5);
+        drop(pl);
+        assert_eq!(
+            os::prio::thread_nice(tid).unwrap(),
+            before,
+            "the last holder restores"
+        );
     }
 
     /// Measurement, not a test of speed: uncontended acquire + release, per policy.
