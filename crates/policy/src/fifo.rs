@@ -21,6 +21,10 @@ impl Policy for Fifo {
         "fifo"
     }
 
+    fn reorders(&self) -> bool {
+        false
+    }
+
     fn enqueue(&mut self, worker: WorkerId, _hints: &Hints, _ctx: &Ctx) {
         self.q.push_back(worker);
     }

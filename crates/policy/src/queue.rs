@@ -144,6 +144,13 @@ pub trait Policy: Send {
         false
     }
 
+    /// Whether the policy may serve workers in another order than they became ready. A
+    /// mechanism that pays to collect every ready worker before choosing (the server's
+    /// scheduling rounds) skips that cost for a policy that never reorders (`fifo`).
+    fn reorders(&self) -> bool {
+        true
+    }
+
     /// Counters and current parameters.
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()

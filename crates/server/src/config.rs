@@ -42,6 +42,29 @@ impl std::str::FromStr for Boost {
     }
 }
 
+/// Whether the gate collects scheduling rounds (see `gate.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rounds {
+    /// On when the policy may reorder (not for `fifo`, whose order rounds cannot change).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl std::str::FromStr for Rounds {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Rounds::Auto),
+            "on" => Ok(Rounds::On),
+            "off" => Ok(Rounds::Off),
+            _ => Err(format!("unknown rounds `{s}` (known: auto, on, off)")),
+        }
+    }
+}
+
 /// On-the-fly gzip settings.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -121,8 +144,9 @@ pub struct Config {
     /// `false` bypasses the gate entirely (benchmark baseline).
     pub gate: bool,
     /// Collect scheduling rounds so the policy chooses among every worker ready at once
-    /// (see `gate.rs`); `false` grants a free slot to the first worker to ask.
-    pub rounds: bool,
+    /// (see `gate.rs`); `off` grants a free slot to the first worker to ask; `auto` (default)
+    /// is on for policies that reorder.
+    pub rounds: Rounds,
     /// CPU slots; `None` = CPUs this process may run on.
     pub slots: Option<usize>,
     /// Runtime threads; `None` = as many as slots (1 = single-threaded runtime).
@@ -181,7 +205,7 @@ impl Default for Config {
             period: Duration::from_millis(500),
             starvation_bound: Some(Duration::from_millis(200)),
             gate: true,
-            rounds: true,
+            rounds: Rounds::Auto,
             slots: None,
             threads: None,
             workers: 64,
@@ -483,6 +507,7 @@ chunk = "8KiB"
 sndbuf = 65536
 boost = "nice"
 boost_nice = -5
+rounds = "off"
 max_conns = 100
 max_header_size = "16k"
 header_timeout = "5s"
@@ -514,6 +539,9 @@ index = ["home.html"]
         assert_eq!(c.send_timeout, Duration::from_secs(60));
         assert_eq!(c.max_header_size, 16384);
         assert_eq!(c.boost, Boost::Nice);
+        assert_eq!(c.rounds, Rounds::Off);
+        assert_eq!(Config::default().rounds, Rounds::Auto);
+        assert!("sometimes".parse::<Rounds>().unwrap_err().contains("auto, on, off"));
         assert!(c.gzip.enabled);
         assert_eq!(c.sites[0].aliases, vec!["www.a.test"]);
         assert!(!c.gate);

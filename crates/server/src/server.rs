@@ -319,7 +319,12 @@ impl Server {
             None => None,
         };
         let boost = (cfg.boost == Boost::Nice).then_some(cfg.boost_nice);
-        let gate = Arc::new(Gate::new(sched, cfg.gate, boost).with_rounds(cfg.rounds));
+        let rounds = match cfg.rounds {
+            crate::config::Rounds::On => true,
+            crate::config::Rounds::Off => false,
+            crate::config::Rounds::Auto => sched.policy().reorders(),
+        };
+        let gate = Arc::new(Gate::new(sched, cfg.gate, boost).with_rounds(rounds));
         gate.prefork(cfg.workers);
         let access_log = match &cfg.access_log {
             Some(p) => Some(AccessLog::create(p).map_err(|err| ServerError::Log {

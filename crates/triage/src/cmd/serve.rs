@@ -61,10 +61,10 @@ pub struct Args {
     /// `on` (default) or `off`: bypass the gate entirely (benchmark baseline).
     #[arg(long, value_parser = ["on", "off"])]
     pub gate: Option<String>,
-    /// `on` (default) or `off`: collect scheduling rounds so the policy chooses among every
-    /// worker ready at once; `off` grants a free slot to the first worker to ask.
-    #[arg(long, value_parser = ["on", "off"])]
-    pub rounds: Option<String>,
+    /// Scheduling rounds: `auto` (default: on for policies that reorder, off for fifo), `on`
+    /// (the policy chooses among every worker ready at once) or `off` (the first to ask runs).
+    #[arg(long)]
+    pub rounds: Option<server::config::Rounds>,
     /// Body chunk size, one burst each (e.g. 16KiB).
     #[arg(long, value_parser = config::parse_size)]
     pub chunk: Option<u64>,
@@ -150,8 +150,8 @@ pub fn build_config(a: &Args) -> anyhow::Result<Config> {
     if let Some(g) = &a.gate {
         c.gate = g == "on";
     }
-    if let Some(r) = &a.rounds {
-        c.rounds = r == "on";
+    if let Some(r) = a.rounds {
+        c.rounds = r;
     }
     if a.gzip {
         c.gzip.enabled = true;
