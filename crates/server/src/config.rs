@@ -541,7 +541,10 @@ index = ["home.html"]
         assert_eq!(c.boost, Boost::Nice);
         assert_eq!(c.rounds, Rounds::Off);
         assert_eq!(Config::default().rounds, Rounds::Auto);
-        assert!("sometimes".parse::<Rounds>().unwrap_err().contains("auto, on, off"));
+        assert!("sometimes"
+            .parse::<Rounds>()
+            .unwrap_err()
+            .contains("auto, on, off"));
         assert!(c.gzip.enabled);
         assert_eq!(c.sites[0].aliases, vec!["www.a.test"]);
         assert!(!c.gate);
