@@ -734,6 +734,21 @@ impl Running {
         }
     }
 
+    /// Stop the server after a variant's points; if one failed (`(label, error)`), the error
+    /// names the run and carries the end of the server's log (an interruption passes as is).
+    pub fn finish(self, tb: &Testbed, failed: Option<(String, LabError)>) -> Result<()> {
+        let log = self.child.log_tail(1500);
+        self.stop(tb);
+        match failed {
+            None => Ok(()),
+            Some((_, LabError::Interrupted)) => Err(LabError::Interrupted),
+            Some((label, e)) => Err(LabError::Process {
+                name: format!("run {label}"),
+                msg: format!("{e}; server log: {log}"),
+            }),
+        }
+    }
+
     /// `triage_cgi_cpu_seconds_total` per site from `/metrics` (triage only).
     pub fn cgi_cpu(&self, tb: &Testbed) -> Option<std::collections::BTreeMap<String, f64>> {
         let admin = self.admin?;

@@ -356,13 +356,7 @@ pub struct Curve {
     pub static_rps_blocked: Vec<f64>,
 }
 
-/// A goal and whether this run met it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Goal {
-    pub goal: String,
-    pub met: bool,
-    pub detail: String,
-}
+pub use crate::results::Goal;
 
 /// What seed 003 reports (text of §5.6; the figures' curves are not in the seed).
 #[derive(Debug, Clone, Serialize)]
@@ -828,17 +822,7 @@ pub fn run(o: &ContainersOpts) -> Result<PathBuf> {
                     }
                 }
             }
-            let log = srv.child.log_tail(1500);
-            srv.stop(&tb);
-            if let Some((label, e)) = failed {
-                return Err(match e {
-                    LabError::Interrupted => e,
-                    e => LabError::Process {
-                        name: format!("run {label}"),
-                        msg: format!("{e}; server log: {log}"),
-                    },
-                });
-            }
+            srv.finish(&tb, failed)?;
         }
     }
     drop(prog);
@@ -855,15 +839,7 @@ pub fn run(o: &ContainersOpts) -> Result<PathBuf> {
     );
     write_outputs(&out, &summary)?;
     print_table(&summary);
-    for g in &summary.goals {
-        println!(
-            "goal {}: {} ({})",
-            if g.met { "MET" } else { "NOT MET" },
-            g.goal,
-            g.detail
-        );
-    }
-    println!("report: {}", out.join("report.html").display());
+    crate::results::print_goals(&summary.goals, &out);
     Ok(out)
 }
 

@@ -430,13 +430,7 @@ pub struct VariantSummary {
     pub t2_ratio_vs_apache: Option<f64>,
 }
 
-/// A goal and whether this run met it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Goal {
-    pub goal: String,
-    pub met: bool,
-    pub detail: String,
-}
+pub use crate::results::Goal;
 
 /// The paper's own figures, for the report.
 #[derive(Debug, Clone, Serialize)]
@@ -656,15 +650,7 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
     summary.notes = notes;
     write_outputs(&out, &summary, &cells)?;
     print_table(&summary);
-    for g in &summary.goals {
-        println!(
-            "goal {}: {} ({})",
-            if g.met { "MET" } else { "NOT MET" },
-            g.goal,
-            g.detail
-        );
-    }
-    println!("report: {}", out.join("report.html").display());
+    crate::results::print_goals(&summary.goals, &out);
     Ok(out)
 }
 

@@ -241,13 +241,7 @@ pub struct Curve {
     pub kept_pct: Vec<f64>,
 }
 
-/// A goal and whether this run met it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Goal {
-    pub goal: String,
-    pub met: bool,
-    pub detail: String,
-}
+pub use crate::results::Goal;
 
 /// What seed 000 reports (§6.1; the figures' data are not in the seed).
 #[derive(Debug, Clone, Serialize)]
@@ -516,17 +510,7 @@ pub fn run(o: &ReservationsOpts) -> Result<PathBuf> {
                     }
                 }
             }
-            let log = srv.child.log_tail(1500);
-            srv.stop(&tb);
-            if let Some((label, e)) = failed {
-                return Err(match e {
-                    LabError::Interrupted => e,
-                    e => LabError::Process {
-                        name: format!("run {label}"),
-                        msg: format!("{e}; server log: {log}"),
-                    },
-                });
-            }
+            srv.finish(&tb, failed)?;
         }
     }
     drop(prog);
@@ -543,15 +527,7 @@ pub fn run(o: &ReservationsOpts) -> Result<PathBuf> {
     );
     write_outputs(&out, &summary)?;
     print_table(&summary);
-    for g in &summary.goals {
-        println!(
-            "goal {}: {} ({})",
-            if g.met { "MET" } else { "NOT MET" },
-            g.goal,
-            g.detail
-        );
-    }
-    println!("report: {}", out.join("report.html").display());
+    crate::results::print_goals(&summary.goals, &out);
     Ok(out)
 }
 

@@ -290,6 +290,27 @@ pub fn json_nulls(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
     }
 }
 
+/// A goal of a lab and whether this run met it (every lab's `summary.json` carries a list).
+#[derive(Debug, Clone, Serialize)]
+pub struct Goal {
+    pub goal: String,
+    pub met: bool,
+    pub detail: String,
+}
+
+/// Print a lab's goals and where its report is (the last lines of every lab).
+pub fn print_goals(goals: &[Goal], out: &Path) {
+    for g in goals {
+        println!(
+            "goal {}: {} ({})",
+            if g.met { "MET" } else { "NOT MET" },
+            g.goal,
+            g.detail
+        );
+    }
+    println!("report: {}", out.join("report.html").display());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
