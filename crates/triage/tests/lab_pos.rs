@@ -4,56 +4,11 @@
 //! namespaces and cgroups; otherwise it falls back to loopback with client-side throttling and
 //! says so (the test prints that note).
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_triage");
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("triage-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-/// Kernel objects named after the lab process `pid` that still exist.
-fn leftovers(pid: u32) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
-        for l in String::from_utf8_lossy(&o.stdout).lines() {
-            if l.starts_with(&format!("triage-lab-{pid}-")) {
-                out.push(format!("netns {l}"));
-            }
-        }
-    }
-    for h in ["cpu", "cpuacct", "cpuset", "unified"] {
-        let d = Path::new("/sys/fs/cgroup").join(h).join("triage-lab");
-        if let Ok(rd) = std::fs::read_dir(&d) {
-            for e in rd.flatten() {
-                let n = e.file_name().to_string_lossy().into_owned();
-                if n.starts_with(&format!("run-{pid}-")) {
-                    out.push(format!("cgroup {}", e.path().display()));
-                }
-            }
-        }
-    }
-    out
-}
+mod common;
+use common::*;
 
 #[test]
 fn lab_pos_exp1_tiny_writes_complete_results() {

@@ -4,74 +4,14 @@
 //! directory, leaving no cgroup or network namespace behind. Needs root: skipped with a printed
 //! reason otherwise.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_triage");
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("triage-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn cannot_run() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("needs root (cgroups, network namespaces)".into());
-    }
-    if !Path::new("/sys/fs/cgroup/cpu").exists()
-        && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
-    {
-        return Some("no cgroup cpu controller mounted".into());
-    }
-    None
-}
-
-fn leftovers(pid: u32) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
-        for l in String::from_utf8_lossy(&o.stdout).lines() {
-            if l.starts_with(&format!("triage-lab-{pid}-")) {
-                out.push(format!("netns {l}"));
-            }
-        }
-    }
-    for h in ["cpu", "cpuacct", "cpuset", "unified", ""] {
-        let d = Path::new("/sys/fs/cgroup").join(h).join("triage-lab");
-        if let Ok(rd) = std::fs::read_dir(&d) {
-            for e in rd.flatten() {
-                let n = e.file_name().to_string_lossy().into_owned();
-                if n.starts_with(&format!("run-{pid}-")) {
-                    out.push(format!("cgroup {}", e.path().display()));
-                }
-            }
-        }
-    }
-    out
-}
-
-fn finite(v: &serde_json::Value, what: &str) -> f64 {
-    let x = v
-        .as_f64()
-        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
-    assert!(x.is_finite(), "{what} = {x}");
-    x
-}
+mod common;
+use common::*;
 
 #[test]
 fn lab_reservations_tiny_writes_complete_results() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = cannot_run_cgroup_lab() {
         eprintln!("SKIP lab_reservations_tiny_writes_complete_results: {why}");
         return;
     }

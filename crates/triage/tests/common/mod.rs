@@ -1,0 +1,78 @@
+//! Helpers shared by the lab end-to-end tests (`lab_pos`, `lab_containers`,
+//! `lab_reservations`): a temporary directory, the check that a lab left nothing behind, and
+//! why a cgroup lab cannot run here. Each test crate uses only some of them.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `triage` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_triage");
+
+/// A directory removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("triage-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Why a lab that needs cgroups cannot run here, if it cannot.
+pub fn cannot_run_cgroup_lab() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (cgroups, network namespaces)".into());
+    }
+    if !Path::new("/sys/fs/cgroup/cpu").exists()
+        && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        return Some("no cgroup cpu controller mounted".into());
+    }
+    None
+}
+
+/// Kernel objects named after the lab process `pid` that still exist.
+pub fn leftovers(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            if l.starts_with(&format!("triage-lab-{pid}-")) {
+                out.push(format!("netns {l}"));
+            }
+        }
+    }
+    for h in ["cpu", "cpuacct", "cpuset", "unified", ""] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join("triage-lab");
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with(&format!("run-{pid}-")) {
+                    out.push(format!("cgroup {}", e.path().display()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `v` as a finite number (`what` names it in the failure).
+pub fn finite(v: &serde_json::Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x.is_finite(), "{what} = {x}");
+    x
+}
