@@ -28,3 +28,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Which::Reservations(a) => super::lab_reservations::run(a),
     }
 }
+
+/// How a lab emulates the network (`--net`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Net {
+    /// Network namespaces + veth (+ tbf for the pos lab) when root, loopback otherwise.
+    Auto,
+    /// Network namespaces + veth (an error when impossible).
+    Netns,
+    /// Loopback (the pos lab throttles reading on the client side).
+    Loopback,
+}
+
+impl From<Net> for lab::testbed::NetMode {
+    fn from(n: Net) -> Self {
+        match n {
+            Net::Auto => Self::Auto,
+            Net::Netns => Self::Netns,
+            Net::Loopback => Self::Loopback,
+        }
+    }
+}
+
+/// A duration flag (`500ms`, `2s`).
+pub fn dur(s: &str) -> Result<std::time::Duration, String> {
+    lab::pos::parse_duration(s)
+}
+
+/// A CPU quota flag: a fraction or percent of one CPU.
+pub fn quota(s: &str) -> Result<f64, String> {
+    lab::pos::parse_quota(s)
+}
+
+/// A CPU quota flag that may also be `none`/`off`.
+pub fn quota_or_none(s: &str) -> Result<Option<f64>, String> {
+    match s {
+        "none" | "off" => Ok(None),
+        _ => quota(s).map(Some),
+    }
+}

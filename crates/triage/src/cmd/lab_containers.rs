@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use lab::containers::{ContainersOpts, Scale};
-use lab::testbed::NetMode;
 use lab::LabError;
 
+use super::lab::{dur, quota, quota_or_none, Net};
 use super::UsageError;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -17,31 +17,6 @@ enum SecondsScale {
     Normal,
     /// Seconds: 0-2 CGI, the 30% cap and Apache, 1 s windows (CI).
     Tiny,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Net {
-    /// Network namespaces + veth when root, loopback otherwise.
-    Auto,
-    /// Network namespaces + veth (an error when impossible).
-    Netns,
-    /// Loopback.
-    Loopback,
-}
-
-fn dur(s: &str) -> Result<Duration, String> {
-    lab::pos::parse_duration(s)
-}
-
-fn frac(s: &str) -> Result<f64, String> {
-    lab::pos::parse_quota(s)
-}
-
-fn quota_or_none(s: &str) -> Result<Option<f64>, String> {
-    match s {
-        "none" | "off" => Ok(None),
-        _ => lab::pos::parse_quota(s).map(Some),
-    }
 }
 
 /// Arguments of `triage lab containers`.
@@ -63,7 +38,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     counts: Option<Vec<usize>>,
     /// Caps of the CGI container: fractions or percents of one CPU, e.g. 30%,10%.
-    #[arg(long, value_delimiter = ',', value_parser = frac)]
+    #[arg(long, value_delimiter = ',', value_parser = quota)]
     caps: Option<Vec<f64>>,
     /// Static-throughput window per point, whole seconds [default: 2s; tiny 1s].
     #[arg(long, value_parser = dur)]
@@ -140,11 +115,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.peers = !a.no_peers;
     o.timeshare = a.timeshare.then_some(true);
     o.only = a.only;
-    o.net = match a.net {
-        Net::Auto => NetMode::Auto,
-        Net::Netns => NetMode::Netns,
-        Net::Loopback => NetMode::Loopback,
-    };
+    o.net = a.net.into();
     o.out = a.out;
     o.command = command_line();
     match lab::containers::run(&o) {

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use lab::pos::{parse_duration, parse_quota, PosOpts, Scale};
-use lab::testbed::NetMode;
+use lab::pos::{PosOpts, Scale};
 use lab::LabError;
 
+use super::lab::{dur, quota, Net};
 use super::UsageError;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -17,23 +17,6 @@ enum SecondsScale {
     Normal,
     /// Seconds: 3 browsers, 2 pages each, 1 repetition (CI).
     Tiny,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Net {
-    /// Network namespaces + veth + tbf when root, loopback otherwise.
-    Auto,
-    /// Network namespaces + veth + tbf (an error when impossible).
-    Netns,
-    /// Loopback with client-side throttled reading.
-    Loopback,
-}
-
-fn dur(s: &str) -> Result<Duration, String> {
-    parse_duration(s)
-}
-fn quota(s: &str) -> Result<f64, String> {
-    parse_quota(s)
 }
 
 /// Arguments of `triage lab pos`.
@@ -156,11 +139,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.quota = a.quota;
     o.period = a.period;
     o.rate_mbit = a.rate_mbit;
-    o.net = match a.net {
-        Net::Auto => NetMode::Auto,
-        Net::Netns => NetMode::Netns,
-        Net::Loopback => NetMode::Loopback,
-    };
+    o.net = a.net.into();
     o.gzip_level = (!a.no_gzip).then_some(a.gzip_level);
     o.html_bytes = a.html_bytes;
     if let Some(i) = a.image_bytes {

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use lab::reservations::{ReservationsOpts, Scale};
-use lab::testbed::NetMode;
 use lab::LabError;
 
+use super::lab::{dur, quota_or_none, Net};
 use super::UsageError;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -17,27 +17,6 @@ enum SecondsScale {
     Normal,
     /// Seconds: 0 and 4 competitors, the 50% reservation and Apache (CI).
     Tiny,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Net {
-    /// Network namespaces + veth when root, loopback otherwise.
-    Auto,
-    /// Network namespaces + veth (an error when impossible).
-    Netns,
-    /// Loopback.
-    Loopback,
-}
-
-fn dur(s: &str) -> Result<Duration, String> {
-    lab::pos::parse_duration(s)
-}
-
-fn quota_or_none(s: &str) -> Result<Option<f64>, String> {
-    match s {
-        "none" | "off" => Ok(None),
-        _ => lab::pos::parse_quota(s).map(Some),
-    }
 }
 
 /// Arguments of `triage lab reservations`.
@@ -103,11 +82,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     o.period = a.period;
     o.peers = !a.no_peers;
-    o.net = match a.net {
-        Net::Auto => NetMode::Auto,
-        Net::Netns => NetMode::Netns,
-        Net::Loopback => NetMode::Loopback,
-    };
+    o.net = a.net.into();
     o.out = a.out;
     o.command = super::lab_containers::command_line();
     match lab::reservations::run(&o) {
