@@ -60,10 +60,26 @@ pub fn quota(s: &str) -> Result<f64, String> {
     lab::pos::parse_quota(s)
 }
 
+/// A flag's value that may be `none`/`off`. (A field of type `Option<Option<T>>` would make
+/// clap read a flag with an optional value and expect `T` from the parser.)
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OrNone<T>(pub Option<T>);
+
 /// A CPU quota flag that may also be `none`/`off`.
-pub fn quota_or_none(s: &str) -> Result<Option<f64>, String> {
+pub fn quota_or_none(s: &str) -> Result<OrNone<f64>, String> {
     match s {
-        "none" | "off" => Ok(None),
-        _ => quota(s).map(Some),
+        "none" | "off" => Ok(OrNone(None)),
+        _ => quota(s).map(|q| OrNone(Some(q))),
+    }
+}
+
+/// A count of at least 1, or `none`/`off`.
+pub fn count_or_none(s: &str) -> Result<OrNone<usize>, String> {
+    match s {
+        "none" | "off" => Ok(OrNone(None)),
+        _ => match s.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(OrNone(Some(n))),
+            _ => Err(format!("{s:?}: give a count of at least 1, or `none`")),
+        },
     }
 }

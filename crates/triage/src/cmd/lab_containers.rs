@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use lab::containers::{ContainersOpts, Scale};
 use lab::LabError;
 
-use super::lab::{dur, quota, quota_or_none, Net};
+use super::lab::{dur, quota, quota_or_none, Net, OrNone};
 use super::UsageError;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -55,7 +55,7 @@ pub struct Args {
     /// CPU quota of the whole server side (server + CGI), emulating a slower CPU: a fraction
     /// or percent of one CPU, or `none` [default: 20%]. Caps and shares are fractions of it.
     #[arg(long, value_parser = quota_or_none)]
-    quota: Option<Option<f64>>,
+    quota: Option<OrNone<f64>>,
     /// CFS period of the quota.
     #[arg(long, value_parser = dur, default_value = "10ms")]
     period: Duration,
@@ -108,7 +108,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.reps = a.reps;
     o.conns = a.conns;
     o.cgi_cpu_s = a.cgi_cpu;
-    if let Some(q) = a.quota {
+    if let Some(OrNone(q)) = a.quota {
         o.quota = q;
     }
     o.period = a.period;
@@ -122,5 +122,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Ok(_) => Ok(()),
         Err(LabError::Config(m)) => Err(UsageError(m).into()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    #[test]
+    fn flags_parse() {
+        T::command().debug_assert();
+        let t = T::try_parse_from(["t", "--quota", "25%", "--caps", "30%,0.1"]).unwrap();
+        assert_eq!(t.a.quota, Some(OrNone(Some(0.25))));
+        assert_eq!(t.a.caps, Some(vec![0.3, 0.1]));
+        let t = T::try_parse_from(["t", "--quota", "off"]).unwrap();
+        assert_eq!(t.a.quota, Some(OrNone(None)));
+        assert!(T::try_parse_from(["t", "--quota"]).is_err());
     }
 }
