@@ -599,6 +599,8 @@ pub struct TriageSite {
     pub container: Option<String>,
     pub cpu_max: Option<f64>,
     pub weight: Option<u32>,
+    /// `cgi.max_running`: most scripts of the site running at once (none = no limit).
+    pub max_running: Option<usize>,
 }
 
 fn toml_str(s: &str) -> String {
@@ -647,6 +649,9 @@ pub fn triage_config(
         }
         if let Some(w) = t.weight {
             s.push_str(&format!("weight = {w}\n"));
+        }
+        if let Some(n) = t.max_running {
+            s.push_str(&format!("max_running = {n}\n"));
         }
     }
     s
@@ -986,6 +991,7 @@ Transfer/sec:     36.00MB
             container: Some("res/a".into()),
             cpu_max: Some(0.3),
             weight: Some(50),
+            max_running: Some(2),
         };
         let text = triage_config(
             "10.77.0.1:20000".parse().unwrap(),
@@ -1002,6 +1008,7 @@ Transfer/sec:     36.00MB
             "container = \"res/a\"",
             "cpu_max = 0.3",
             "weight = 50",
+            "max_running = 2",
         ] {
             assert!(text.contains(want), "{want} missing in\n{text}");
         }

@@ -612,6 +612,7 @@ fn start(env: &Env<'_>, v: &Variant, dir: &Path) -> Result<Running> {
                 container: Some("cgi".into()),
                 cpu_max: cap.map(|c| c * env.capacity),
                 weight: None,
+                max_running: None,
             }],
             Duration::from_secs(3600),
             dir,

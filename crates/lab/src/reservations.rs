@@ -40,6 +40,11 @@ pub const DEFAULT_QUOTA: f64 = 0.5;
 /// quota uses a long period.
 pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
 
+/// `cgi.max_running` of each triage site: two scripts at a time keep the one CPU busy (one
+/// computes while the other starts or writes its reply), and the other requests wait in the
+/// server instead of on the kernel's run queue.
+pub const DEFAULT_MAX_RUNNING: Option<usize> = Some(2);
+
 /// What `triage lab reservations` was asked for.
 #[derive(Debug, Clone)]
 pub struct ReservationsOpts {
@@ -56,6 +61,8 @@ pub struct ReservationsOpts {
     pub reps: Option<usize>,
     pub quota: Option<f64>,
     pub period: Duration,
+    /// `cgi.max_running` of each triage site (none = no limit).
+    pub max_running: Option<usize>,
     pub peers: bool,
     pub net: NetMode,
     pub out: Option<PathBuf>,
@@ -75,6 +82,7 @@ impl ReservationsOpts {
             reps: None,
             quota: Some(DEFAULT_QUOTA),
             period: DEFAULT_PERIOD,
+            max_running: DEFAULT_MAX_RUNNING,
             peers: true,
             net: NetMode::Auto,
             out: None,
@@ -95,6 +103,7 @@ pub struct Params {
     pub reps: usize,
     pub quota: Option<f64>,
     pub period_ms: f64,
+    pub max_running: Option<usize>,
     pub cgi_script: &'static str,
     pub variants: Vec<String>,
 }
@@ -201,6 +210,7 @@ fn resolve(o: &ReservationsOpts) -> Result<(Params, Vec<Variant>)> {
             reps,
             quota: o.quota,
             period_ms: o.period.as_secs_f64() * 1e3,
+            max_running: o.max_running,
             cgi_script: "rand.pl (Perl: 500000 calls of rand(), a 1 KB reply)",
             variants: variants.iter().map(|v| v.name.clone()).collect(),
         },
@@ -332,6 +342,7 @@ fn start(env: &Env<'_>, v: &Variant, dir: &Path) -> Result<Running> {
         container: Some(container.into()),
         cpu_max: None,
         weight,
+        max_running: env.o.max_running,
     };
     let sites = match v.kind {
         Kind::Weights(a, b) => vec![

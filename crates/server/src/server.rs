@@ -267,6 +267,9 @@ fn build_sites(
             cfg.index.clone(),
         )));
     }
+    // Sites first, their CGI handlers beside them: sites sharing a CGI container must share
+    // its `max_running` places before the handlers are frozen in their `Arc`.
+    let mut built = Vec::new();
     for s in &cfg.sites {
         let mut site = Site::new(
             s.name.clone(),
@@ -275,10 +278,22 @@ fn build_sites(
         );
         site.aliases = s.aliases.clone();
         site.container = containers.tree().site_container(&s.name);
-        if let Some(c) = &s.cgi {
-            let cgi = crate::cgi::Cgi::for_site(c, &s.name, &s.root, cg_root.as_ref())?;
-            site.cgi = Some(Arc::new(cgi));
-        }
+        let cgi = match &s.cgi {
+            Some(c) => Some(crate::cgi::Cgi::for_site(
+                c,
+                &s.name,
+                &s.root,
+                cg_root.as_ref(),
+            )?),
+            None => None,
+        };
+        built.push((site, cgi));
+    }
+    let mut cgis: Vec<&mut crate::cgi::Cgi> =
+        built.iter_mut().filter_map(|(_, c)| c.as_mut()).collect();
+    crate::cgi::Cgi::share_places(&mut cgis)?;
+    for (mut site, cgi) in built {
+        site.cgi = cgi.map(Arc::new);
         sites.push(Arc::new(site));
     }
     if sites.is_empty() {

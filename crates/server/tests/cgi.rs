@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use server::cgi::{CgiConfig, CgiStats};
+use server::config::{Config, SiteConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -539,6 +540,76 @@ async fn output_limit_truncates_and_kills() {
     assert_eq!(count(&srv.stats, |s| &s.output_limited), 1);
 }
 
+/// Wait until `f` holds (an event the server signals through its counters), at most 10 s.
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(10), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_running_queues_scripts_until_a_place_frees() {
+    let site = Site::new();
+    let mut cfg = site.cfg();
+    cfg.max_running = Some(1);
+    let srv = Running::start(&site.root(), cfg).await;
+    // A holds the one place: its headers are out, its script waits.
+    let mut a = TcpStream::connect(srv.addr).await.unwrap();
+    a.write_all(b"GET /cgi-bin/sleep.sh?mode=headers&tag=qa HTTP/1.1\r\nHost: site.test\r\n\r\n")
+        .await
+        .unwrap();
+    let pids = recorded_pids(&site, "qa").await;
+    // B must wait: no second script starts while A runs.
+    let addr = srv.addr;
+    let b = tokio::spawn(async move { get(addr, "/cgi-bin/env.sh").await });
+    until("B waits for a place", || {
+        count(&srv.stats, |s| &s.waiting) == 1
+    })
+    .await;
+    assert_eq!(count(&srv.stats, |s| &s.started), 1);
+    let m = get(srv.admin, "/metrics").await.text();
+    assert!(
+        m.contains("triage_cgi_waiting{site=\"site.test\"} 1"),
+        "{m}"
+    );
+    // A's client goes away: its group is killed and reaped, and B gets the place.
+    drop(a);
+    wait_dead(&pids, Duration::from_secs(5)).await;
+    let r = b.await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(count(&srv.stats, |s| &s.started), 2);
+    assert_eq!(count(&srv.stats, |s| &s.queued), 1);
+    assert_eq!(count(&srv.stats, |s| &s.waiting), 0);
+    assert_eq!(count(&srv.stats, |s| &s.queue_timeouts), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_running_waits_at_most_the_timeout_then_503() {
+    let site = Site::new();
+    let mut cfg = site.cfg();
+    cfg.max_running = Some(1);
+    cfg.timeout = Duration::from_millis(1500);
+    let srv = Running::start(&site.root(), cfg).await;
+    let addr = srv.addr;
+    // A runs until its timeout (T); B waits for it and then runs until 2T; C waits behind B
+    // (the queue is in arrival order) and gives up at about T after it came.
+    let a = tokio::spawn(async move { get(addr, "/cgi-bin/sleep.sh?tag=wa").await });
+    let _ = recorded_pids(&site, "wa").await;
+    let b = tokio::spawn(async move { get(addr, "/cgi-bin/sleep.sh?tag=wb").await });
+    until("B waits", || count(&srv.stats, |s| &s.waiting) == 1).await;
+    let c = tokio::spawn(async move { get(addr, "/cgi-bin/env.sh").await });
+    until("C waits", || count(&srv.stats, |s| &s.waiting) == 2).await;
+    let c = c.await.unwrap();
+    assert_eq!(c.status, 503, "{}", c.text());
+    assert_eq!(a.await.unwrap().status, 504);
+    assert_eq!(b.await.unwrap().status, 504);
+    assert_eq!(count(&srv.stats, |s| &s.queued), 2);
+    assert_eq!(count(&srv.stats, |s| &s.queue_timeouts), 1);
+    assert_eq!(count(&srv.stats, |s| &s.started), 2, "C never started");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_gone_kills_the_process_group() {
     let site = Site::new();
@@ -867,4 +938,113 @@ async fn container_limits_and_metrics() {
         m.contains("triage_cgi_cpu_seconds_total{site=\"site.test\"}"),
         "{m}"
     );
+}
+
+#[test]
+fn bad_limits_are_errors_naming_their_key() {
+    let site = Site::new();
+    let info = server::cgi::SiteInfo {
+        document_root: site.root(),
+        server_name: "site.test".into(),
+        server_software: "triage".into(),
+    };
+    type Set = fn(&mut CgiConfig);
+    let cases: [(&str, Set); 4] = [
+        ("cgi.max_running", |c| c.max_running = Some(0)),
+        ("cgi.timeout", |c| c.timeout = Duration::ZERO),
+        ("cgi.weight", |c| c.weight = Some(0)),
+        ("cgi.cpu_max", |c| c.cpu_max = Some(-1.0)),
+    ];
+    for (key, set) in cases {
+        let mut cfg = site.cfg();
+        set(&mut cfg);
+        let e = server::cgi::Cgi::new(&cfg, info.clone()).expect_err(key);
+        assert_eq!(e.key, key, "{e:?}");
+    }
+    let mut cfg = site.cfg();
+    cfg.max_running = Some(1);
+    assert!(server::cgi::Cgi::new(&cfg, info).is_ok());
+}
+
+/// Two sites whose scripts share one CGI container, each with `max_running`.
+fn two_sites(site: &Site, a: usize, b: usize) -> Config {
+    let one = |name: &str, n: usize| {
+        let mut c = site.cfg();
+        c.container = Some("qshared/cgi".into());
+        c.max_running = Some(n);
+        SiteConfig {
+            name: name.into(),
+            aliases: Vec::new(),
+            root: site.root(),
+            index: None,
+            cgi: Some(c),
+        }
+    };
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sites: vec![one("a.test", a), one("b.test", b)],
+        shutdown_timeout: Duration::from_secs(1),
+        ..Config::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sites_sharing_a_container_share_its_places() {
+    const T: &str = "sites_sharing_a_container_share_its_places";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip(T, "not root");
+    }
+    if let Err(e) = os::probe() {
+        return skip(T, &format!("no usable cgroups: {e}"));
+    }
+    let site = Site::new();
+    // Different limits on one container: refused, naming the key.
+    let e = match server::Server::bind(two_sites(&site, 1, 2)).await {
+        Ok(_) => panic!("two limits on one container were accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("cgi.max_running") && e.contains("qshared/cgi"),
+        "{e}"
+    );
+
+    let server = server::Server::bind(two_sites(&site, 1, 1))
+        .await
+        .expect("server starts");
+    let addr = server.local_addr();
+    let stats: Vec<_> = server.shared().sites.0[..2]
+        .iter()
+        .map(|s| s.cgi.as_ref().unwrap().stats().clone())
+        .collect();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = server
+            .run(async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    // Site a holds the container's one place; site b's request waits for it.
+    let mut a = TcpStream::connect(addr).await.unwrap();
+    a.write_all(b"GET /cgi-bin/sleep.sh?mode=headers&tag=sa HTTP/1.1\r\nHost: a.test\r\n\r\n")
+        .await
+        .unwrap();
+    let pids = recorded_pids(&site, "sa").await;
+    let b = tokio::spawn(async move {
+        exchange(
+            addr,
+            b"GET /cgi-bin/env.sh HTTP/1.1\r\nHost: b.test\r\nConnection: close\r\n\r\n",
+        )
+        .await
+    });
+    until("site b waits", || count(&stats[1], |s| &s.waiting) == 1).await;
+    assert_eq!(count(&stats[1], |s| &s.started), 0);
+    drop(a);
+    wait_dead(&pids, Duration::from_secs(5)).await;
+    let r = b.await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(count(&stats[1], |s| &s.started), 1);
+    let _ = tx.send(());
+    let _ = task.await;
 }

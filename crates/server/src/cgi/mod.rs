@@ -104,6 +104,12 @@ pub struct CgiConfig {
     /// sense).
     #[serde(default)]
     pub weight: Option<u32>,
+    /// Most scripts of this site's CGI container running at once; further requests wait in
+    /// the server, in arrival order, for up to `timeout` (then 503). Sites sharing a
+    /// container share its places (and must give the same number). None = no limit. Fewer
+    /// scripts interleaved on the CPU means less switching and cache refilling per request.
+    #[serde(default)]
+    pub max_running: Option<usize>,
 }
 
 fn default_timeout() -> Duration {
@@ -155,6 +161,7 @@ impl CgiConfig {
             container: None,
             cpu_max: None,
             weight: None,
+            max_running: None,
         }
     }
 }
@@ -207,6 +214,12 @@ pub struct CgiStats {
     pub in_cgroup: AtomicU64,
     /// CPU time of the request cgroups, summed when they are removed (nanoseconds).
     pub cpu_ns: AtomicU64,
+    /// Requests that had to wait for a place under `max_running`.
+    pub queued: AtomicU64,
+    /// Requests that waited `timeout` for a place and got 503.
+    pub queue_timeouts: AtomicU64,
+    /// Requests waiting for a place now (a gauge).
+    pub waiting: AtomicU64,
 }
 
 /// What the server does with a CGI request.
@@ -310,6 +323,10 @@ pub struct Cgi {
     cgroups: bool,
     cpu_max: Option<f64>,
     weight: Option<u32>,
+    /// `max_running` as configured.
+    max_running: Option<usize>,
+    /// Places for running scripts (`max_running`), shared by sites sharing a container.
+    running: Option<Arc<tokio::sync::Semaphore>>,
     container_name: Option<String>,
     site: SiteInfo,
     container: Option<Container>,
@@ -444,6 +461,12 @@ impl Cgi {
                 });
             }
         }
+        if cfg.max_running == Some(0) {
+            return Err(CgiError {
+                key: "cgi.max_running".into(),
+                msg: "must be at least 1 (leave it out for no limit)".into(),
+            });
+        }
         if cfg.timeout.is_zero() {
             return Err(CgiError {
                 key: "cgi.timeout".into(),
@@ -460,6 +483,10 @@ impl Cgi {
             cgroups: cfg.cgroups,
             cpu_max: cfg.cpu_max,
             weight: cfg.weight,
+            max_running: cfg.max_running,
+            running: cfg
+                .max_running
+                .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
             container_name: cfg.container.clone(),
             site,
             container: None,
@@ -540,6 +567,32 @@ impl Cgi {
             cg.set_weight(w).map_err(|e| bad("cgi.weight", e))?;
         }
         self.container = Some(Container { root, rel, cg });
+        Ok(())
+    }
+
+    /// Give sites that share a CGI container one set of `max_running` places (their scripts
+    /// then queue together, in arrival order). Sites without a container keep their own.
+    pub fn share_places(cgis: &mut [&mut Cgi]) -> Result<(), CgiError> {
+        let mut seen: Vec<(String, usize, String, Arc<tokio::sync::Semaphore>)> = Vec::new();
+        for c in cgis.iter_mut() {
+            let (Some(cont), Some(sem)) = (&c.container, &c.running) else {
+                continue;
+            };
+            let n = c.max_running.unwrap_or(0);
+            match seen.iter().find(|s| s.0 == cont.rel) {
+                Some((_, m, _, shared)) if *m == n => c.running = Some(shared.clone()),
+                Some((rel, m, site, _)) => {
+                    return Err(CgiError {
+                        key: "cgi.max_running".into(),
+                        msg: format!(
+                            "site {} says {n} but site {site}, sharing its CGI container {rel},                              says {m}",
+                            c.site.server_name
+                        ),
+                    })
+                }
+                None => seen.push((cont.rel.clone(), n, c.site.server_name.clone(), sem.clone())),
+            }
+        }
         Ok(())
     }
 
@@ -802,6 +855,32 @@ impl Cgi {
             content_length,
         });
 
+        // A place among the running scripts (`max_running`): waited for in arrival order (the
+        // semaphore is fair), at most `timeout`; dropped when the script has been reaped.
+        let permit = match &self.running {
+            None => None,
+            Some(sem) => match sem.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    self.stats.queued.fetch_add(1, Relaxed);
+                    self.stats.waiting.fetch_add(1, Relaxed);
+                    let waited =
+                        tokio::time::timeout(self.timeout, sem.clone().acquire_owned()).await;
+                    self.stats.waiting.fetch_sub(1, Relaxed);
+                    match waited {
+                        Ok(Ok(p)) => Some(p),
+                        _ => {
+                            self.stats.queue_timeouts.fetch_add(1, Relaxed);
+                            return self.reject(
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                &path,
+                                "too many scripts running (cgi.max_running) for cgi.timeout",
+                            );
+                        }
+                    }
+                }
+            },
+        };
         let cgroup = self.request_cgroup();
         let started = tokio::time::Instant::now();
         let deadline = started + self.timeout;
@@ -870,13 +949,17 @@ impl Cgi {
         self.stats.started.fetch_add(1, Relaxed);
         let script_id: Arc<str> = Arc::from(script_name.as_str());
         tracing::debug!(script = %script_id, pid = sp.guard.pid(), placed = ?sp.placed, "cgi: started");
-        if let Some(cg) = cgroup {
-            if sp.placed != Placed::Nowhere {
-                self.stats.in_cgroup.fetch_add(1, Relaxed);
-            }
+        if cgroup.is_some() && sp.placed != Placed::Nowhere {
+            self.stats.in_cgroup.fetch_add(1, Relaxed);
+        }
+        if cgroup.is_some() || permit.is_some() {
             let stats = self.stats.clone();
-            sp.guard
-                .on_reaped(Box::new(move || remove_cgroup(cg, stats)));
+            sp.guard.on_reaped(Box::new(move || {
+                if let Some(cg) = cgroup {
+                    remove_cgroup(cg, stats);
+                }
+                drop(permit);
+            }));
         }
         let mut tracker = Tracker {
             stats: self.stats.clone(),
@@ -1098,6 +1181,8 @@ pub fn metrics(sites: &crate::router::Sites) -> String {
             ("output_limited", &s.output_limited),
             ("client_gone", &s.client_gone),
             ("in_cgroup", &s.in_cgroup),
+            ("queued", &s.queued),
+            ("queue_timeout", &s.queue_timeouts),
         ] {
             let _ = writeln!(
                 out,
@@ -1105,6 +1190,18 @@ pub fn metrics(sites: &crate::router::Sites) -> String {
                 v.load(Relaxed)
             );
         }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP triage_cgi_waiting Requests waiting for a place under cgi.max_running.\n\
+         # TYPE triage_cgi_waiting gauge"
+    );
+    for (name, c) in &with {
+        let _ = writeln!(
+            out,
+            "triage_cgi_waiting{{site=\"{name}\"}} {}",
+            c.stats.waiting.load(Relaxed)
+        );
     }
     let _ = writeln!(
         out,

@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use lab::reservations::{ReservationsOpts, Scale};
 use lab::LabError;
 
-use super::lab::{dur, quota_or_none, Net};
+use super::lab::{count_or_none, dur, quota_or_none, Net, OrNone};
 use super::UsageError;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -49,10 +49,14 @@ pub struct Args {
     reps: Option<usize>,
     /// CPU quota of the server side: a fraction or percent of one CPU, or `none` [default: 50%].
     #[arg(long, value_parser = quota_or_none)]
-    quota: Option<Option<f64>>,
+    quota: Option<OrNone<f64>>,
     /// CFS period of the quota (short periods skew cgroup weights under throttling).
     #[arg(long, value_parser = dur, default_value = "100ms")]
     period: Duration,
+    /// Most CGI scripts of each triage site running at once (`cgi.max_running`), or `none`
+    /// [default: 2].
+    #[arg(long, value_parser = count_or_none)]
+    max_running: Option<OrNone<usize>>,
     /// Do not measure Apache httpd.
     #[arg(long)]
     no_peers: bool,
@@ -77,10 +81,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.clients = a.clients;
     o.window = a.window;
     o.reps = a.reps;
-    if let Some(q) = a.quota {
+    if let Some(OrNone(q)) = a.quota {
         o.quota = q;
     }
     o.period = a.period;
+    if let Some(OrNone(m)) = a.max_running {
+        o.max_running = m;
+    }
     o.peers = !a.no_peers;
     o.net = a.net.into();
     o.out = a.out;
@@ -89,5 +96,32 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Ok(_) => Ok(()),
         Err(LabError::Config(m)) => Err(UsageError(m).into()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    #[test]
+    fn flags_parse() {
+        T::command().debug_assert();
+        let t = T::try_parse_from(["t", "--quota", "40%", "--max-running", "3"]).unwrap();
+        assert_eq!(t.a.quota, Some(OrNone(Some(0.4))));
+        assert_eq!(t.a.max_running, Some(OrNone(Some(3))));
+        let t = T::try_parse_from(["t", "--quota", "none", "--max-running", "none"]).unwrap();
+        assert_eq!(t.a.quota, Some(OrNone(None)));
+        assert_eq!(t.a.max_running, Some(OrNone(None)));
+        let t = T::try_parse_from(["t"]).unwrap();
+        assert_eq!((t.a.quota, t.a.max_running), (None, None));
+        assert!(T::try_parse_from(["t", "--max-running", "0"]).is_err());
+        assert!(T::try_parse_from(["t", "--quota"]).is_err());
     }
 }
