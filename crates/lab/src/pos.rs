@@ -278,8 +278,13 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     let hog = p.hog;
     let mut v = Vec::new();
     let extra: Vec<&str> = p.triage_extra.iter().map(String::as_str).collect();
+    // Every triage variant runs the same gate mechanism (scheduling rounds on, also for fifo,
+    // whose order they cannot change), so that a difference between variants is the policy's.
+    // `triage serve`'s default (`--rounds auto`) would leave them off for fifo only, and rounds
+    // change how image chunks interleave (docs/lab.md). `--triage-flag` comes last and wins.
     let tv = |name: &str, args: &[&str]| {
         let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--rounds", "on"]);
         a.extend(extra.iter().copied());
         Variant::triage(name, &a, hog)
     };
@@ -1598,6 +1603,16 @@ mod tests {
                     .any(|w| w[0] == "--slp" && w[1].ends_with("ms")));
             }
             _ => panic!("not triage"),
+        }
+        // The same gate mechanism for every triage variant, fifo included.
+        for t in &v {
+            if let crate::runner::ServerKind::Triage { args } = &t.server {
+                assert!(
+                    args.windows(2).any(|w| w == ["--rounds", "on"]),
+                    "{}",
+                    t.name
+                );
+            }
         }
         let mut only = opts(2);
         only.only = Some(vec!["fifo".into(), "nginx".into()]);

@@ -44,7 +44,7 @@ pub struct Args {
     /// Measurement window per point [default: 10s; --quick 4s; tiny 2s].
     #[arg(long, value_parser = dur)]
     window: Option<Duration>,
-    /// Repetitions, interleaved [default: 2; --quick and tiny 1].
+    /// Repetitions, interleaved [default: 3; --quick and tiny 1].
     #[arg(long)]
     reps: Option<usize>,
     /// CPU quota of the server side: a fraction or percent of one CPU, or `none` [default: 50%].
@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long, value_parser = dur, default_value = "100ms")]
     period: Duration,
     /// Most CGI scripts of each triage site running at once (`cgi.max_running`), or `none`
-    /// [default: 2].
+    /// [default: none].
     #[arg(long, value_parser = count_or_none)]
     max_running: Option<OrNone<usize>>,
     /// Do not measure Apache httpd.
