@@ -3,7 +3,7 @@
 //!
 //! | exp | arrivals | hog | SLP | variants |
 //! |---|---|---|---|---|
-//! | 1 | all browsers at once every interval (optionally staggered) | yes | fixed | fifo, pos RW 3/6/9, pos RW 3 + nice boost, content, nginx, apache |
+//! | 1 | all browsers at once every interval (optionally staggered) | yes | fixed | fifo, pos RW 3/6/9, pos RW 3 + nice boost, pos RW 3 + slice boost, content, nginx, apache |
 //! | 2 | each browser once per interval window at a random instant | no | fixed | same without hog |
 //! | 3 | as 2 | no | predicted every 500 ms | pos RW 3/6/9, RW predicted with the paper's rule and with the split rule |
 //! | 4 | as 3, with 3, 6, 9, 12 browsers | no | predicted | fifo, pos RW 3/6/9, content, peers: PL/LRQ ratios (Fig. 6), mean t1 (Fig. 7) |
@@ -309,6 +309,12 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             &format!("pos-rw{}-nice", p.rw[0]),
             &[
                 "--policy", "pos", "--slp", &slp, "--rw", &r, "--boost", "nice",
+            ],
+        ));
+        v.push(tv(
+            &format!("pos-rw{}-slice", p.rw[0]),
+            &[
+                "--policy", "pos", "--slp", &slp, "--rw", &r, "--boost", "slice",
             ],
         ));
     }
@@ -1582,6 +1588,7 @@ mod tests {
                 "pos-rw6",
                 "pos-rw9",
                 "pos-rw3-nice",
+                "pos-rw3-slice",
                 "content",
                 "nginx",
                 "apache"

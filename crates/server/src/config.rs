@@ -29,6 +29,8 @@ pub enum Boost {
     Off,
     /// setpriority on the thread running the burst (nice = `boost_nice`).
     Nice,
+    /// A short fair-scheduler slice on the thread (`boost_slice`): picked first, same share.
+    Slice,
 }
 
 impl std::str::FromStr for Boost {
@@ -37,7 +39,8 @@ impl std::str::FromStr for Boost {
         match s {
             "off" => Ok(Boost::Off),
             "nice" => Ok(Boost::Nice),
-            _ => Err(format!("unknown boost `{s}` (known: off, nice)")),
+            "slice" => Ok(Boost::Slice),
+            _ => Err(format!("unknown boost `{s}` (known: off, nice, slice)")),
         }
     }
 }
@@ -160,6 +163,9 @@ pub struct Config {
     pub sndbuf: Option<u64>,
     pub boost: Boost,
     pub boost_nice: i32,
+    /// Slice of `boost = "slice"` (the kernel clamps it to 0.1..100 ms).
+    #[serde(deserialize_with = "de_duration")]
+    pub boost_slice: Duration,
 
     pub max_conns: usize,
     #[serde(deserialize_with = "de_size")]
@@ -213,6 +219,7 @@ impl Default for Config {
             sndbuf: None,
             boost: Boost::Off,
             boost_nice: -10,
+            boost_slice: Duration::from_micros(100),
             max_conns: 10_000,
             max_header_size: 16 * 1024,
             header_timeout: Duration::from_secs(10),
@@ -507,6 +514,7 @@ chunk = "8KiB"
 sndbuf = 65536
 boost = "nice"
 boost_nice = -5
+boost_slice = "1ms"
 rounds = "off"
 max_conns = 100
 max_header_size = "16k"
@@ -539,6 +547,8 @@ index = ["home.html"]
         assert_eq!(c.send_timeout, Duration::from_secs(60));
         assert_eq!(c.max_header_size, 16384);
         assert_eq!(c.boost, Boost::Nice);
+        assert_eq!(c.boost_slice, Duration::from_millis(1));
+        assert_eq!("slice".parse::<Boost>(), Ok(Boost::Slice));
         assert_eq!(c.rounds, Rounds::Off);
         assert_eq!(Config::default().rounds, Rounds::Auto);
         assert!("sometimes"

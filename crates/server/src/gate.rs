@@ -71,6 +71,33 @@ struct Inner {
     threads: Vec<(os::prio::Tid, i32)>,
 }
 
+/// How a marked worker's runtime thread is raised in the kernel (`--boost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Raise {
+    /// This nice value (a larger weight: more CPU while raised; the kernel rescales the
+    /// thread's lag when the weight changes back).
+    Nice(i32),
+    /// This fair-scheduler slice (an earlier virtual deadline: picked first and able to
+    /// preempt on wakeup, with the CPU share unchanged).
+    Slice(std::time::Duration),
+}
+
+impl Raise {
+    fn apply(self, t: os::prio::Tid) -> Result<(), os::prio::PrioError> {
+        match self {
+            Raise::Nice(n) => os::prio::set_thread_nice(t, n),
+            Raise::Slice(d) => os::prio::set_thread_slice(t, Some(d)),
+        }
+    }
+    /// Back to how the thread was (`base`: its nice value when first seen).
+    fn restore(self, t: os::prio::Tid, base: i32) -> Result<(), os::prio::PrioError> {
+        match self {
+            Raise::Nice(_) => os::prio::set_thread_nice(t, base),
+            Raise::Slice(_) => os::prio::set_thread_slice(t, None),
+        }
+    }
+}
+
 thread_local! {
     static TID: std::cell::Cell<os::prio::Tid> = const { std::cell::Cell::new(0) };
 }
@@ -92,7 +119,7 @@ pub struct Gate {
     epoch: Clock,
     slots: usize,
     inner: Mutex<Inner>,
-    boost_nice: Option<i32>,
+    boost: Option<Raise>,
     pool: Mutex<VecDeque<WorkerId>>,
     next_worker: AtomicU64,
     /// Bursts run (permits granted).
@@ -126,7 +153,7 @@ impl Gate {
     /// value; when the last such burst ends they return to the value they had. This passes
     /// "text first" on to the kernel, where the server's threads compete with other processes
     /// (seed 001 moved text processes ahead of everything in the ready queue).
-    pub fn new(sched: Sched, enabled: bool, boost_nice: Option<i32>) -> Self {
+    pub fn new(sched: Sched, enabled: bool, boost: Option<Raise>) -> Self {
         Self {
             enabled,
             rounds: true,
@@ -138,7 +165,7 @@ impl Gate {
                 boosting: 0,
                 threads: Vec::new(),
             }),
-            boost_nice,
+            boost,
             pool: Mutex::new(VecDeque::new()),
             next_worker: AtomicU64::new(1),
             bursts: AtomicU64::new(0),
@@ -306,7 +333,7 @@ impl Gate {
             } else {
                 g.sched.ready(worker, now, hints)
             };
-            if self.boost_nice.is_some() && g.sched.marked(worker) {
+            if self.boost.is_some() && g.sched.marked(worker) {
                 self.boost_on(&mut g, worker);
             }
             match grant {
@@ -338,7 +365,7 @@ impl Gate {
     /// `worker`, marked, became ready: it holds the boost until its burst ends. The first holder
     /// raises every runtime thread (under the lock, so raising and restoring never cross).
     fn boost_on(&self, g: &mut Inner, worker: WorkerId) {
-        let Some(nice) = self.boost_nice else { return };
+        let Some(raise) = self.boost else { return };
         let me = tid();
         if !g.threads.iter().any(|&(t, _)| t == me) {
             match os::prio::thread_nice(me) {
@@ -347,7 +374,7 @@ impl Gate {
                     self.boost_errors.fetch_add(1, Relaxed);
                 }
             }
-            if g.boosting > 0 && os::prio::set_thread_nice(me, nice).is_err() {
+            if g.boosting > 0 && raise.apply(me).is_err() {
                 self.boost_errors.fetch_add(1, Relaxed);
             }
         }
@@ -359,7 +386,7 @@ impl Gate {
         g.boosting += 1;
         if g.boosting == 1 {
             for &(t, _) in &g.threads {
-                if os::prio::set_thread_nice(t, nice).is_err() {
+                if raise.apply(t).is_err() {
                     self.boost_errors.fetch_add(1, Relaxed);
                 }
             }
@@ -368,6 +395,7 @@ impl Gate {
 
     /// `worker`'s burst ended (or it gave up): the last holder restores every thread.
     fn boost_off(&self, g: &mut Inner, worker: WorkerId) {
+        let Some(raise) = self.boost else { return };
         let Some(w) = g.wake.get_mut(worker as usize) else {
             return;
         };
@@ -377,7 +405,7 @@ impl Gate {
         g.boosting -= 1;
         if g.boosting == 0 {
             for &(t, base) in &g.threads {
-                if os::prio::set_thread_nice(t, base).is_err() {
+                if raise.restore(t, base).is_err() {
                     self.boost_errors.fetch_add(1, Relaxed);
                 }
             }
@@ -721,7 +749,7 @@ mod tests {
             ..PolicyConfig::default()
         };
         let p = policy::build("pos", &cfg).unwrap();
-        let g = Gate::new(Sched::new(1, p), true, Some(-5)).with_rounds(false);
+        let g = Gate::new(Sched::new(1, p), true, Some(Raise::Nice(-5))).with_rounds(false);
         let w = g.checkout();
         std::thread::sleep(std::time::Duration::from_millis(2));
         let tid = os::prio::current_tid();
@@ -744,6 +772,53 @@ mod tests {
         assert_eq!(os::prio::thread_nice(tid).unwrap(), before);
     }
 
+    #[test]
+    fn slice_boost_shortens_a_marked_bursts_slice_and_restores_it() {
+        // In a thread of its own: the boost changes the calling thread's scheduling.
+        std::thread::spawn(|| {
+            let cfg = PolicyConfig {
+                slp: policy::Tunable::Fixed(0),
+                ..PolicyConfig::default()
+            };
+            let p = policy::build("pos", &cfg).unwrap();
+            let slice = std::time::Duration::from_micros(300);
+            let g = Gate::new(Sched::new(1, p), true, Some(Raise::Slice(slice))).with_rounds(false);
+            let w = g.checkout();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let tid = os::prio::current_tid();
+            let (nice, before) = (
+                os::prio::thread_nice(tid).unwrap(),
+                os::prio::thread_slice_ns(tid).unwrap(),
+            );
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let mut st = AcquireState::default();
+            let Poll::Ready(permit) = g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) else {
+                panic!("uncontended acquire queued");
+            };
+            if g.boost_errors.load(Relaxed) > 0 || before == 0 {
+                eprintln!(
+                    "SKIP slice_boost_shortens_a_marked_bursts_slice_and_restores_it: no custom \
+                     slices on this kernel"
+                );
+                return;
+            }
+            assert!(
+                permit.boosted(),
+                "a worker ready after a wait > SLP is marked"
+            );
+            assert_eq!(os::prio::thread_slice_ns(tid).unwrap(), 300_000);
+            assert_eq!(
+                os::prio::thread_nice(tid).unwrap(),
+                nice,
+                "the weight is unchanged"
+            );
+            drop(permit);
+            assert_eq!(os::prio::thread_slice_ns(tid).unwrap(), before);
+        })
+        .join()
+        .unwrap();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst() {
         let cfg = PolicyConfig {
@@ -753,7 +828,7 @@ mod tests {
             ..PolicyConfig::default()
         };
         let p = policy::build("pos", &cfg).unwrap();
-        let g = Gate::new(Sched::new(1, p), true, Some(-5)).with_rounds(false);
+        let g = Gate::new(Sched::new(1, p), true, Some(Raise::Nice(-5))).with_rounds(false);
         let (a, l) = (g.checkout(), g.checkout());
         tokio::time::advance(std::time::Duration::from_millis(100)).await;
         let tid = os::prio::current_tid();

@@ -333,7 +333,11 @@ impl Server {
             }
             None => None,
         };
-        let boost = (cfg.boost == Boost::Nice).then_some(cfg.boost_nice);
+        let boost = match cfg.boost {
+            Boost::Off => None,
+            Boost::Nice => Some(crate::gate::Raise::Nice(cfg.boost_nice)),
+            Boost::Slice => Some(crate::gate::Raise::Slice(cfg.boost_slice)),
+        };
         let rounds = match cfg.rounds {
             crate::config::Rounds::On => true,
             crate::config::Rounds::Off => false,

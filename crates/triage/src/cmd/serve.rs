@@ -71,7 +71,8 @@ pub struct Args {
     /// SO_SNDBUF of accepted sockets (e.g. 64KiB).
     #[arg(long, value_parser = config::parse_size)]
     pub sndbuf: Option<u64>,
-    /// Raise the kernel priority of a marked worker's burst: nice or off.
+    /// Raise the kernel priority of a marked worker's burst: `nice` (a larger weight), `slice`
+    /// (a short fair-scheduler slice: picked first, same share) or `off`.
     #[arg(long)]
     pub boost: Option<Boost>,
     /// Write the worker log (JSON lines) to FILE.
