@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long, value_parser = dur, default_value = "100ms")]
     period: Duration,
     /// Most CGI scripts of each triage site running at once (`cgi.max_running`), or `none`
-    /// [default: none].
+    /// [default: 4].
     #[arg(long, value_parser = count_or_none)]
     max_running: Option<OrNone<usize>>,
     /// Do not measure Apache httpd.
