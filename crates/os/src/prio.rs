@@ -16,7 +16,7 @@ pub enum PrioError {
     Range(i32),
     #[error("no permission to set nice {nice} on thread {tid} (needs CAP_SYS_NICE)")]
     Permission { tid: Tid, nice: i32 },
-    #[error("setpriority/getpriority on thread {tid}: {err}")]
+    #[error("thread {tid}: {err}")]
     Sys { tid: Tid, err: String },
 }
 
@@ -33,7 +33,12 @@ pub fn set_thread_nice(tid: Tid, nice: i32) -> Result<(), PrioError> {
     }
     // SAFETY: plain syscall wrapper; invalid ids are reported through errno.
     let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
-    if r == 0 {
+    check(r == 0, tid, nice, "setpriority")
+}
+
+/// `Ok` if the call succeeded, else the error errno names (no permission, or another).
+fn check(ok: bool, tid: Tid, nice: i32, call: &str) -> Result<(), PrioError> {
+    if ok {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
@@ -41,7 +46,7 @@ pub fn set_thread_nice(tid: Tid, nice: i32) -> Result<(), PrioError> {
         Some(libc::EPERM) | Some(libc::EACCES) => Err(PrioError::Permission { tid, nice }),
         _ => Err(PrioError::Sys {
             tid,
-            err: err.to_string(),
+            err: format!("{call}: {err}"),
         }),
     }
 }
@@ -57,7 +62,7 @@ pub fn thread_nice(tid: Tid) -> Result<i32, PrioError> {
     if r == -1 && errno.raw_os_error().unwrap_or(0) != 0 {
         return Err(PrioError::Sys {
             tid,
-            err: errno.to_string(),
+            err: format!("getpriority: {errno}"),
         });
     }
     Ok(r)
@@ -96,17 +101,7 @@ pub fn set_thread_slice(tid: Tid, slice: Option<std::time::Duration>) -> Result<
     };
     // SAFETY: sched_setattr reads `size` bytes of a valid, initialised struct.
     let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
-    if r == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => Err(PrioError::Permission { tid, nice }),
-        _ => Err(PrioError::Sys {
-            tid,
-            err: format!("sched_setattr (slice): {err}"),
-        }),
-    }
+    check(r == 0, tid, nice, "sched_setattr (slice)")
 }
 
 /// The slice thread `tid` asks for (`sched_getattr`'s `sched_runtime` for a fair task), in

@@ -30,6 +30,8 @@ mod harness {
         pub admin: SocketAddr,
         pub gate: Arc<server::gate::Gate>,
         pub stats: Arc<CgiStats>,
+        /// Every site's CGI counters, in configuration order (`stats` is the first's).
+        pub all_stats: Vec<Arc<CgiStats>>,
         /// The site's CGI container, when cgroups are in use.
         pub container: Option<os::Cgroup>,
         stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -60,10 +62,19 @@ mod harness {
                 shutdown_timeout: Duration::from_secs(1),
                 ..Config::default()
             };
+            Self::start_config(config).await
+        }
+
+        /// A server for `config` (its first site must have CGI).
+        pub async fn start_config(config: Config) -> Running {
             let server = server::Server::bind(config).await.expect("server starts");
             let addr = server.local_addr();
             let admin = server.admin_addr().expect("admin listener");
             let gate = server.shared().gate.clone();
+            let all_stats: Vec<_> = server.shared().sites.0[..]
+                .iter()
+                .filter_map(|s| s.cgi.as_ref().map(|c| c.stats().clone()))
+                .collect();
             let cgi = server.shared().sites.0[0]
                 .cgi
                 .clone()
@@ -83,6 +94,7 @@ mod harness {
                 admin,
                 gate,
                 stats,
+                all_stats,
                 container,
                 stop: Some(tx),
                 task,
@@ -804,15 +816,24 @@ fn skip(test: &str, why: &str) {
     eprintln!("SKIP {test}: {why}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_request_runs_in_its_own_cgroup() {
-    const T: &str = "each_request_runs_in_its_own_cgroup";
+/// Whether this test can use cgroups (root, a usable cpu controller); prints why not.
+fn cgroups_or_skip(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return skip(T, "not root");
+        skip(test, "not root");
+        return false;
     }
     if let Err(e) = os::probe() {
-        return skip(T, &format!("no usable cgroups: {e}"));
+        skip(test, &format!("no usable cgroups: {e}"));
+        return false;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_runs_in_its_own_cgroup() {
+    if !cgroups_or_skip("each_request_runs_in_its_own_cgroup") {
+        return;
     }
     let site = Site::new();
     let srv = Running::start(&site.root(), site.cfg()).await;
@@ -909,13 +930,8 @@ async fn relayed_output_passes_the_gate_chunk_by_chunk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn container_limits_and_metrics() {
-    const T: &str = "container_limits_and_metrics";
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip(T, "not root");
-    }
-    if let Err(e) = os::probe() {
-        return skip(T, &format!("no usable cgroups: {e}"));
+    if !cgroups_or_skip("container_limits_and_metrics") {
+        return;
     }
     let site = Site::new();
     let mut cfg = site.cfg();
@@ -982,6 +998,7 @@ fn two_sites(site: &Site, a: usize, b: usize) -> Config {
     };
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
+        admin: Some("127.0.0.1:0".parse().unwrap()),
         sites: vec![one("a.test", a), one("b.test", b)],
         shutdown_timeout: Duration::from_secs(1),
         ..Config::default()
@@ -990,13 +1007,8 @@ fn two_sites(site: &Site, a: usize, b: usize) -> Config {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sites_sharing_a_container_share_its_places() {
-    const T: &str = "sites_sharing_a_container_share_its_places";
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip(T, "not root");
-    }
-    if let Err(e) = os::probe() {
-        return skip(T, &format!("no usable cgroups: {e}"));
+    if !cgroups_or_skip("sites_sharing_a_container_share_its_places") {
+        return;
     }
     let site = Site::new();
     // Different limits on one container: refused, naming the key.
@@ -1009,22 +1021,8 @@ async fn sites_sharing_a_container_share_its_places() {
         "{e}"
     );
 
-    let server = server::Server::bind(two_sites(&site, 1, 1))
-        .await
-        .expect("server starts");
-    let addr = server.local_addr();
-    let stats: Vec<_> = server.shared().sites.0[..2]
-        .iter()
-        .map(|s| s.cgi.as_ref().unwrap().stats().clone())
-        .collect();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = server
-            .run(async {
-                let _ = rx.await;
-            })
-            .await;
-    });
+    let srv = Running::start_config(two_sites(&site, 1, 1)).await;
+    let (addr, stats) = (srv.addr, srv.all_stats.clone());
     // Site a holds the container's one place; site b's request waits for it.
     let mut a = TcpStream::connect(addr).await.unwrap();
     a.write_all(b"GET /cgi-bin/sleep.sh?mode=headers&tag=sa HTTP/1.1\r\nHost: a.test\r\n\r\n")
@@ -1045,6 +1043,4 @@ async fn sites_sharing_a_container_share_its_places() {
     let r = b.await.unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(count(&stats[1], |s| &s.started), 1);
-    let _ = tx.send(());
-    let _ = task.await;
 }

@@ -102,26 +102,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::{CommandFactory, Parser};
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: Args,
-    }
 
     #[test]
     fn flags_parse() {
-        T::command().debug_assert();
-        let t = T::try_parse_from(["t", "--quota", "40%", "--max-running", "3"]).unwrap();
-        assert_eq!(t.a.quota, Some(OrNone(Some(0.4))));
-        assert_eq!(t.a.max_running, Some(OrNone(Some(3))));
-        let t = T::try_parse_from(["t", "--quota", "none", "--max-running", "none"]).unwrap();
-        assert_eq!(t.a.quota, Some(OrNone(None)));
-        assert_eq!(t.a.max_running, Some(OrNone(None)));
-        let t = T::try_parse_from(["t"]).unwrap();
-        assert_eq!((t.a.quota, t.a.max_running), (None, None));
-        assert!(T::try_parse_from(["t", "--max-running", "0"]).is_err());
-        assert!(T::try_parse_from(["t", "--quota"]).is_err());
+        let parse = crate::cmd::parse_args::<Args>;
+        let t = parse(&["--quota", "40%", "--max-running", "3"]).unwrap();
+        assert_eq!(t.quota, Some(OrNone(Some(0.4))));
+        assert_eq!(t.max_running, Some(OrNone(Some(3))));
+        let t = parse(&["--quota", "none", "--max-running", "none"]).unwrap();
+        assert_eq!(t.quota, Some(OrNone(None)));
+        assert_eq!(t.max_running, Some(OrNone(None)));
+        let t = parse(&[]).unwrap();
+        assert_eq!((t.quota, t.max_running), (None, None));
+        assert!(parse(&["--max-running", "0"]).is_err());
+        assert!(parse(&["--quota"]).is_err());
     }
 }

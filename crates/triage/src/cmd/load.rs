@@ -295,16 +295,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: Args,
-    }
 
     fn parse(args: &[&str]) -> Result<Args, clap::Error> {
-        T::try_parse_from(std::iter::once("load").chain(args.iter().copied())).map(|t| t.a)
+        super::super::parse_args(args)
     }
 
     fn usage_err(args: &[&str]) -> String {

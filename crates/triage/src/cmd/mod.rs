@@ -23,3 +23,13 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// Tests: parse one subcommand's flags on their own (its `Args` as a bare command, no binary
+/// name), after clap's own check of the definitions.
+#[cfg(test)]
+pub fn parse_args<A: clap::Args>(args: &[&str]) -> Result<A, clap::Error> {
+    let cmd = A::augment_args(clap::Command::new("t").no_binary_name(true));
+    cmd.clone().debug_assert();
+    let mut m = cmd.try_get_matches_from(args)?;
+    A::from_arg_matches_mut(&mut m)
+}
