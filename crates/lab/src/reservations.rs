@@ -43,9 +43,9 @@ pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
 /// `cgi.max_running` of each triage site: 4. Measured (`--counts 0,10,40 --reps 2 --window 8s
 /// --no-peers --max-running 2|4|none`, docs/cgi.md): without a limit, 50 scripts interleaved
 /// on the one CPU made each of the site's requests cost 8-38% more CPU than alone; with 4 at
-/// most 8 run and the cost stayed within 0-4% of alone. With 2, the site reserving 99% left
-/// its container idle between scripts often enough for the 1% site to take 12-17% of the CPU;
-/// with 4, 1-6%.
+/// most 8 run and the cost stayed within 0-4% of alone (full runs: within about 10%). With 2,
+/// the site reserving 99% left its container idle between scripts often enough for the 1%
+/// site to take 12-17% of the CPU; with 4, 1-6%.
 pub const DEFAULT_MAX_RUNNING: Option<usize> = Some(4);
 
 /// What `triage lab reservations` was asked for.
