@@ -45,6 +45,9 @@ impl std::str::FromStr for Boost {
     }
 }
 
+/// tokio's default `event_interval` (ticks between two polls of the I/O driver when busy).
+pub const TOKIO_EVENT_INTERVAL: u32 = 61;
+
 /// Whether the gate collects scheduling rounds (see `gate.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -150,6 +153,12 @@ pub struct Config {
     /// (see `gate.rs`); `off` grants a free slot to the first worker to ask; `auto` (default)
     /// is on for policies that reorder.
     pub rounds: Rounds,
+    /// Runtime ticks between two looks at the kernel's readiness events (tokio's
+    /// `event_interval`); `None` = 1 when rounds are on, tokio's default (61) otherwise.
+    /// With one runtime thread busy with bursts, a request that has arrived is not seen (and
+    /// cannot join the ready queue) until the runtime next looks: at 61 ticks that was
+    /// hundreds of milliseconds under the POS lab's CPU quota (docs/server.md).
+    pub event_interval: Option<u32>,
     /// CPU slots; `None` = CPUs this process may run on.
     pub slots: Option<usize>,
     /// Runtime threads; `None` = as many as slots (1 = single-threaded runtime).
@@ -212,6 +221,7 @@ impl Default for Config {
             starvation_bound: Some(Duration::from_millis(200)),
             gate: true,
             rounds: Rounds::Auto,
+            event_interval: None,
             slots: None,
             threads: None,
             workers: 64,
@@ -271,6 +281,9 @@ impl Config {
                     policy::registry::names().join(", ")
                 ),
             ));
+        }
+        if self.event_interval == Some(0) {
+            return Err(bad("event_interval", "must be at least 1".into()));
         }
         if self.slots == Some(0) {
             return Err(bad("slots", "must be at least 1".into()));
@@ -339,6 +352,30 @@ impl Config {
             period: self.period.as_nanos() as u64,
             starvation_bound: self.starvation_bound.map(|d| d.as_nanos() as u64),
         }
+    }
+
+    /// Whether the gate will collect scheduling rounds (`auto`: when the policy may reorder,
+    /// as `Server::bind` decides; containers share through `share`, which reorders; a policy
+    /// that does not build counts as reordering, and `bind` reports its error).
+    pub fn rounds_on(&self) -> bool {
+        match self.rounds {
+            Rounds::On => true,
+            Rounds::Off => false,
+            Rounds::Auto => {
+                !self.containers.is_empty()
+                    || policy::build(&self.policy, &self.policy_config())
+                        .map_or(true, |p| p.reorders())
+            }
+        }
+    }
+
+    /// The runtime's event interval (see [`Config::event_interval`]).
+    pub fn effective_event_interval(&self) -> u32 {
+        self.event_interval.unwrap_or(if self.rounds_on() {
+            1
+        } else {
+            TOKIO_EVENT_INTERVAL
+        })
     }
 
     /// Slots in effect: configured, or the CPUs this process may run on.
@@ -494,6 +531,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn event_interval_follows_rounds_unless_set() {
+        let mut c = Config::default();
+        c.policy = "pos".into();
+        assert!(c.rounds_on());
+        assert_eq!(c.effective_event_interval(), 1);
+        c.policy = "fifo".into();
+        assert!(!c.rounds_on());
+        assert_eq!(c.effective_event_interval(), TOKIO_EVENT_INTERVAL);
+        c.rounds = Rounds::On;
+        assert_eq!(c.effective_event_interval(), 1);
+        c.event_interval = Some(16);
+        assert_eq!(c.effective_event_interval(), 16);
+        c.event_interval = Some(0);
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("event_interval"), "{e}");
+    }
+
+    #[test]
     fn parses_every_key() {
         let text = r#"
 listen = "127.0.0.1:0"
@@ -516,6 +571,7 @@ boost = "nice"
 boost_nice = -5
 boost_slice = "1ms"
 rounds = "off"
+event_interval = 7
 max_conns = 100
 max_header_size = "16k"
 header_timeout = "5s"
@@ -550,6 +606,8 @@ index = ["home.html"]
         assert_eq!(c.boost_slice, Duration::from_millis(1));
         assert_eq!("slice".parse::<Boost>(), Ok(Boost::Slice));
         assert_eq!(c.rounds, Rounds::Off);
+        assert_eq!(c.event_interval, Some(7));
+        assert_eq!(c.effective_event_interval(), 7);
         assert_eq!(Config::default().rounds, Rounds::Auto);
         assert!("sometimes"
             .parse::<Rounds>()

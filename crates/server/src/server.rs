@@ -228,13 +228,16 @@ pub struct Server {
 /// gate has one slot and no thread count is given), multi-threaded otherwise.
 pub fn runtime(cfg: &Config) -> io::Result<tokio::runtime::Runtime> {
     let threads = cfg.threads.unwrap_or_else(|| cfg.effective_slots());
+    let events = cfg.effective_event_interval();
     if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
+            .event_interval(events)
             .enable_all()
             .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
+            .event_interval(events)
             .enable_all()
             .build()
     }

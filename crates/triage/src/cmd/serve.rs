@@ -65,6 +65,10 @@ pub struct Args {
     /// (the policy chooses among every worker ready at once) or `off` (the first to ask runs).
     #[arg(long)]
     pub rounds: Option<server::config::Rounds>,
+    /// Runtime ticks between two looks at readiness events (default: 1 when rounds are on,
+    /// tokio's 61 otherwise): how soon an arrived request can join the ready queue.
+    #[arg(long)]
+    pub event_interval: Option<u32>,
     /// Body chunk size, one burst each (e.g. 16KiB).
     #[arg(long, value_parser = config::parse_size)]
     pub chunk: Option<u64>,
@@ -153,6 +157,9 @@ pub fn build_config(a: &Args) -> anyhow::Result<Config> {
     }
     if let Some(r) = a.rounds {
         c.rounds = r;
+    }
+    if a.event_interval.is_some() {
+        c.event_interval = a.event_interval;
     }
     if a.gzip {
         c.gzip.enabled = true;
