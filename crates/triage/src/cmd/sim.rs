@@ -350,6 +350,20 @@ fn fig1(a: Fig1Args) -> anyhow::Result<()> {
 }
 
 fn pos(a: PosArgs) -> anyhow::Result<()> {
+    let json = a.json;
+    let cfg = pos_config(a)?;
+    let r = sim::pos::run(&cfg, &progress(json)).map_err(usage)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}
+
+/// The scenario's configuration from the flags (testbed defaults, `--previous-testbed`, then
+/// explicit flags on top).
+fn pos_config(a: PosArgs) -> anyhow::Result<sim::pos::PosConfig> {
     if !(0.064..=100_000.0).contains(&a.link_mbps) {
         return Err(UsageError(format!(
             "--link-mbps must be in 0.064..100000 (got {})",
@@ -467,13 +481,7 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
         base,
         threads: a.threads,
     };
-    let r = sim::pos::run(&cfg, &progress(a.json)).map_err(usage)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", r.table());
-    }
-    Ok(())
+    Ok(cfg)
 }
 
 fn lard(a: LardArgs) -> anyhow::Result<()> {
@@ -565,4 +573,58 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         print!("{}", sim::bench::table(&rows));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(args: &[&str]) -> anyhow::Result<sim::pos::PosConfig> {
+        pos_config(crate::cmd::parse_args::<PosArgs>(args).unwrap())
+    }
+
+    #[test]
+    fn sim_pos_testbed_defaults_previous_testbed_and_overrides() {
+        use sim::disk::DiskModel;
+        use sim::web::{Pool, WebConfig};
+        // Defaults: the calibrated testbed (paper pool, one short seek per file, 300 ms).
+        let c = cfg(&["--exp", "1"]).unwrap();
+        assert_eq!(c.base.pool, Pool::paper());
+        assert_eq!(c.base.disk, DiskModel::one_cylinder_group());
+        assert_eq!(c.base.jitter, 300 * MS);
+        assert_eq!(c.base.jitter, WebConfig::default().jitter);
+        // --previous-testbed: Apache 1.2.5 defaults, the LARD disk, 100 ms.
+        let c = cfg(&["--exp", "1", "--previous-testbed"]).unwrap();
+        assert_eq!(c.base.pool, Pool::default());
+        assert_eq!(c.base.disk, DiskModel::default());
+        assert_eq!(c.base.jitter, 100 * MS);
+        // Explicit flags win over either.
+        let c = cfg(&[
+            "--exp",
+            "1",
+            "--previous-testbed",
+            "--pool",
+            "7,7,14,150",
+            "--jitter-ms",
+            "250",
+            "--disk-first-ms",
+            "12.5",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.base.pool,
+            Pool {
+                start: 7,
+                min_spare: 7,
+                max_spare: 14,
+                max_clients: 150
+            }
+        );
+        assert_eq!(c.base.jitter, 250 * MS);
+        assert_eq!(c.base.disk.first, 12_500_000);
+        assert_eq!(c.base.disk.reposition, DiskModel::default().reposition);
+        // Bad values are usage errors.
+        assert!(cfg(&["--exp", "1", "--pool", "1,2,3"]).is_err());
+        assert!(cfg(&["--exp", "1", "--disk-first-ms=-1"]).is_err());
+    }
 }
