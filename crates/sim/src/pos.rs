@@ -132,6 +132,9 @@ pub struct VariantResult {
     pub burst_lrq: f64,
     /// Where the HTML requests' t1 went (mean seconds, averaged over the trials).
     pub t1_parts: web::T1Parts,
+    /// Fraction of the HTML requests taken by a process idle for at least 20 s (mean over the
+    /// trials; seed 001 §4.2: all of them in experiment 1).
+    pub html_long_idle: f64,
     pub disk_util: f64,
     pub link_util: f64,
     pub events: u64,
@@ -427,6 +430,7 @@ fn summarize(var: &Variant, runs: &[WebResult]) -> VariantResult {
                 link: avg(|p| p.link),
             }
         },
+        html_long_idle: mean(|r| r.html_long_idle),
         burst_samples: total(|r| r.burst_samples),
         burst_pl: {
             let n = total(|r| r.burst_samples).max(1) as f64;
@@ -573,7 +577,8 @@ fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
              own work, the rest ready-queue wait and interrupts), disk {:.1} ms (no buffer \
              cache), link {:.1} ms. During bursts the CPU is busy with server work {:.0}% of the \
              samples and {:.2} server processes wait in the ready queue on average; POS only \
-             reorders that queue, so it can save at most the CPU wait.",
+             reorders that queue, so it can save at most the CPU wait. {:.0}% of the HTML \
+             requests were taken by a process idle for 20 s or more (the paper, exp 1: all).",
             p.connect * 1e3,
             p.listen * 1e3,
             p.cpu * 1e3,
@@ -582,6 +587,7 @@ fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
             p.link * 1e3,
             v.burst_pl * 100.0,
             v.burst_lrq,
+            v.html_long_idle * 100.0,
         ));
         n.push(format!(
             "utilisation over a trial (timesharing, {} browsers): CPU {:.1}% (server processes \

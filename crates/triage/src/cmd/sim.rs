@@ -54,8 +54,10 @@ Parameters and sources (reasoning in docs/sim.md):
     exp 1, buffer cache disabled, Apache 1.2.5, Netscape 3.04, 233 MHz AMD-K6, BSD/OS 2.1.
   4.4BSD: 100 ms quantum (roundrobin), estcpu decay by load, woken processes at kernel priority
     (the hog never runs while a server process is ready); 8 KB socket send buffer, 2 KB low water.
-  Apache 1.2.5 httpd.conf-dist: StartServers 5, MinSpareServers 5, MaxSpareServers 10,
-    MaxClients 150, one fork/kill per second; 8 KB read/write loop.
+  Apache 1.2.5 prefork (one fork per second below MinSpareServers, a child exits when
+    MaxSpareServers others are idle; 8 KB read/write loop). Pool 45,45,90,150, derived from seed
+    001 §4.2 (\"the WWW server processes waiting for HTML file requests ... were always in the
+    wait state at least 30 seconds\"): an idle process for each of 9 x (1 + 4) connections.
   CPU costs at 233 MHz (docs/sim.md, section CPU cost model): anchor = the LARD paper's 300 MHz
     Pentium II figures (145 + 145 us per connection, 40 us per 512 B sent) scaled by 300/233.
     Process context: accept 1.1 ms, close + log 0.4 ms, 30 us per system call, 40 us per KiB
@@ -63,11 +65,15 @@ Parameters and sources (reasoning in docs/sim.md):
     data packet (TCP/IP output, checksum, driver, ACK), + 400 us per KiB of frame with an ISA
     programmed-I/O card (--nic pio, estimate), 20 us per disk read + 125 us per KiB with IDE
     programmed I/O (--disk-xfer pio, estimate).
-  Disk: the LARD paper's model: 28 ms for a file's first block, 410 us per 4 KB, 14 ms per
-    further 44 KB.
+  Disk: one positioning per file (name and inode caches are not the buffer cache) with a short
+    seek (FFS keeps a directory's files in one cylinder group): 9 ms (estimate: 3 ms seek + half
+    a turn at 5400 rpm) for a file's first block and per further 44 KB, 410 us per 4 KB (LARD).
+  --previous-testbed: the previous model (LARD disk 28 ms + 14 ms per further 44 KB, Apache
+    1.2.5 default pool 5,5,10,150, clicks within 100 ms), to compare.
   Netscape 3: HTML then images over up to 4 connections, HTTP/1.0 without keep-alive.
   Assumed (the paper does not say): page = 4 KB HTML + 8 images of 30 KB; a burst's clicks
-    within 100 ms; random arrivals = once per 30 s per browser at a uniform moment.";
+    within 300 ms (estimate: three Navigators per client machine start one after the other);
+    random arrivals = once per 30 s per browser at a uniform moment.";
 
 const LARD_SOURCES: &str = "\
 Parameters and sources (reasoning in docs/sim.md):
@@ -187,16 +193,31 @@ struct PosArgs {
     /// Serve files from memory instead of the disk (the paper disabled the buffer cache).
     #[arg(long)]
     no_disk: bool,
-    /// Spread of the clicks of one synchronized burst, ms (exp 1).
-    #[arg(long, default_value_t = 100)]
-    jitter_ms: u64,
+    /// Disk: latency of a file's first read, ms (default 9: one short seek within the
+    /// directory's cylinder group + half a turn; the LARD model's 28 with --previous-testbed).
+    #[arg(long)]
+    disk_first_ms: Option<f64>,
+    /// Disk: latency of each further 44 KB cluster of a file, ms (default 9; LARD: 14).
+    #[arg(long)]
+    disk_reposition_ms: Option<f64>,
+    /// The previous model's testbed, to compare: LARD disk (28 ms first read, 14 ms per further
+    /// cluster), Apache 1.2.5's default pool 5,5,10,150, clicks within 100 ms. Explicit
+    /// --pool, --jitter-ms, --disk-first-ms, --disk-reposition-ms still apply on top.
+    #[arg(long)]
+    previous_testbed: bool,
+    /// Spread of the clicks of one synchronized burst, ms (exp 1; default 300, an estimate: three
+    /// Navigators per client machine start one after the other; 100 with --previous-testbed).
+    #[arg(long)]
+    jitter_ms: Option<u64>,
     /// Random arrivals (exp 2-4): each browser clicks at a uniform moment of the first this
     /// many seconds of every interval (default: the whole interval).
     #[arg(long)]
     random_window_s: Option<f64>,
-    /// Apache pool: StartServers,MinSpareServers,MaxSpareServers,MaxClients (1.2.5 defaults).
-    #[arg(long, value_delimiter = ',', default_value = "5,5,10,150")]
-    pool: Vec<usize>,
+    /// Apache pool: StartServers,MinSpareServers,MaxSpareServers,MaxClients (default
+    /// 45,45,90,150: an idle process for each of the 9 x (1 + 4) connections of a burst, as
+    /// seed 001 §4.2 implies; Apache 1.2.5's defaults 5,5,10,150 with --previous-testbed).
+    #[arg(long, value_delimiter = ',')]
+    pool: Option<Vec<usize>>,
     /// Do not let a waking server process preempt the CPU hog (4.4BSD does).
     #[arg(long)]
     no_hog_preempt: bool,
@@ -329,6 +350,20 @@ fn fig1(a: Fig1Args) -> anyhow::Result<()> {
 }
 
 fn pos(a: PosArgs) -> anyhow::Result<()> {
+    let json = a.json;
+    let cfg = pos_config(a)?;
+    let r = sim::pos::run(&cfg, &progress(json)).map_err(usage)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(())
+}
+
+/// The scenario's configuration from the flags (testbed defaults, `--previous-testbed`, then
+/// explicit flags on top).
+fn pos_config(a: PosArgs) -> anyhow::Result<sim::pos::PosConfig> {
     if !(0.064..=100_000.0).contains(&a.link_mbps) {
         return Err(UsageError(format!(
             "--link-mbps must be in 0.064..100000 (got {})",
@@ -355,15 +390,41 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let [start, min_spare, max_spare, max_clients] = a.pool[..] else {
-        return Err(UsageError(format!(
-            "--pool needs 4 numbers: StartServers,MinSpareServers,MaxSpareServers,MaxClients \
-             (got {})",
-            a.pool.len()
-        ))
-        .into());
+    let defaults = if a.previous_testbed {
+        sim::web::WebConfig::default().previous_testbed()
+    } else {
+        sim::web::WebConfig::default()
     };
-    let defaults = sim::web::WebConfig::default();
+    let pool = match a.pool.as_deref() {
+        None => defaults.pool,
+        Some(&[start, min_spare, max_spare, max_clients]) => sim::web::Pool {
+            start,
+            min_spare,
+            max_spare,
+            max_clients,
+        },
+        Some(p) => {
+            return Err(UsageError(format!(
+                "--pool needs 4 numbers: StartServers,MinSpareServers,MaxSpareServers,MaxClients \
+                 (got {})",
+                p.len()
+            ))
+            .into())
+        }
+    };
+    let ms = |name: &str, x: f64| -> anyhow::Result<u64> {
+        if !(x.is_finite() && (0.0..=10_000.0).contains(&x)) {
+            return Err(UsageError(format!("--{name} must be in 0..10000 ms (got {x})")).into());
+        }
+        Ok((x * 1e6).round() as u64)
+    };
+    let mut disk = defaults.disk;
+    if let Some(x) = a.disk_first_ms {
+        disk.first = ms("disk-first-ms", x)?;
+    }
+    if let Some(x) = a.disk_reposition_ms {
+        disk.reposition = ms("disk-reposition-ms", x)?;
+    }
     let base = sim::web::WebConfig {
         browsers: a.browsers,
         rounds: a.rounds,
@@ -395,17 +456,15 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
             .scaled(a.cpu_mhz)
         },
         use_disk: !a.no_disk,
-        jitter: a.jitter_ms.saturating_mul(MS),
+        disk,
+        jitter: a
+            .jitter_ms
+            .map_or(defaults.jitter, |j| j.saturating_mul(MS)),
         random_window: a
             .random_window_s
             .map(|w| secs("random-window-s", w))
             .transpose()?,
-        pool: sim::web::Pool {
-            start,
-            min_spare,
-            max_spare,
-            max_clients,
-        },
+        pool,
         hog_preempt: !a.no_hog_preempt,
         ..defaults
     };
@@ -422,13 +481,7 @@ fn pos(a: PosArgs) -> anyhow::Result<()> {
         base,
         threads: a.threads,
     };
-    let r = sim::pos::run(&cfg, &progress(a.json)).map_err(usage)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", r.table());
-    }
-    Ok(())
+    Ok(cfg)
 }
 
 fn lard(a: LardArgs) -> anyhow::Result<()> {
@@ -520,4 +573,58 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
         print!("{}", sim::bench::table(&rows));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(args: &[&str]) -> anyhow::Result<sim::pos::PosConfig> {
+        pos_config(crate::cmd::parse_args::<PosArgs>(args).unwrap())
+    }
+
+    #[test]
+    fn sim_pos_testbed_defaults_previous_testbed_and_overrides() {
+        use sim::disk::DiskModel;
+        use sim::web::{Pool, WebConfig};
+        // Defaults: the calibrated testbed (paper pool, one short seek per file, 300 ms).
+        let c = cfg(&["--exp", "1"]).unwrap();
+        assert_eq!(c.base.pool, Pool::paper());
+        assert_eq!(c.base.disk, DiskModel::one_cylinder_group());
+        assert_eq!(c.base.jitter, 300 * MS);
+        assert_eq!(c.base.jitter, WebConfig::default().jitter);
+        // --previous-testbed: Apache 1.2.5 defaults, the LARD disk, 100 ms.
+        let c = cfg(&["--exp", "1", "--previous-testbed"]).unwrap();
+        assert_eq!(c.base.pool, Pool::default());
+        assert_eq!(c.base.disk, DiskModel::default());
+        assert_eq!(c.base.jitter, 100 * MS);
+        // Explicit flags win over either.
+        let c = cfg(&[
+            "--exp",
+            "1",
+            "--previous-testbed",
+            "--pool",
+            "7,7,14,150",
+            "--jitter-ms",
+            "250",
+            "--disk-first-ms",
+            "12.5",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.base.pool,
+            Pool {
+                start: 7,
+                min_spare: 7,
+                max_spare: 14,
+                max_clients: 150
+            }
+        );
+        assert_eq!(c.base.jitter, 250 * MS);
+        assert_eq!(c.base.disk.first, 12_500_000);
+        assert_eq!(c.base.disk.reposition, DiskModel::default().reposition);
+        // Bad values are usage errors.
+        assert!(cfg(&["--exp", "1", "--pool", "1,2,3"]).is_err());
+        assert!(cfg(&["--exp", "1", "--disk-first-ms=-1"]).is_err());
+    }
 }
