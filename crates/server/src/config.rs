@@ -532,8 +532,10 @@ mod tests {
 
     #[test]
     fn event_interval_follows_rounds_unless_set() {
-        let mut c = Config::default();
-        c.policy = "pos".into();
+        let mut c = Config {
+            policy: "pos".into(),
+            ..Default::default()
+        };
         assert!(c.rounds_on());
         assert_eq!(c.effective_event_interval(), 1);
         c.policy = "fifo".into();
