@@ -50,8 +50,8 @@ pub struct Args {
     #[arg(long, value_parser = config::parse_duration)]
     pub period: Option<std::time::Duration>,
     /// Longest time a ready worker may be overtaken, or `off`.
-    #[arg(long, value_parser = config::parse_opt_duration)]
-    pub starvation_bound: Option<Option<std::time::Duration>>,
+    #[arg(long, value_parser = starvation_bound)]
+    pub starvation_bound: Option<super::lab::OrNone<std::time::Duration>>,
     /// CPU slots of the gate (default: CPUs this process may run on).
     #[arg(long)]
     pub slots: Option<usize>,
@@ -114,16 +114,10 @@ pub fn build_config(a: &Args) -> anyhow::Result<Config> {
     macro_rules! set {
         ($($f:ident),*) => { $( if let Some(v) = a.$f.clone() { c.$f = v.into(); } )* };
     }
-    set!(
-        listen,
-        policy,
-        slp,
-        rw,
-        rw_rule,
-        period,
-        starvation_bound,
-        boost
-    );
+    set!(listen, policy, slp, rw, rw_rule, period, boost);
+    if let Some(b) = a.starvation_bound {
+        c.starvation_bound = b.0;
+    }
     set!(
         chunk,
         max_conns,
@@ -172,6 +166,11 @@ pub fn build_config(a: &Args) -> anyhow::Result<Config> {
     Ok(c)
 }
 
+/// `--starvation-bound`: a duration or `off`.
+fn starvation_bound(s: &str) -> Result<super::lab::OrNone<std::time::Duration>, String> {
+    config::parse_opt_duration(s).map(super::lab::OrNone)
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = build_config(&args)?;
     let rt = server::runtime(&cfg)?;
@@ -214,5 +213,42 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Config {
+        build_config(&crate::cmd::parse_args::<Args>(args).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn starvation_bound_takes_a_duration_or_off() {
+        // A field of type Option<Option<Duration>> made clap panic on this flag.
+        assert_eq!(
+            config(&["--starvation-bound", "off"]).starvation_bound,
+            None
+        );
+        assert_eq!(
+            config(&["--starvation-bound=2s"]).starvation_bound,
+            Some(std::time::Duration::from_secs(2))
+        );
+        assert_eq!(
+            config(&[]).starvation_bound,
+            Config::default().starvation_bound
+        );
+        assert!(crate::cmd::parse_args::<Args>(&["--starvation-bound", "soon"]).is_err());
+    }
+
+    #[test]
+    fn event_interval_flag_sets_the_config() {
+        assert_eq!(config(&["--event-interval", "8"]).event_interval, Some(8));
+        assert_eq!(config(&[]).event_interval, None);
+        assert!(
+            build_config(&crate::cmd::parse_args::<Args>(&["--event-interval", "0"]).unwrap())
+                .is_err()
+        );
     }
 }
