@@ -66,6 +66,10 @@ pub struct Args {
     /// Results directory [default: results/reservations/<UTC timestamp>].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Seed of the random order of the competitor counts within each repetition (a point
+    /// alone is measured beside every point with competitors).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -91,6 +95,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.peers = !a.no_peers;
     o.net = a.net.into();
     o.out = a.out;
+    o.seed = a.seed;
     o.command = super::lab_containers::command_line();
     match lab::reservations::run(&o) {
         Ok(_) => Ok(()),
@@ -113,7 +118,8 @@ mod tests {
         assert_eq!(t.quota, Some(OrNone(None)));
         assert_eq!(t.max_running, Some(OrNone(None)));
         let t = parse(&[]).unwrap();
-        assert_eq!((t.quota, t.max_running), (None, None));
+        assert_eq!((t.quota, t.max_running, t.seed), (None, None, 1));
+        assert_eq!(parse(&["--seed", "7"]).unwrap().seed, 7);
         assert!(parse(&["--max-running", "0"]).is_err());
         assert!(parse(&["--quota"]).is_err());
     }
