@@ -613,6 +613,7 @@ fn start(env: &Env<'_>, v: &Variant, dir: &Path) -> Result<Running> {
                 cpu_max: cap.map(|c| c * env.capacity),
                 weight: None,
                 max_running: None,
+                slice: None,
             }],
             Duration::from_secs(3600),
             dir,

@@ -83,6 +83,8 @@ pub struct ReservationsOpts {
     pub command: String,
     /// Seed of the order of the competitor counts within each repetition.
     pub seed: u64,
+    /// `cgi.slice` of each triage site (none = the kernel's default slice).
+    pub cgi_slice: Option<Duration>,
 }
 
 impl ReservationsOpts {
@@ -104,6 +106,7 @@ impl ReservationsOpts {
             out: None,
             command: "triage lab reservations".into(),
             seed: 1,
+            cgi_slice: None,
         }
     }
 }
@@ -124,6 +127,8 @@ pub struct Params {
     pub cgi_script: &'static str,
     pub variants: Vec<String>,
     pub seed: u64,
+    /// `cgi.slice` of the triage sites (ms; none = the kernel's default).
+    pub cgi_slice_ms: Option<f64>,
     /// How the points of a repetition are ordered.
     pub order: &'static str,
 }
@@ -234,6 +239,7 @@ fn resolve(o: &ReservationsOpts) -> Result<(Params, Vec<Variant>)> {
             cgi_script: "rand.pl (Perl: 500000 calls of rand(), a 1 KB reply)",
             variants: variants.iter().map(|v| v.name.clone()).collect(),
             seed: o.seed,
+            cgi_slice_ms: o.cgi_slice.map(|d| d.as_secs_f64() * 1e3),
             order: ORDER,
         },
         variants,
@@ -421,6 +427,7 @@ fn start(env: &Env<'_>, v: &Variant, dir: &Path) -> Result<Running> {
         cpu_max: None,
         weight,
         max_running: env.o.max_running,
+        slice: env.o.cgi_slice,
     };
     let sites = match v.kind {
         Kind::Weights(a, b) => vec![
