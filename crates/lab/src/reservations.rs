@@ -374,6 +374,10 @@ pub struct Summary {
     /// Under the 50% reservation: the largest, over competitor counts >= 1, of the paired
     /// ratio of the site of interest's CPU per request under competition to alone.
     pub reserved_cpu_per_req_ratio_paired: Option<f64>,
+    /// The reservation itself, in CPU rather than requests: the smallest over competitor
+    /// counts >= 1 of the site of interest's container CPU (median over repetitions) / (0.5 x
+    /// its CPU alone) x 100, under the 50% reservation ([`cpu_kept`]).
+    pub reserved_cpu_kept_pct: Option<f64>,
     /// Mean response time of the site of interest under the 50% reservation at the largest
     /// competitor count / at none.
     pub reserved_response_ratio: Option<f64>,
@@ -702,6 +706,29 @@ fn min_at_competitors(competitors: &[usize], v: &[f64]) -> Option<f64> {
         .fold(None, |m: Option<f64>, k| Some(m.map_or(k, |m| m.min(k))))
 }
 
+/// `min over n >= 1 of median(a_cpu_pct at n) / (0.5 x median(a_cpu_pct at 0)) x 100` for
+/// `variant`: what the weights guarantee, free of the work each request needs.
+fn cpu_kept(points: &[Point], variant: &str, counts: &[usize]) -> Option<f64> {
+    let med = |n: usize| {
+        median(
+            &points
+                .iter()
+                .filter(|x| x.variant == variant && x.competitors == n)
+                .filter_map(|x| x.a_cpu_pct)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let alone = med(0);
+    if !(alone > 0.0) {
+        return None;
+    }
+    let v: Vec<f64> = counts
+        .iter()
+        .map(|&n| med(n) / (0.5 * alone) * 100.0)
+        .collect();
+    min_at_competitors(counts, &v)
+}
+
 fn kept(c: &Curve) -> Option<f64> {
     c.competitors
         .iter()
@@ -786,6 +813,7 @@ fn summarize(
         curve("triage-res50").and_then(|c| min_at_competitors(&c.competitors, &c.kept_pct_paired));
     let apache_paired =
         curve("apache").and_then(|c| min_at_competitors(&c.competitors, &c.kept_pct_paired));
+    let cpu_kept_res50 = cpu_kept(&points, "triage-res50", &p.counts);
     let cost_ratio = curve("triage-res50").and_then(|c| {
         c.competitors
             .iter()
@@ -819,9 +847,11 @@ fn summarize(
             met: k >= 95.0,
             detail: format!(
                 "reserved_kept_pct = {k:.1}% (lowest over 1..{maxn} competitors, medians; \
-                 paired with the point alone beside each point: {}; CPU per request under \
-                 competition / alone, paired: up to {})",
+                 paired with the point alone beside each point: {}; the container's CPU \
+                 instead of requests: {}; CPU per request under competition / alone, paired: \
+                 up to {})",
                 reserved_paired.map_or("-".into(), |v| format!("{v:.1}%")),
+                cpu_kept_res50.map_or("-".into(), |v| format!("{v:.1}%")),
                 cost_ratio.map_or("-".into(), |v| format!("{v:.3}"))
             ),
         }),
@@ -865,6 +895,7 @@ fn summarize(
         reserved_kept_pct_paired: reserved_paired,
         apache_kept_pct_paired: apache_paired,
         reserved_cpu_per_req_ratio_paired: cost_ratio,
+        reserved_cpu_kept_pct: cpu_kept_res50,
         reserved_response_ratio: ratio,
         cgi_cpu_ms_per_request: cpu_per_req,
         goals,
@@ -950,11 +981,13 @@ fn print_table(s: &Summary) {
     );
     println!(
         "paired with the point alone beside each point: reserved_kept_pct_paired = {}, \
-         apache_kept_pct_paired = {}, CPU per request under competition / alone up to {}",
+         apache_kept_pct_paired = {}, CPU per request under competition / alone up to {}; \
+         reserved_cpu_kept_pct = {}",
         f(s.reserved_kept_pct_paired),
         f(s.apache_kept_pct_paired),
         s.reserved_cpu_per_req_ratio_paired
-            .map_or("-".into(), |v| format!("{v:.3}"))
+            .map_or("-".into(), |v| format!("{v:.3}")),
+        f(s.reserved_cpu_kept_pct)
     );
 }
 
@@ -1299,5 +1332,22 @@ mod tests {
         });
         assert!(bad[3].is_nan(), "a point without a value has no ratio");
         assert!((cpu_ms_per_req(&points[0], 0.5).unwrap() - 25.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cpu_kept_is_the_containers_share_against_half_of_alone() {
+        // a_cpu_pct = 5 x rps in `pt`: alone 18 and 20 (median 19 -> CPU 95), under
+        // competition 9.5 (CPU 47.5 = half) and, at 40, 9.0 (CPU 45 -> 94.7%).
+        let points = vec![
+            pt("v", 0, 0, 0, 18.0),
+            pt("v", 0, 1, 5, 9.5),
+            pt("v", 0, 2, 40, 9.0),
+            pt("v", 1, 0, 0, 20.0),
+            pt("v", 1, 1, 5, 9.5),
+            pt("v", 1, 2, 40, 9.0),
+        ];
+        let k = cpu_kept(&points, "v", &[0, 5, 40]).unwrap();
+        assert!((k - 45.0 / 47.5 * 100.0).abs() < 1e-9, "{k}");
+        assert_eq!(cpu_kept(&points, "w", &[0, 5, 40]), None, "no such variant");
     }
 }
