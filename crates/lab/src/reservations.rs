@@ -719,7 +719,7 @@ fn cpu_kept(points: &[Point], variant: &str, counts: &[usize]) -> Option<f64> {
         )
     };
     let alone = med(0);
-    if !(alone > 0.0) {
+    if !alone.is_finite() || alone <= 0.0 {
         return None;
     }
     let v: Vec<f64> = counts
