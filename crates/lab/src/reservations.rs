@@ -994,9 +994,9 @@ fn print_table(s: &Summary) {
 fn report(s: &Summary) -> String {
     let mut r = Report::new(s.title);
     r.p(&format!(
-        "Started {} (UTC), {:.0} s. Command (repeat it to reproduce; the lab has no randomness \
-         of its own):",
-        s.started_utc, s.duration_s
+        "Started {} (UTC), {:.0} s. Command (repeat it to reproduce; its only randomness is \
+         the order of the points, seeded with {}):",
+        s.started_utc, s.duration_s, s.params.seed
     ));
     r.pre(&s.command);
     r.h2("Conditions");
