@@ -487,13 +487,15 @@ fn measure(
     };
     let a = ClosedLoop::start(tb, srv.addr, path, SITE_A, env.p.clients)?;
     crate::signals::sleep(warm)?;
-    let m0 = srv.cgi_cpu(tb);
+    // The containers' counters are read right at the window's ends (`dt`); the server's own
+    // counters around them (they carry their own timestamps).
     let s0 = CpuSnap::take(cg, srv);
+    let m0 = srv.cgi_cpu(tb);
     let t0 = Instant::now();
     crate::signals::sleep(window)?;
     let t1 = Instant::now();
-    let s1 = CpuSnap::take(cg, srv);
     let m1 = srv.cgi_cpu(tb);
+    let s1 = CpuSnap::take(cg, srv);
     let a_samples = a.stop();
     let b_samples = b.map(ClosedLoop::stop).unwrap_or_default();
     let strays = cgilab::kill_strays(cg, srv, Duration::from_secs(2));
