@@ -601,6 +601,8 @@ pub struct TriageSite {
     pub weight: Option<u32>,
     /// `cgi.max_running`: most scripts of the site running at once (none = no limit).
     pub max_running: Option<usize>,
+    /// `cgi.slice`: the scheduler slice of the site's scripts (none = the kernel's default).
+    pub slice: Option<Duration>,
 }
 
 fn toml_str(s: &str) -> String {
@@ -652,6 +654,9 @@ pub fn triage_config(
         }
         if let Some(n) = t.max_running {
             s.push_str(&format!("max_running = {n}\n"));
+        }
+        if let Some(d) = t.slice {
+            s.push_str(&format!("slice = \"{}us\"\n", d.as_micros()));
         }
     }
     s
@@ -992,6 +997,7 @@ Transfer/sec:     36.00MB
             cpu_max: Some(0.3),
             weight: Some(50),
             max_running: Some(2),
+            slice: Some(Duration::from_millis(30)),
         };
         let text = triage_config(
             "10.77.0.1:20000".parse().unwrap(),
@@ -1009,6 +1015,7 @@ Transfer/sec:     36.00MB
             "cpu_max = 0.3",
             "weight = 50",
             "max_running = 2",
+            "slice = \"30000us\"",
         ] {
             assert!(text.contains(want), "{want} missing in\n{text}");
         }

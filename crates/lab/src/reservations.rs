@@ -12,15 +12,26 @@
 //! capacity is fixed whatever else runs on that CPU of a shared machine); the clients are threads of the lab on CPU 1 in the client
 //! namespace, each with one request in flight (closed loop, `Connection: close`).
 //!
+//! Measurement against drift (this shared VM's speed drifts by up to a quarter within a minute):
+//! within each repetition the competitor counts run in a seeded random order ([`schedule`]),
+//! with a point alone between every two of them, so every point with competitors is measured
+//! right beside a point alone of the same server. The required figures (`reserved_kept_pct`,
+//! `apache_kept_pct`) keep the issue's formula on the medians; the paired figures beside them
+//! (`*_kept_pct_paired`) divide each point by its neighbour alone first and take the median
+//! ratio over repetitions ([`paired`]).
+//!
 //! Results: raw.csv (one row per point and site), summary.json (`reserved_kept_pct`,
-//! `apache_kept_pct`, per-point data and curves), report.html.
+//! `apache_kept_pct`, their paired forms, per-point data and curves), report.html.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::cgilab::{self, window_stats, ClosedLoop, Running, TriageSite, WindowStats};
+use crate::cgilab::{self, window_stats, ClosedLoop, CpuSnap, Running, TriageSite, WindowStats};
 use crate::error::{LabError, Result};
 use crate::peers::{Peer, Prefork};
 use crate::progress::Progress;
@@ -70,6 +81,10 @@ pub struct ReservationsOpts {
     pub net: NetMode,
     pub out: Option<PathBuf>,
     pub command: String,
+    /// Seed of the order of the competitor counts within each repetition.
+    pub seed: u64,
+    /// `cgi.slice` of each triage site (none = the kernel's default slice).
+    pub cgi_slice: Option<Duration>,
 }
 
 impl ReservationsOpts {
@@ -90,6 +105,8 @@ impl ReservationsOpts {
             net: NetMode::Auto,
             out: None,
             command: "triage lab reservations".into(),
+            seed: 1,
+            cgi_slice: None,
         }
     }
 }
@@ -109,6 +126,11 @@ pub struct Params {
     pub max_running: Option<usize>,
     pub cgi_script: &'static str,
     pub variants: Vec<String>,
+    pub seed: u64,
+    /// `cgi.slice` of the triage sites (ms; none = the kernel's default).
+    pub cgi_slice_ms: Option<f64>,
+    /// How the points of a repetition are ordered.
+    pub order: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -216,9 +238,39 @@ fn resolve(o: &ReservationsOpts) -> Result<(Params, Vec<Variant>)> {
             max_running: o.max_running,
             cgi_script: "rand.pl (Perl: 500000 calls of rand(), a 1 KB reply)",
             variants: variants.iter().map(|v| v.name.clone()).collect(),
+            seed: o.seed,
+            cgi_slice_ms: o.cgi_slice.map(|d| d.as_secs_f64() * 1e3),
+            order: ORDER,
         },
         variants,
     ))
+}
+
+/// How [`schedule`] orders a repetition (in summary.json).
+const ORDER: &str = "per repetition and variant: the competitor counts >= 1 in a seeded random \
+                     order, a point alone (0) after the first of every two, so each point with \
+                     competitors is measured next to a point alone of the same server";
+
+/// The order of the points of one repetition (of one variant): the competitor counts >= 1
+/// shuffled with a generator seeded by `seed` and `rep`, in pairs with a point alone (0)
+/// between the two of each pair (`x 0 y x 0 y ...`, an odd last one followed by a 0), so that
+/// every count is measured directly before or after a point alone. Drift then hits the points
+/// alone and under competition alike, and [`paired`] can divide each point by its neighbour.
+/// Counts given twice are measured twice.
+pub fn schedule(counts: &[usize], rep: usize, seed: u64) -> Vec<usize> {
+    let mut nz: Vec<usize> = counts.iter().copied().filter(|&n| n > 0).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ rep as u64);
+    nz.shuffle(&mut rng);
+    if nz.is_empty() {
+        return vec![0];
+    }
+    let mut out = Vec::with_capacity(nz.len() * 3 / 2 + 1);
+    for pair in nz.chunks(2) {
+        out.push(pair[0]);
+        out.push(0);
+        out.extend_from_slice(&pair[1..]);
+    }
+    out
 }
 
 /// One measured point: one variant, one competing-client count, one repetition.
@@ -226,6 +278,8 @@ fn resolve(o: &ReservationsOpts) -> Result<(Params, Vec<Variant>)> {
 pub struct Point {
     pub variant: String,
     pub rep: usize,
+    /// Position of the point within its repetition and variant (0 = first measured).
+    pub seq: usize,
     /// Clients of the competing site.
     pub competitors: usize,
     pub window_s: f64,
@@ -237,6 +291,13 @@ pub struct Point {
     /// (triage with separate containers only).
     pub a_cpu_pct: Option<f64>,
     pub b_cpu_pct: Option<f64>,
+    /// The server process's own CPU (request handling, starting scripts, relaying output;
+    /// triage only) and the whole server side's usage, in % of its capacity.
+    pub server_cpu_pct: Option<f64>,
+    pub side_cpu_pct: f64,
+    /// The server process's context switches per request of both sites (voluntary,
+    /// involuntary; triage only).
+    pub server_switches_per_req: Option<(f64, f64)>,
     /// Scripts still running 2 s after their clients went away, killed by the lab.
     pub strays_killed: usize,
 }
@@ -252,6 +313,16 @@ pub struct Curve {
     pub b_rps: Vec<f64>,
     /// `a_rps / (0.5 * a_rps at 0 competitors) * 100`.
     pub kept_pct: Vec<f64>,
+    /// Paired: each point's `a_rps / (0.5 * a_rps of the point alone next to it) * 100`,
+    /// median over repetitions ([`paired`]); NaN at 0.
+    pub kept_pct_paired: Vec<f64>,
+    /// CPU of the site of interest's container per request (ms), median over repetitions.
+    pub a_cpu_ms_per_req: Vec<f64>,
+    /// Paired: that CPU per request over the one of the point alone next to it, median over
+    /// repetitions; NaN at 0.
+    pub a_cpu_per_req_ratio_paired: Vec<f64>,
+    /// The server process's own CPU in % of the server side, median over repetitions.
+    pub server_cpu_pct: Vec<f64>,
 }
 
 pub use crate::results::Goal;
@@ -293,6 +364,20 @@ pub struct Summary {
     pub apache_kept_pct: Option<f64>,
     /// The same for both sites in one container.
     pub shared_kept_pct: Option<f64>,
+    /// Drift-corrected `reserved_kept_pct` (not the goal's figure; the goal is judged on
+    /// `reserved_kept_pct`): the smallest over competitor counts >= 1 of the median over
+    /// repetitions of throughput / (0.5 x the throughput of the point alone measured next to
+    /// it in the same repetition) x 100.
+    pub reserved_kept_pct_paired: Option<f64>,
+    /// The same for Apache httpd.
+    pub apache_kept_pct_paired: Option<f64>,
+    /// Under the 50% reservation: the largest, over competitor counts >= 1, of the paired
+    /// ratio of the site of interest's CPU per request under competition to alone.
+    pub reserved_cpu_per_req_ratio_paired: Option<f64>,
+    /// The reservation itself, in CPU rather than requests: the smallest over competitor
+    /// counts >= 1 of the site of interest's container CPU (median over repetitions) / (0.5 x
+    /// its CPU alone) x 100, under the 50% reservation ([`cpu_kept`]).
+    pub reserved_cpu_kept_pct: Option<f64>,
     /// Mean response time of the site of interest under the 50% reservation at the largest
     /// competitor count / at none.
     pub reserved_response_ratio: Option<f64>,
@@ -346,6 +431,7 @@ fn start(env: &Env<'_>, v: &Variant, dir: &Path) -> Result<Running> {
         cpu_max: None,
         weight,
         max_running: env.o.max_running,
+        slice: env.o.cgi_slice,
     };
     let sites = match v.kind {
         Kind::Weights(a, b) => vec![
@@ -379,7 +465,14 @@ fn start(env: &Env<'_>, v: &Variant, dir: &Path) -> Result<Running> {
     )
 }
 
-fn measure(env: &Env<'_>, srv: &Running, v: &Variant, n: usize, rep: usize) -> Result<Point> {
+fn measure(
+    env: &Env<'_>,
+    srv: &Running,
+    v: &Variant,
+    n: usize,
+    rep: usize,
+    seq: usize,
+) -> Result<Point> {
     let tb = env.tb;
     let window = Duration::from_secs_f64(env.p.window_s);
     let warm = Duration::from_secs_f64(env.p.warmup_s);
@@ -394,15 +487,27 @@ fn measure(env: &Env<'_>, srv: &Running, v: &Variant, n: usize, rep: usize) -> R
     };
     let a = ClosedLoop::start(tb, srv.addr, path, SITE_A, env.p.clients)?;
     crate::signals::sleep(warm)?;
+    // The containers' counters are read right at the window's ends (`dt`); the server's own
+    // counters around them (they carry their own timestamps).
+    let s0 = CpuSnap::take(cg, srv);
     let m0 = srv.cgi_cpu(tb);
     let t0 = Instant::now();
     crate::signals::sleep(window)?;
     let t1 = Instant::now();
     let m1 = srv.cgi_cpu(tb);
+    let s1 = CpuSnap::take(cg, srv);
     let a_samples = a.stop();
     let b_samples = b.map(ClosedLoop::stop).unwrap_or_default();
     let strays = cgilab::kill_strays(cg, srv, Duration::from_secs(2));
     let dt = t1.duration_since(t0).as_secs_f64();
+    let (server_cpu, cgi_cpu) = s0.shares(&s1);
+    let is_triage = srv.only.is_some();
+    let (a_stats, b_stats) = (
+        window_stats(&a_samples, t0, t1),
+        window_stats(&b_samples, t0, t1),
+    );
+    let done = (a_stats.completed + b_stats.completed).max(1) as f64;
+    let (vol, invol) = s0.switches(&s1);
     let shared = v.kind == Kind::Shared;
     let cpu = |site: &str| -> Option<f64> {
         if shared {
@@ -414,12 +519,16 @@ fn measure(env: &Env<'_>, srv: &Running, v: &Variant, n: usize, rep: usize) -> R
     Ok(Point {
         variant: v.name.clone(),
         rep,
+        seq,
         competitors: n,
         window_s: dt,
-        a: window_stats(&a_samples, t0, t1),
-        b: window_stats(&b_samples, t0, t1),
+        a: a_stats,
+        b: b_stats,
         a_cpu_pct: cpu(SITE_A),
         b_cpu_pct: cpu(SITE_B),
+        server_cpu_pct: is_triage.then(|| server_cpu / env.capacity * 100.0),
+        side_cpu_pct: (server_cpu + cgi_cpu) / env.capacity * 100.0,
+        server_switches_per_req: is_triage.then(|| (vol as f64 / done, invol as f64 / done)),
         strays_killed: strays,
     })
 }
@@ -480,7 +589,10 @@ pub fn run(o: &ReservationsOpts) -> Result<PathBuf> {
         root,
         bin,
     };
-    let total = (variants.len() * p.counts.len() * p.reps) as u64;
+    let total: u64 = (0..p.reps)
+        .flat_map(|rep| (0..variants.len()).map(move |vi| (rep, vi)))
+        .map(|(rep, vi)| schedule(&p.counts, rep * variants.len() + vi, p.seed).len() as u64)
+        .sum();
     let mut prog = Progress::new(total, "lab reservations");
     for s in &skipped {
         prog.note(&format!("skipped {s}"));
@@ -500,15 +612,13 @@ pub fn run(o: &ReservationsOpts) -> Result<PathBuf> {
                 msg: e.to_string(),
             })?;
             let mut failed = None;
-            // Rotate the competitor counts too, so the point alone is not always measured
-            // first (this VM's speed drifts by up to a quarter within a minute).
-            let mut counts = p.counts.clone();
-            let k = rep % counts.len();
-            counts.rotate_left(k);
-            for &n in &counts {
+            // A seeded random order per repetition, a point alone beside every other point
+            // (this VM's speed drifts by up to a quarter within a minute).
+            let order = schedule(&p.counts, rep * variants.len() + vi, p.seed);
+            for (seq, &n) in order.iter().enumerate() {
                 let label = format!("{} competitors={n} rep {}/{}", v.name, rep + 1, p.reps);
                 prog.start(&label);
-                match measure(&env, &srv, v, n, rep) {
+                match measure(&env, &srv, v, n, rep, seq) {
                     Ok(pt) => {
                         prog.finish_one(&format!(
                             "{label}: site of interest {:.1} req/s, {:.0} ms mean; competitor \
@@ -550,6 +660,77 @@ pub fn run(o: &ReservationsOpts) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// The site of interest's CPU per request in a point (ms), from its container's share.
+fn cpu_ms_per_req(x: &Point, capacity: f64) -> Option<f64> {
+    let cpu_s = x.a_cpu_pct? / 100.0 * capacity * x.window_s;
+    (x.a.completed > 0).then(|| cpu_s / x.a.completed as f64 * 1e3)
+}
+
+/// Paired ratios per competitor count: every point of `variant` with competitors is divided by
+/// the point alone (0 competitors) of the same repetition nearest to it in measuring order
+/// (`seq`; ties: the earlier one), both through `f`; the median over the repetitions is taken
+/// per count. NaN where no pair exists (and at count 0).
+fn paired(
+    points: &[Point],
+    variant: &str,
+    counts: &[usize],
+    f: &dyn Fn(&Point) -> Option<f64>,
+) -> Vec<f64> {
+    counts
+        .iter()
+        .map(|&n| {
+            if n == 0 {
+                return f64::NAN;
+            }
+            let ratios: Vec<f64> = points
+                .iter()
+                .filter(|x| x.variant == variant && x.competitors == n)
+                .filter_map(|x| {
+                    let alone = points
+                        .iter()
+                        .filter(|y| y.variant == variant && y.rep == x.rep && y.competitors == 0)
+                        .min_by_key(|y| (y.seq.abs_diff(x.seq), y.seq))?;
+                    let (a, b) = (f(x)?, f(alone)?);
+                    (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
+                })
+                .collect();
+            median(&ratios)
+        })
+        .collect()
+}
+
+fn min_at_competitors(competitors: &[usize], v: &[f64]) -> Option<f64> {
+    competitors
+        .iter()
+        .zip(v)
+        .filter(|(&n, k)| n >= 1 && k.is_finite())
+        .map(|(_, &k)| k)
+        .fold(None, |m: Option<f64>, k| Some(m.map_or(k, |m| m.min(k))))
+}
+
+/// `min over n >= 1 of median(a_cpu_pct at n) / (0.5 x median(a_cpu_pct at 0)) x 100` for
+/// `variant`: what the weights guarantee, free of the work each request needs.
+fn cpu_kept(points: &[Point], variant: &str, counts: &[usize]) -> Option<f64> {
+    let med = |n: usize| {
+        median(
+            &points
+                .iter()
+                .filter(|x| x.variant == variant && x.competitors == n)
+                .filter_map(|x| x.a_cpu_pct)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let alone = med(0);
+    if !alone.is_finite() || alone <= 0.0 {
+        return None;
+    }
+    let v: Vec<f64> = counts
+        .iter()
+        .map(|&n| med(n) / (0.5 * alone) * 100.0)
+        .collect();
+    min_at_competitors(counts, &v)
+}
+
 fn kept(c: &Curve) -> Option<f64> {
     c.competitors
         .iter()
@@ -581,7 +762,12 @@ fn summarize(
             a_p90_ms: Vec::new(),
             b_rps: Vec::new(),
             kept_pct: Vec::new(),
+            kept_pct_paired: Vec::new(),
+            a_cpu_ms_per_req: Vec::new(),
+            a_cpu_per_req_ratio_paired: Vec::new(),
+            server_cpu_pct: Vec::new(),
         };
+        let capacity = tb.server_capacity();
         for &n in &p.counts {
             let sel: Vec<&Point> = points
                 .iter()
@@ -592,7 +778,24 @@ fn summarize(
             c.a_mean_ms.push(get(|x| x.a.mean_ms));
             c.a_p90_ms.push(get(|x| x.a.p90_ms));
             c.b_rps.push(get(|x| x.b.rps));
+            c.a_cpu_ms_per_req.push(median(
+                &sel.iter()
+                    .filter_map(|x| cpu_ms_per_req(x, capacity))
+                    .collect::<Vec<_>>(),
+            ));
+            c.server_cpu_pct.push(median(
+                &sel.iter()
+                    .filter_map(|x| x.server_cpu_pct)
+                    .collect::<Vec<_>>(),
+            ));
         }
+        c.kept_pct_paired = paired(&points, &v.name, &p.counts, &|x| Some(x.a.rps))
+            .iter()
+            .map(|r| r * 200.0)
+            .collect();
+        c.a_cpu_per_req_ratio_paired = paired(&points, &v.name, &p.counts, &|x| {
+            cpu_ms_per_req(x, capacity)
+        });
         let base = p.counts.iter().position(|&n| n == 0).map(|i| c.a_rps[i]);
         c.kept_pct = c
             .a_rps
@@ -608,6 +811,19 @@ fn summarize(
     let reserved = curve("triage-res50").and_then(kept);
     let apache = curve("apache").and_then(kept);
     let shared = curve("triage-shared").and_then(kept);
+    let reserved_paired =
+        curve("triage-res50").and_then(|c| min_at_competitors(&c.competitors, &c.kept_pct_paired));
+    let apache_paired =
+        curve("apache").and_then(|c| min_at_competitors(&c.competitors, &c.kept_pct_paired));
+    let cpu_kept_res50 = cpu_kept(&points, "triage-res50", &p.counts);
+    let cost_ratio = curve("triage-res50").and_then(|c| {
+        c.competitors
+            .iter()
+            .zip(&c.a_cpu_per_req_ratio_paired)
+            .filter(|(&n, r)| n >= 1 && r.is_finite())
+            .map(|(_, &r)| r)
+            .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
+    });
     let ratio = curve("triage-res50").and_then(|c| {
         let i0 = c.competitors.iter().position(|&n| n == 0)?;
         let (im, _) = c.competitors.iter().enumerate().max_by_key(|(_, &n)| n)?;
@@ -618,10 +834,7 @@ fn summarize(
         let sel: Vec<f64> = points
             .iter()
             .filter(|x| x.variant == "triage-res50" && x.competitors == 0 && x.a.completed > 0)
-            .filter_map(|x| {
-                let cpu_s = x.a_cpu_pct? / 100.0 * tb.server_capacity() * x.window_s;
-                Some(cpu_s / x.a.completed as f64 * 1e3)
-            })
+            .filter_map(|x| cpu_ms_per_req(x, tb.server_capacity()))
             .collect();
         let m = median(&sel);
         m.is_finite().then_some(m)
@@ -634,7 +847,15 @@ fn summarize(
                    throughput alone, whatever the competitor does"
                 .into(),
             met: k >= 95.0,
-            detail: format!("reserved_kept_pct = {k:.1}% (lowest over 1..{maxn} competitors)"),
+            detail: format!(
+                "reserved_kept_pct = {k:.1}% (lowest over 1..{maxn} competitors, medians; \
+                 paired with the point alone beside each point: {}; the container's CPU \
+                 instead of requests: {}; CPU per request under competition / alone, paired: \
+                 up to {})",
+                reserved_paired.map_or("-".into(), |v| format!("{v:.1}%")),
+                cpu_kept_res50.map_or("-".into(), |v| format!("{v:.1}%")),
+                cost_ratio.map_or("-".into(), |v| format!("{v:.3}"))
+            ),
         }),
         None => notes.push(
             "triage-res50 not measured with a competitor: reserved_kept_pct not computed".into(),
@@ -653,7 +874,10 @@ fn summarize(
         goals.push(Goal {
             goal: "time-sharing (Apache httpd) visibly loses under the same load".into(),
             met: k < 95.0,
-            detail: format!("apache_kept_pct = {k:.1}%"),
+            detail: format!(
+                "apache_kept_pct = {k:.1}% (paired: {})",
+                apache_paired.map_or("-".into(), |v| format!("{v:.1}%"))
+            ),
         });
     }
     if points.iter().any(|x| x.a.failed + x.b.failed > 0) {
@@ -670,6 +894,10 @@ fn summarize(
         reserved_kept_pct: reserved,
         apache_kept_pct: apache,
         shared_kept_pct: shared,
+        reserved_kept_pct_paired: reserved_paired,
+        apache_kept_pct_paired: apache_paired,
+        reserved_cpu_per_req_ratio_paired: cost_ratio,
+        reserved_cpu_kept_pct: cpu_kept_res50,
         reserved_response_ratio: ratio,
         cgi_cpu_ms_per_request: cpu_per_req,
         goals,
@@ -681,8 +909,8 @@ fn summarize(
     }
 }
 
-const RAW_HEADER: &str = "variant,rep,competitors,site,window_s,completed,failed,rps,mean_ms,\
-median_ms,p90_ms,max_ms,cpu_pct,strays_killed";
+const RAW_HEADER: &str = "variant,rep,seq,competitors,site,window_s,completed,failed,rps,mean_ms,\
+median_ms,p90_ms,max_ms,cpu_pct,server_cpu_pct,side_cpu_pct,strays_killed";
 
 fn raw_csv(points: &[Point]) -> String {
     let mut s = String::from(RAW_HEADER);
@@ -697,9 +925,10 @@ fn raw_csv(points: &[Point]) -> String {
     for x in points {
         for (site, w, cpu) in [(SITE_A, &x.a, x.a_cpu_pct), (SITE_B, &x.b, x.b_cpu_pct)] {
             s.push_str(&format!(
-                "{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{}\n",
                 csv_field(&x.variant),
                 x.rep,
+                x.seq,
                 x.competitors,
                 site,
                 x.window_s,
@@ -711,6 +940,8 @@ fn raw_csv(points: &[Point]) -> String {
                 f(w.p90_ms),
                 f(w.max_ms),
                 cpu.map_or(String::new(), f),
+                x.server_cpu_pct.map_or(String::new(), f),
+                f(x.side_cpu_pct),
                 x.strays_killed
             ));
         }
@@ -750,14 +981,24 @@ fn print_table(s: &Summary) {
         f(s.shared_kept_pct),
         f(s.cgi_cpu_ms_per_request)
     );
+    println!(
+        "paired with the point alone beside each point: reserved_kept_pct_paired = {}, \
+         apache_kept_pct_paired = {}, CPU per request under competition / alone up to {}; \
+         reserved_cpu_kept_pct = {}",
+        f(s.reserved_kept_pct_paired),
+        f(s.apache_kept_pct_paired),
+        s.reserved_cpu_per_req_ratio_paired
+            .map_or("-".into(), |v| format!("{v:.3}")),
+        f(s.reserved_cpu_kept_pct)
+    );
 }
 
 fn report(s: &Summary) -> String {
     let mut r = Report::new(s.title);
     r.p(&format!(
-        "Started {} (UTC), {:.0} s. Command (repeat it to reproduce; the lab has no randomness \
-         of its own):",
-        s.started_utc, s.duration_s
+        "Started {} (UTC), {:.0} s. Command (repeat it to reproduce; its only randomness is \
+         the order of the points, seeded with {}):",
+        s.started_utc, s.duration_s, s.params.seed
     ));
     r.pre(&s.command);
     r.h2("Conditions");
@@ -808,7 +1049,13 @@ fn report(s: &Summary) -> String {
                     .into(),
             ],
             vec!["network".into(), format!("{} ({})", tb.network, tb.shaping)],
-            vec!["repetitions".into(), format!("{} (medians shown)", p.reps)],
+            vec![
+                "repetitions".into(),
+                format!(
+                    "{} (medians shown); order: {} (seed {})",
+                    p.reps, p.order, p.seed
+                ),
+            ],
         ],
     );
     for n in &s.notes {
@@ -919,6 +1166,7 @@ fn report(s: &Summary) -> String {
             vec![
                 x.variant.clone(),
                 x.rep.to_string(),
+                x.seq.to_string(),
                 x.competitors.to_string(),
                 f(x.a.rps),
                 f(x.a.mean_ms),
@@ -926,6 +1174,8 @@ fn report(s: &Summary) -> String {
                 f(x.b.rps),
                 x.a_cpu_pct.map_or("-".into(), f),
                 x.b_cpu_pct.map_or("-".into(), f),
+                x.server_cpu_pct.map_or("-".into(), f),
+                f(x.side_cpu_pct),
                 (x.a.failed + x.b.failed).to_string(),
             ]
         })
@@ -934,6 +1184,7 @@ fn report(s: &Summary) -> String {
         &[
             "variant",
             "rep",
+            "order",
             "competitors",
             "interest req/s",
             "interest mean ms",
@@ -941,6 +1192,8 @@ fn report(s: &Summary) -> String {
             "competitor req/s",
             "interest CPU %",
             "competitor CPU %",
+            "server process CPU %",
+            "server side CPU %",
             "failed",
         ],
         &rows,
@@ -980,7 +1233,123 @@ mod tests {
             a_p90_ms: vec![0.0; 3],
             b_rps: vec![0.0; 3],
             kept_pct: vec![200.0, 100.0, 90.0],
+            kept_pct_paired: vec![f64::NAN, 95.0, 97.0],
+            a_cpu_ms_per_req: vec![25.0; 3],
+            a_cpu_per_req_ratio_paired: vec![f64::NAN, 1.0, 1.0],
+            server_cpu_pct: vec![9.0; 3],
         };
         assert_eq!(kept(&c), Some(90.0));
+        assert_eq!(
+            min_at_competitors(&c.competitors, &c.kept_pct_paired),
+            Some(95.0)
+        );
+    }
+
+    #[test]
+    fn schedule_puts_a_point_alone_beside_every_count() {
+        let counts = [0, 1, 2, 5, 10, 20, 40];
+        for rep in 0..20 {
+            let o = schedule(&counts, rep, 1);
+            // Every count >= 1 once, 0 between the two of each pair: x 0 y x 0 y x 0 y.
+            let mut nz: Vec<usize> = o.iter().copied().filter(|&n| n > 0).collect();
+            nz.sort_unstable();
+            assert_eq!(nz, vec![1, 2, 5, 10, 20, 40]);
+            assert_eq!(o.len(), 9, "{o:?}");
+            for (i, &n) in o.iter().enumerate() {
+                if n > 0 {
+                    let beside = (i > 0 && o[i - 1] == 0) || o.get(i + 1) == Some(&0);
+                    assert!(beside, "{n} at {i} not beside a point alone: {o:?}");
+                }
+            }
+            assert_eq!(
+                o,
+                schedule(&counts, rep, 1),
+                "the same seed, the same order"
+            );
+        }
+        // Different repetitions and seeds give different orders.
+        let orders: std::collections::HashSet<Vec<usize>> =
+            (0..20).map(|r| schedule(&counts, r, 1)).collect();
+        assert!(orders.len() > 10, "{orders:?}");
+        assert_ne!(schedule(&counts, 0, 1), schedule(&counts, 0, 2));
+        // Odd: the last count is followed by a point alone; none: one point alone.
+        assert_eq!(schedule(&[0, 10, 40, 5], 3, 1).len(), 5);
+        assert_eq!(schedule(&[0, 4], 0, 1), vec![4, 0]);
+        assert_eq!(schedule(&[0], 0, 1), vec![0]);
+    }
+
+    fn pt(variant: &str, rep: usize, seq: usize, competitors: usize, rps: f64) -> Point {
+        let w = WindowStats {
+            rps,
+            completed: (rps * 10.0) as u64,
+            ..WindowStats::default()
+        };
+        Point {
+            variant: variant.into(),
+            rep,
+            seq,
+            competitors,
+            window_s: 10.0,
+            a: w,
+            b: w,
+            a_cpu_pct: Some(rps * 5.0),
+            b_cpu_pct: None,
+            server_cpu_pct: None,
+            side_cpu_pct: 100.0,
+            server_switches_per_req: None,
+            strays_killed: 0,
+        }
+    }
+
+    #[test]
+    fn paired_divides_by_the_neighbour_alone_and_takes_the_median() {
+        // Repetition 0 drifts: alone 20 then 10 (the machine slowed); each point under
+        // competition is exactly half its neighbour alone. Repetition 1 is steady (alone 18).
+        let points = vec![
+            pt("v", 0, 0, 5, 10.0),
+            pt("v", 0, 1, 0, 20.0),
+            pt("v", 0, 2, 40, 10.0),
+            pt("v", 0, 3, 10, 5.0),
+            pt("v", 0, 4, 0, 10.0),
+            pt("v", 1, 0, 0, 18.0),
+            pt("v", 1, 1, 5, 9.0),
+            pt("v", 1, 2, 40, 9.0),
+            pt("v", 1, 3, 0, 18.0),
+            pt("v", 1, 4, 10, 9.0),
+            // Another variant is never a neighbour.
+            pt("w", 0, 3, 0, 1.0),
+        ];
+        let counts = [0, 5, 10, 40];
+        let k: Vec<f64> = paired(&points, "v", &counts, &|x| Some(x.a.rps))
+            .iter()
+            .map(|r| r * 200.0)
+            .collect();
+        assert!(k[0].is_nan());
+        for (i, v) in k.iter().enumerate().skip(1) {
+            assert!((v - 100.0).abs() < 1e-9, "count {}: {v}", counts[i]);
+        }
+        // Count 10 in repetition 0 (seq 3) pairs with seq 4 (alone 10), not seq 1 (alone 20).
+        let bad = paired(&points, "v", &counts, &|x| {
+            (x.competitors != 40).then_some(x.a.rps)
+        });
+        assert!(bad[3].is_nan(), "a point without a value has no ratio");
+        assert!((cpu_ms_per_req(&points[0], 0.5).unwrap() - 25.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cpu_kept_is_the_containers_share_against_half_of_alone() {
+        // a_cpu_pct = 5 x rps in `pt`: alone 18 and 20 (median 19 -> CPU 95), under
+        // competition 9.5 (CPU 47.5 = half) and, at 40, 9.0 (CPU 45 -> 94.7%).
+        let points = vec![
+            pt("v", 0, 0, 0, 18.0),
+            pt("v", 0, 1, 5, 9.5),
+            pt("v", 0, 2, 40, 9.0),
+            pt("v", 1, 0, 0, 20.0),
+            pt("v", 1, 1, 5, 9.5),
+            pt("v", 1, 2, 40, 9.0),
+        ];
+        let k = cpu_kept(&points, "v", &[0, 5, 40]).unwrap();
+        assert!((k - 45.0 / 47.5 * 100.0).abs() < 1e-9, "{k}");
+        assert_eq!(cpu_kept(&points, "w", &[0, 5, 40]), None, "no such variant");
     }
 }

@@ -965,11 +965,13 @@ fn bad_limits_are_errors_naming_their_key() {
         server_software: "triage".into(),
     };
     type Set = fn(&mut CgiConfig);
-    let cases: [(&str, Set); 4] = [
+    let cases: [(&str, Set); 6] = [
         ("cgi.max_running", |c| c.max_running = Some(0)),
         ("cgi.timeout", |c| c.timeout = Duration::ZERO),
         ("cgi.weight", |c| c.weight = Some(0)),
         ("cgi.cpu_max", |c| c.cpu_max = Some(-1.0)),
+        ("cgi.slice", |c| c.slice = Some(Duration::from_micros(50))),
+        ("cgi.slice", |c| c.slice = Some(Duration::from_millis(101))),
     ];
     for (key, set) in cases {
         let mut cfg = site.cfg();
@@ -979,6 +981,7 @@ fn bad_limits_are_errors_naming_their_key() {
     }
     let mut cfg = site.cfg();
     cfg.max_running = Some(1);
+    cfg.slice = Some(Duration::from_millis(100));
     assert!(server::cgi::Cgi::new(&cfg, info).is_ok());
 }
 

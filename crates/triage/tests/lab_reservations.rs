@@ -44,7 +44,10 @@ fn lab_reservations_tiny_writes_complete_results() {
     let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
     let mut lines = raw.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    assert_eq!(&header[..4], &["variant", "rep", "competitors", "site"]);
+    assert_eq!(
+        &header[..5],
+        &["variant", "rep", "seq", "competitors", "site"]
+    );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let res50: Vec<_> = rows.iter().filter(|r| r[0] == "triage-res50").collect();
     assert_eq!(res50.len(), 4, "{raw}");
@@ -57,6 +60,10 @@ fn lab_reservations_tiny_writes_complete_results() {
     assert_eq!(s["lab"], "reservations");
     let kept = finite(&s["reserved_kept_pct"], "reserved_kept_pct");
     assert!(kept > 0.0);
+    // The drift-corrected figures beside it (tiny scale: 4 competitors, then a point alone).
+    assert!(finite(&s["reserved_kept_pct_paired"], "reserved_kept_pct_paired") > 0.0);
+    assert!(finite(&s["reserved_cpu_kept_pct"], "reserved_cpu_kept_pct") > 0.0);
+    assert_eq!(s["params"]["seed"], 1);
     finite(&s["cgi_cpu_ms_per_request"], "cgi_cpu_ms_per_request");
     let skipped = s["skipped"].as_array().unwrap();
     let apache_skipped = skipped
@@ -84,6 +91,14 @@ fn lab_reservations_tiny_writes_complete_results() {
         let a = finite(&p["a_cpu_pct"], "a_cpu_pct");
         let b = finite(&p["b_cpu_pct"], "b_cpu_pct");
         assert!(a > 0.0 && b > 0.0 && a + b <= 105.0, "{p}");
+        // The server process's own CPU is measured apart from the scripts'.
+        let srv = finite(&p["server_cpu_pct"], "server_cpu_pct");
+        let side = finite(&p["side_cpu_pct"], "side_cpu_pct");
+        assert!(srv > 0.0 && srv < side && side <= 105.0, "{p}");
+        assert_eq!(
+            p["seq"], 0,
+            "4 competitors come first, then the point alone: {p}"
+        );
     }
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Fig. 4") && html.contains("Fig. 5"));

@@ -6,7 +6,8 @@
 //! data prepared by the parent: `setsid()` first (the script and everything it starts form one
 //! process group, which killing reaches at once), then, unless `clone3` already placed it in its
 //! cgroup, it writes itself into the group's `cgroup.procs` files (fds opened by the parent,
-//! [`os::cgroup::JoinHook`]: the way used on cgroup v1), restores the default signal mask and
+//! [`os::cgroup::JoinHook`]: the way used on cgroup v1), asks for the configured scheduler
+//! slice if there is one (`sched_setattr`, best effort), restores the default signal mask and
 //! `SIGPIPE`, wires the pipes to fds 0/1/2, changes to the script's directory and `execve`s the
 //! script file itself (the kernel reads its shebang; no shell is involved). An exec failure is
 //! reported to the parent through a close-on-exec pipe.
@@ -75,6 +76,22 @@ pub struct Command<'a> {
     pub dir: &'a Path,
     /// `KEY=VALUE` entries; the environment is exactly this.
     pub env: &'a [(String, String)],
+    /// Scheduler slice for the script (EEVDF custom slice); `None` = the kernel's default.
+    pub slice: Option<std::time::Duration>,
+}
+
+/// `struct sched_attr` of `<linux/sched/types.h>` (SCHED_ATTR_SIZE_VER0).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
 }
 
 /// A started script.
@@ -130,6 +147,8 @@ struct ChildPlan {
     envp: Vec<*const libc::c_char>,
     stdio: [RawFd; 3],
     join: Option<os::cgroup::JoinHook>,
+    /// `SCHED_OTHER` with the server's nice and the wanted slice, when a slice is wanted.
+    sched: Option<SchedAttr>,
     err: RawFd,
 }
 
@@ -155,6 +174,11 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         if j.join().is_err() {
             fail(plan.err, 1);
         }
+    }
+    // The slice is a request: a kernel without custom slices ignores `sched_runtime` or
+    // refuses it, and the script runs with the default slice either way.
+    if let Some(attr) = &plan.sched {
+        libc::syscall(libc::SYS_sched_setattr, 0, attr as *const SchedAttr, 0);
     }
     let mut set: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut set);
@@ -244,6 +268,20 @@ fn fork_child(plan: &ChildPlan, cgroup: Option<RawFd>) -> io::Result<(i32, Owned
     Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }, false))
 }
 
+/// The calling thread's nice value (the script keeps it when it asks for a slice).
+fn own_nice() -> i32 {
+    // SAFETY: getpriority has no preconditions; -1 is also a valid nice, so errno decides.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, 0);
+        if n == -1 && *libc::__errno_location() != 0 {
+            0
+        } else {
+            n
+        }
+    }
+}
+
 fn cstring(s: &[u8], what: &'static str) -> Result<CString, SpawnError> {
     CString::new(s).map_err(|_| SpawnError::Nul(what))
 }
@@ -286,6 +324,13 @@ fn fork_script(cmd: &Command<'_>, placement: Placement) -> Result<Forked, SpawnE
         envp,
         stdio: [in_r.as_raw_fd(), out_w.as_raw_fd(), errp_w.as_raw_fd()],
         join: None,
+        sched: cmd.slice.map(|d| SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            sched_policy: libc::SCHED_OTHER as u32,
+            sched_nice: own_nice(),
+            sched_runtime: d.as_nanos() as u64,
+            ..Default::default()
+        }),
         err: st_w.as_raw_fd(),
     };
     let mut forked = None;
@@ -617,7 +662,35 @@ mod tests {
             program,
             dir: Path::new("/"),
             env,
+            slice: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_script_gets_the_configured_slice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let script = tmp.path().join("wait.sh");
+        std::fs::write(&script, "#!/bin/sh\nsleep 5\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut slices = Vec::new();
+        for slice in [Some(std::time::Duration::from_millis(30)), None] {
+            let mut c = cmd(&script, &[]);
+            c.slice = slice;
+            let sp = spawn(c, Placement::None).await.unwrap();
+            slices.push(os::prio::thread_slice_ns(sp.guard.pid()).unwrap());
+            drop(sp); // kills the script
+        }
+        let (with, without) = (slices[0], slices[1]);
+        if with == 0 {
+            eprintln!("SKIP the_script_gets_the_configured_slice: kernel without custom slices");
+            return;
+        }
+        assert_eq!(with, 30_000_000, "the slice asked for");
+        assert_ne!(
+            without, 30_000_000,
+            "no slice asked for: the kernel's default"
+        );
     }
 
     #[tokio::test]
@@ -675,6 +748,7 @@ mod tests {
                 program: Path::new("/bin/sh"),
                 dir: Path::new("/"),
                 env: &[],
+                slice: None,
             },
             Placement::None,
         )

@@ -66,6 +66,25 @@ pub struct Args {
     /// Results directory [default: results/reservations/<UTC timestamp>].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Seed of the random order of the competitor counts within each repetition (a point
+    /// alone is measured beside every point with competitors).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Scheduler slice of the triage sites' scripts (`cgi.slice`, 0.1ms..100ms), or `none`
+    /// for the kernel's default [default: none].
+    #[arg(long, value_parser = slice_or_none)]
+    cgi_slice: Option<OrNone<Duration>>,
+}
+
+fn slice_or_none(s: &str) -> Result<OrNone<Duration>, String> {
+    if s == "none" {
+        return Ok(OrNone(None));
+    }
+    let d = dur(s)?;
+    if !(Duration::from_micros(100)..=Duration::from_millis(100)).contains(&d) {
+        return Err(format!("{s}: give 0.1ms to 100ms, or none"));
+    }
+    Ok(OrNone(Some(d)))
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -91,6 +110,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.peers = !a.no_peers;
     o.net = a.net.into();
     o.out = a.out;
+    o.seed = a.seed;
+    if let Some(OrNone(d)) = a.cgi_slice {
+        o.cgi_slice = d;
+    }
     o.command = super::lab_containers::command_line();
     match lab::reservations::run(&o) {
         Ok(_) => Ok(()),
@@ -113,7 +136,15 @@ mod tests {
         assert_eq!(t.quota, Some(OrNone(None)));
         assert_eq!(t.max_running, Some(OrNone(None)));
         let t = parse(&[]).unwrap();
-        assert_eq!((t.quota, t.max_running), (None, None));
+        assert_eq!((t.quota, t.max_running, t.seed), (None, None, 1));
+        assert_eq!(parse(&["--seed", "7"]).unwrap().seed, 7);
+        let t = parse(&["--cgi-slice", "30ms"]).unwrap();
+        assert_eq!(t.cgi_slice, Some(OrNone(Some(Duration::from_millis(30)))));
+        assert_eq!(
+            parse(&["--cgi-slice", "none"]).unwrap().cgi_slice,
+            Some(OrNone(None))
+        );
+        assert!(parse(&["--cgi-slice", "200ms"]).is_err());
         assert!(parse(&["--max-running", "0"]).is_err());
         assert!(parse(&["--quota"]).is_err());
     }
