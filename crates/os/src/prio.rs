@@ -104,6 +104,43 @@ pub fn set_thread_slice(tid: Tid, slice: Option<std::time::Duration>) -> Result<
     check(r == 0, tid, nice, "sched_setattr (slice)")
 }
 
+/// A slice request prepared before a `fork`, applied in the child before `exec`
+/// ([`SliceHook::apply`] only makes one system call: async-signal-safe, no allocation). The
+/// child keeps the nice value the preparing thread had.
+#[derive(Default)]
+pub struct SliceHook {
+    attr: SchedAttr,
+}
+
+impl SliceHook {
+    /// A request for `slice` at the calling thread's current nice value (0 if unreadable).
+    pub fn new(slice: std::time::Duration) -> Self {
+        Self {
+            attr: SchedAttr {
+                size: std::mem::size_of::<SchedAttr>() as u32,
+                sched_policy: libc::SCHED_OTHER as u32,
+                sched_nice: thread_nice(current_tid()).unwrap_or(0),
+                sched_runtime: slice.as_nanos() as u64,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Ask for the slice for the calling process (best effort: a kernel without custom slices
+    /// ignores or refuses it, and the process keeps the default slice).
+    ///
+    /// # Safety
+    /// Meant for a freshly forked child: it makes only the `sched_setattr` system call.
+    pub unsafe fn apply(&self) {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            &self.attr as *const SchedAttr,
+            0,
+        );
+    }
+}
+
 /// The slice thread `tid` asks for (`sched_getattr`'s `sched_runtime` for a fair task), in
 /// nanoseconds; kernels before custom slices report 0.
 pub fn thread_slice_ns(tid: Tid) -> Result<u64, PrioError> {

@@ -80,20 +80,6 @@ pub struct Command<'a> {
     pub slice: Option<std::time::Duration>,
 }
 
-/// `struct sched_attr` of `<linux/sched/types.h>` (SCHED_ATTR_SIZE_VER0).
-#[repr(C)]
-#[derive(Default)]
-struct SchedAttr {
-    size: u32,
-    sched_policy: u32,
-    sched_flags: u64,
-    sched_nice: i32,
-    sched_priority: u32,
-    sched_runtime: u64,
-    sched_deadline: u64,
-    sched_period: u64,
-}
-
 /// A started script.
 pub struct Spawned {
     pub stdin: pipe::Sender,
@@ -147,8 +133,8 @@ struct ChildPlan {
     envp: Vec<*const libc::c_char>,
     stdio: [RawFd; 3],
     join: Option<os::cgroup::JoinHook>,
-    /// `SCHED_OTHER` with the server's nice and the wanted slice, when a slice is wanted.
-    sched: Option<SchedAttr>,
+    /// The wanted slice at the server's nice, when a slice is wanted.
+    sched: Option<os::prio::SliceHook>,
     err: RawFd,
 }
 
@@ -177,8 +163,8 @@ unsafe fn child(plan: &ChildPlan) -> ! {
     }
     // The slice is a request: a kernel without custom slices ignores `sched_runtime` or
     // refuses it, and the script runs with the default slice either way.
-    if let Some(attr) = &plan.sched {
-        libc::syscall(libc::SYS_sched_setattr, 0, attr as *const SchedAttr, 0);
+    if let Some(hook) = &plan.sched {
+        hook.apply();
     }
     let mut set: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut set);
@@ -268,20 +254,6 @@ fn fork_child(plan: &ChildPlan, cgroup: Option<RawFd>) -> io::Result<(i32, Owned
     Ok((pid, unsafe { OwnedFd::from_raw_fd(fd as RawFd) }, false))
 }
 
-/// The calling thread's nice value (the script keeps it when it asks for a slice).
-fn own_nice() -> i32 {
-    // SAFETY: getpriority has no preconditions; -1 is also a valid nice, so errno decides.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let n = libc::getpriority(libc::PRIO_PROCESS, 0);
-        if n == -1 && *libc::__errno_location() != 0 {
-            0
-        } else {
-            n
-        }
-    }
-}
-
 fn cstring(s: &[u8], what: &'static str) -> Result<CString, SpawnError> {
     CString::new(s).map_err(|_| SpawnError::Nul(what))
 }
@@ -324,13 +296,7 @@ fn fork_script(cmd: &Command<'_>, placement: Placement) -> Result<Forked, SpawnE
         envp,
         stdio: [in_r.as_raw_fd(), out_w.as_raw_fd(), errp_w.as_raw_fd()],
         join: None,
-        sched: cmd.slice.map(|d| SchedAttr {
-            size: std::mem::size_of::<SchedAttr>() as u32,
-            sched_policy: libc::SCHED_OTHER as u32,
-            sched_nice: own_nice(),
-            sched_runtime: d.as_nanos() as u64,
-            ..Default::default()
-        }),
+        sched: cmd.slice.map(os::prio::SliceHook::new),
         err: st_w.as_raw_fd(),
     };
     let mut forked = None;
