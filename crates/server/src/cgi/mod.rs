@@ -344,7 +344,6 @@ pub struct Cgi {
     container_name: Option<String>,
     site: SiteInfo,
     container: Option<Container>,
-    seq: AtomicU64,
     warned: AtomicBool,
     stats: Arc<CgiStats>,
 }
@@ -513,7 +512,6 @@ impl Cgi {
             container_name: cfg.container.clone(),
             site,
             container: None,
-            seq: AtomicU64::new(0),
             warned: AtomicBool::new(false),
             stats: Arc::new(CgiStats::default()),
         })
@@ -729,7 +727,11 @@ impl Cgi {
     /// The request cgroup; `None` without containers (warned once).
     fn request_cgroup(&self) -> Option<os::Cgroup> {
         let c = self.container.as_ref()?;
-        let n = self.seq.fetch_add(1, Relaxed);
+        // One numbering for the whole process: sites may share a container, and a per-site
+        // count gave two sites' requests the same cgroup (the second script joined the first's
+        // group and was killed when that group was removed).
+        static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = REQUEST_SEQ.fetch_add(1, Relaxed);
         let rel = format!("{}/req-{n}", c.rel);
         match c.root.create(&rel) {
             Ok(cg) => Some(cg),
