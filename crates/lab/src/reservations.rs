@@ -732,12 +732,7 @@ fn cpu_kept(points: &[Point], variant: &str, counts: &[usize]) -> Option<f64> {
 }
 
 fn kept(c: &Curve) -> Option<f64> {
-    c.competitors
-        .iter()
-        .zip(&c.kept_pct)
-        .filter(|(&n, k)| n >= 1 && k.is_finite())
-        .map(|(_, &k)| k)
-        .fold(None, |m: Option<f64>, k| Some(m.map_or(k, |m| m.min(k))))
+    min_at_competitors(&c.competitors, &c.kept_pct)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -107,7 +107,6 @@ pub fn set_thread_slice(tid: Tid, slice: Option<std::time::Duration>) -> Result<
 /// A slice request prepared before a `fork`, applied in the child before `exec`
 /// ([`SliceHook::apply`] only makes one system call: async-signal-safe, no allocation). The
 /// child keeps the nice value the preparing thread had.
-#[derive(Default)]
 pub struct SliceHook {
     attr: SchedAttr,
 }

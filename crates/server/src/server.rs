@@ -341,11 +341,8 @@ impl Server {
             Boost::Nice => Some(crate::gate::Raise::Nice(cfg.boost_nice)),
             Boost::Slice => Some(crate::gate::Raise::Slice(cfg.boost_slice)),
         };
-        let rounds = match cfg.rounds {
-            crate::config::Rounds::On => true,
-            crate::config::Rounds::Off => false,
-            crate::config::Rounds::Auto => sched.policy().reorders(),
-        };
+        // One decision for the gate and the runtime's event interval (`Config::rounds_on`).
+        let rounds = cfg.rounds_on();
         let gate = Arc::new(Gate::new(sched, cfg.gate, boost).with_rounds(rounds));
         gate.prefork(cfg.workers);
         let access_log = match &cfg.access_log {
