@@ -9,6 +9,8 @@
 //! - In a **bottleneck** (all slots busy, more than one worker ready, counting the one being
 //!   inserted) a marked worker is inserted at the head of the queue, behind the marked workers
 //!   already there (FIFO among marked). Otherwise the queue is plain FIFO.
+//! - The rest of the queue is FIFO by ready time as in the paper ([`PosTail::Fifo`]), or, with
+//!   [`PosTail::Episode`], ordered by when each worker's service episode began.
 //! - SLP and RW are fixed or predicted every period ([`crate::predict`]).
 //! - Optional starvation guard ([`crate::ready::ReadyQueue`]), not in the paper.
 //!
@@ -18,7 +20,7 @@
 
 use crate::predict::{rw_paper, slp_paper, SplitRw};
 use crate::ready::ReadyQueue;
-use crate::registry::{RwRule, Tunable};
+use crate::registry::{PosTail, RwRule, Tunable};
 use crate::{
     Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyError, PolicyStats, State, WorkerId, SEC,
 };
@@ -44,6 +46,9 @@ struct Worker {
     marked: bool,
     /// Run/wait changes since the last long wait.
     counter: u32,
+    /// When the current service episode began (it left a wait longer than SLP), or when the
+    /// worker was first seen: its key in the tail with [`PosTail::Episode`].
+    episode_start: Nanos,
     /// A service episode started (the worker left a long wait) and has not been recorded.
     in_episode: bool,
     /// Longest wait completed in the current period.
@@ -59,6 +64,7 @@ impl Worker {
             since: now,
             marked: false,
             counter: 0,
+            episode_start: now,
             in_episode: false,
             longest_wait: None,
             min_episode: None,
@@ -72,6 +78,7 @@ pub struct Pos {
     slp_cfg: Tunable<Nanos>,
     rw_cfg: Tunable<u32>,
     rw_rule: RwRule,
+    tail: PosTail,
     period: Nanos,
     slp: Nanos,
     rw: u32,
@@ -103,6 +110,7 @@ impl Pos {
             slp_cfg: cfg.slp,
             rw_cfg: cfg.rw,
             rw_rule: cfg.rw_rule,
+            tail: cfg.pos_tail,
             period: cfg.period,
             slp: match cfg.slp {
                 Tunable::Fixed(v) => v,
@@ -157,7 +165,23 @@ impl Pos {
             if w.marked {
                 w.marked = false;
                 self.demotions += 1;
+                if self.q.contains(id) {
+                    self.to_tail(id);
+                }
+            }
+        }
+    }
+
+    /// Move a queued worker into the tail, as [`PosTail`] says.
+    fn to_tail(&mut self, id: WorkerId) {
+        match self.tail {
+            PosTail::Fifo => {
                 self.q.move_to_back(id, TAIL);
+            }
+            PosTail::Episode => {
+                let key = self.workers.get(&id).map_or(0, |w| w.episode_start);
+                // Queued already: `push_keyed` keeps its arrival time.
+                self.q.push_keyed(TAIL, id, key, 0);
             }
         }
     }
@@ -224,6 +248,7 @@ impl Policy for Pos {
                     w.in_episode = true;
                     w.counter = 0;
                     w.marked = true;
+                    w.episode_start = now;
                 } else {
                     self.change(id);
                 }
@@ -249,12 +274,28 @@ impl Policy for Pos {
     }
 
     fn enqueue(&mut self, worker: WorkerId, _hints: &Hints, ctx: &Ctx) {
-        if ctx.bottleneck(self.q.len() + 1) && self.marked(worker) {
+        let marked = self.marked(worker);
+        if marked && ctx.bottleneck(self.q.len() + 1) {
             self.absorb_marked_prefix();
             self.q.push_back(HEAD, worker, ctx.now);
             self.promotions += 1;
+        } else if marked && self.tail == PosTail::Episode {
+            // No bottleneck: nobody to overtake now (the paper's back of the queue is its
+            // front). Kept at the head level so that workers of older episodes arriving later
+            // do not overtake it in the episode-ordered tail, as they could not in FIFO.
+            self.absorb_marked_prefix();
+            self.q.push_back(HEAD, worker, ctx.now);
         } else {
-            self.q.push_back(TAIL, worker, ctx.now);
+            match self.tail {
+                PosTail::Fifo => self.q.push_back(TAIL, worker, ctx.now),
+                PosTail::Episode => {
+                    let key = self
+                        .workers
+                        .get(&worker)
+                        .map_or(ctx.now, |w| w.episode_start);
+                    self.q.push_keyed(TAIL, worker, key, ctx.now);
+                }
+            }
         }
     }
 

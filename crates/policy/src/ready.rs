@@ -6,6 +6,11 @@
 //! positions are dropped when they reach the front or when a level holds more stale than live
 //! entries (compaction).
 //!
+//! A level may instead be kept in order of a key ([`ReadyQueue::push_keyed`], e.g. when each
+//! worker's service episode began): a keyed insert goes behind every entry with a key not
+//! greater than its own, scanning from the back, so it costs O(entries it overtakes); FIFO
+//! inserts (`push_back`, `move_to_back`) take the level's largest key so far and stay O(1).
+//!
 //! The guard (seed 001 has none; see `docs/policy.md`): a second FIFO of arrival times. On
 //! [`ReadyQueue::dequeue`], if the worker that has been queued longest has waited more than the
 //! bound, it is served first, whatever its level. A worker that changes level inside the queue
@@ -30,7 +35,10 @@ struct Entry {
 /// Multi-level FIFO with lazy deletion and an optional starvation guard. See the module docs.
 #[derive(Debug, Clone)]
 pub struct ReadyQueue {
-    levels: Vec<VecDeque<(WorkerId, u64)>>,
+    /// Per level: (worker, ticket of the position, order key), in serving order.
+    levels: Vec<VecDeque<(WorkerId, u64, Nanos)>>,
+    /// Largest key given to an entry of each level (FIFO inserts take it).
+    max_key: Vec<Nanos>,
     /// Live entries per level.
     counts: Vec<usize>,
     arrivals: VecDeque<(WorkerId, u64)>,
@@ -49,6 +57,7 @@ impl ReadyQueue {
         let levels = levels.max(1);
         Self {
             levels: vec![VecDeque::new(); levels],
+            max_key: vec![0; levels],
             counts: vec![0; levels],
             arrivals: VecDeque::new(),
             live: Default::default(),
@@ -111,7 +120,8 @@ impl ReadyQueue {
         let level = level.min(self.levels.len() - 1);
         let pos = self.ticket();
         let arr = self.ticket();
-        self.levels[level].push_back((worker, pos));
+        let key = self.max_key[level];
+        self.levels[level].push_back((worker, pos, key));
         self.counts[level] += 1;
         self.arrivals.push_back((worker, arr));
         self.live.insert(
@@ -138,9 +148,45 @@ impl ReadyQueue {
         e.pos = pos;
         self.counts[old] -= 1;
         self.counts[level] += 1;
-        self.levels[level].push_back((worker, pos));
+        let key = self.max_key[level];
+        self.levels[level].push_back((worker, pos, key));
         self.compact(old);
         true
+    }
+
+    /// Put `worker` into `level` (clamped) behind every entry whose key is not greater than
+    /// `key`, queued since `now` (a worker already queued moves there, keeping its arrival
+    /// time). Entries with equal keys stay in insertion order.
+    pub fn push_keyed(&mut self, level: usize, worker: WorkerId, key: Nanos, now: Nanos) {
+        let level = level.min(self.levels.len() - 1);
+        let pos = self.ticket();
+        if let Some(e) = self.live.get_mut(&worker) {
+            let old = e.level;
+            e.level = level;
+            e.pos = pos;
+            self.counts[old] -= 1;
+            self.compact(old);
+        } else {
+            let arr = self.ticket();
+            self.arrivals.push_back((worker, arr));
+            self.live.insert(
+                worker,
+                Entry {
+                    level,
+                    pos,
+                    arr,
+                    since: now,
+                },
+            );
+        }
+        self.counts[level] += 1;
+        let q = &mut self.levels[level];
+        let mut at = q.len();
+        while at > 0 && q[at - 1].2 > key {
+            at -= 1;
+        }
+        q.insert(at, (worker, pos, key));
+        self.max_key[level] = self.max_key[level].max(key);
     }
 
     /// Take `worker` out of the queue. Returns whether it was queued.
@@ -154,7 +200,7 @@ impl ReadyQueue {
         true
     }
 
-    fn is_live_pos(&self, level: usize, (w, t): (WorkerId, u64)) -> bool {
+    fn is_live_pos(&self, level: usize, (w, t, _): (WorkerId, u64, Nanos)) -> bool {
         matches!(self.live.get(&w), Some(e) if e.level == level && e.pos == t)
     }
 
@@ -166,7 +212,7 @@ impl ReadyQueue {
         if self.levels[level].len() > 2 * self.counts[level] + SLACK {
             let live = &self.live;
             self.levels[level].retain(
-                |&(w, t)| matches!(live.get(&w), Some(e) if e.level == level && e.pos == t),
+                |&(w, t, _)| matches!(live.get(&w), Some(e) if e.level == level && e.pos == t),
             );
         }
     }
@@ -237,7 +283,7 @@ impl ReadyQueue {
             out.extend(
                 q.iter()
                     .filter(|&&s| self.is_live_pos(l, s))
-                    .map(|&(w, _)| w),
+                    .map(|&(w, _, _)| w),
             );
         }
         out
@@ -249,7 +295,7 @@ impl ReadyQueue {
             Some(q) => q
                 .iter()
                 .filter(|&&s| self.is_live_pos(level, s))
-                .map(|&(w, _)| w)
+                .map(|&(w, _, _)| w)
                 .collect(),
             None => Vec::new(),
         }
@@ -281,6 +327,32 @@ mod tests {
         assert_eq!(q.dequeue(100), Some(1));
         assert_eq!(q.dequeue(100), Some(2));
         assert_eq!(q.dequeue(100), None);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn keyed_inserts_keep_key_order_and_fifo_among_equal_keys() {
+        let mut q = ReadyQueue::new(2, None);
+        q.push_keyed(1, 1, 50, 0);
+        q.push_keyed(1, 2, 10, 1);
+        q.push_keyed(1, 3, 50, 2);
+        q.push_keyed(1, 4, 30, 3);
+        q.push_back(0, 5, 4);
+        assert_eq!(q.order(), vec![5, 2, 4, 1, 3]);
+        // Re-keying a queued worker moves it and keeps its arrival time.
+        q.push_keyed(1, 3, 0, 9);
+        assert_eq!(q.order(), vec![5, 3, 2, 4, 1]);
+        assert_eq!(q.since(3), Some(2));
+        // A FIFO insert into a keyed level goes to the back.
+        q.push_back(1, 6, 10);
+        assert_eq!(q.level_order(1), vec![3, 2, 4, 1, 6]);
+        assert!(q.remove(2));
+        q.push_keyed(1, 7, 20, 11);
+        assert_eq!(q.level_order(1), vec![3, 7, 4, 1, 6]);
+        assert_eq!(q.len(), 6);
+        for want in [5, 3, 7, 4, 1, 6] {
+            assert_eq!(q.dequeue(20), Some(want));
+        }
         assert!(q.is_empty());
     }
 
@@ -322,6 +394,24 @@ mod tests {
             q.move_to_back(i, 0);
             assert!(q.remove(i));
             // Each of the 2 levels and the arrivals holds at most 2 * live + SLACK + 1.
+            assert!(
+                q.stored() <= 3 * (2 * q.len() + SLACK + 1),
+                "{}",
+                q.stored()
+            );
+        }
+        assert_eq!(q.order(), vec![0]);
+    }
+
+    #[test]
+    fn stale_positions_stay_bounded_with_keyed_inserts() {
+        let mut q = ReadyQueue::new(2, None);
+        q.push_keyed(1, 0, 0, 0); // the oldest episode, never served
+        for i in 1..10_000u64 {
+            // Episodes that began at decreasing times, so each insert lands in the middle.
+            q.push_keyed(1, i, 10_000 - i, i);
+            q.push_keyed(1, i, 20_000 - i, i);
+            assert!(q.remove(i));
             assert!(
                 q.stored() <= 3 * (2 * q.len() + SLACK + 1),
                 "{}",

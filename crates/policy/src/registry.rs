@@ -25,6 +25,21 @@ pub enum RwRule {
     Split,
 }
 
+/// How POS orders the workers it does not put at the head (the rest of the ready queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PosTail {
+    /// Seed 001 as written: the conventional queue, FIFO by the time each worker became ready,
+    /// so workers streaming bodies take turns burst by burst (processor sharing).
+    #[default]
+    Fifo,
+    /// triage's order: by when each worker's service episode began (it left its last wait
+    /// longer than SLP; a worker that never did: when it was first seen), FIFO among equal
+    /// times. Responses that are not text are then served first come, first served instead of
+    /// taking turns, so putting text first delays whole pages less (`docs/policy.md`).
+    Episode,
+}
+
 /// Everything a policy may be configured with. Fields a policy does not use are ignored by it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {
@@ -34,6 +49,9 @@ pub struct PolicyConfig {
     pub rw: Tunable<u32>,
     /// Rule used when `rw` is `Auto`.
     pub rw_rule: RwRule,
+    /// POS: order of the workers that are not put at the head.
+    #[serde(default)]
+    pub pos_tail: PosTail,
     /// Prediction period (seed 001: 500 ms).
     pub period: Nanos,
     /// Longest time any ready worker may be overtaken; `None` turns the guard off (faithful
@@ -47,6 +65,7 @@ impl Default for PolicyConfig {
             slp: Tunable::Auto,
             rw: Tunable::Fixed(3),
             rw_rule: RwRule::Paper,
+            pos_tail: PosTail::Fifo,
             period: 500 * MS,
             starvation_bound: Some(200 * MS),
         }

@@ -1,7 +1,7 @@
 //! POS rules, one scenario each, driven through `Sched` as a mechanism would.
 
 use policy::pos::{Pos, DEFAULT_RW};
-use policy::registry::RwRule;
+use policy::registry::{PosTail, RwRule};
 use policy::{build, Grant, Hints, Policy, PolicyConfig, Sched, State, Tunable, WorkerId};
 
 const H: Hints = Hints {
@@ -15,6 +15,7 @@ fn cfg(slp: Tunable<u64>, rw: Tunable<u32>) -> PolicyConfig {
         slp,
         rw,
         rw_rule: RwRule::Paper,
+        pos_tail: PosTail::Fifo,
         period: 10_000,
         starvation_bound: None,
     }
@@ -53,6 +54,36 @@ fn marked_worker_goes_to_head_only_in_a_bottleneck_fifo_among_marked() {
     assert_eq!(s.wait(1, 1010), vec![2]);
     assert_eq!(s.wait(2, 1020), vec![4]);
     assert_eq!(s.wait(4, 1030), vec![3]);
+}
+
+/// Three workers leave long waits at 1000, 1001 and 1007 (three pages begin) and then stream
+/// with short waits. With the paper's tail they take turns by ready time; with the episode
+/// tail the one whose episode began first is served first.
+fn tail_order(tail: PosTail) -> Vec<WorkerId> {
+    let mut c = cfg(Tunable::Fixed(100), Tunable::Fixed(1));
+    c.pos_tail = tail;
+    let mut s = pos_sched(1, &c);
+    register(&mut s, &[1, 2, 3], 0);
+    assert_eq!(s.ready(1, 1000, &H), Grant::RunNow);
+    assert_eq!(s.ready(2, 1001, &H), Grant::Queued);
+    assert_eq!(s.wait(1, 1005), vec![2]); // 1 demoted (RW 1), 2 runs
+    s.ready(1, 1006, &H); // short wait: unmarked, tail
+    s.ready(3, 1007, &H); // long wait in a bottleneck: head
+    assert_eq!(s.policy().order(), vec![3, 1]);
+    assert_eq!(s.wait(2, 1008), vec![3]);
+    s.ready(2, 1009, &H);
+    assert_eq!(s.wait(3, 1010), vec![1]);
+    s.ready(3, 1011, &H);
+    assert_eq!(s.wait(1, 1012), vec![2]);
+    s.ready(1, 1013, &H);
+    assert!(!s.marked(1) && !s.marked(2) && !s.marked(3));
+    s.policy().order()
+}
+
+#[test]
+fn the_tail_is_ready_time_fifo_or_episode_order() {
+    assert_eq!(tail_order(PosTail::Fifo), vec![3, 1]);
+    assert_eq!(tail_order(PosTail::Episode), vec![1, 3]);
 }
 
 #[test]

@@ -17,6 +17,7 @@ fn pos(slp: Tunable<u64>, rw: Tunable<u32>, rule: RwRule) -> Pos {
         slp,
         rw,
         rw_rule: rule,
+        pos_tail: Default::default(),
         period: 1_000_000,
         starvation_bound: None,
     })

@@ -148,6 +148,7 @@ fn config() -> impl Strategy<Value = PolicyConfig> {
                 rw_rule,
                 period,
                 starvation_bound,
+                ..PolicyConfig::default()
             },
         )
 }
@@ -209,6 +210,7 @@ proptest! {
             slp: Tunable::Fixed(slp),
             rw: Tunable::Fixed(rw),
             rw_rule: RwRule::Paper,
+            pos_tail: Default::default(),
             period: 500,
             starvation_bound: bound,
         };
@@ -262,6 +264,7 @@ proptest! {
             slp: Tunable::Auto,
             rw: Tunable::Fixed(3),
             rw_rule: RwRule::Paper,
+            pos_tail: Default::default(),
             period,
             starvation_bound: None,
         }).unwrap();
@@ -312,6 +315,7 @@ proptest! {
             slp: Tunable::Auto,
             rw: Tunable::Auto,
             rw_rule: RwRule::Split,
+            pos_tail: Default::default(),
             period: 300,
             starvation_bound: Some(bound),
         };
@@ -423,6 +427,7 @@ fn without_the_guard_a_stream_of_text_starves_an_image() {
             slp: Tunable::Fixed(0),
             rw: Tunable::Fixed(3),
             rw_rule: RwRule::Paper,
+            pos_tail: Default::default(),
             period: 1_000_000,
             starvation_bound: bound,
         };

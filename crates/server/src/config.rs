@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use policy::registry::RwRule;
+use policy::registry::{PosTail, RwRule};
 use policy::{PolicyConfig, Tunable};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -142,6 +142,8 @@ pub struct Config {
     #[serde(deserialize_with = "de_rw")]
     pub rw: Tunable<u32>,
     pub rw_rule: RwRule,
+    /// POS: order of the workers not put at the head (`fifo` as the paper, or `episode`).
+    pub pos_tail: PosTail,
     #[serde(deserialize_with = "de_duration")]
     pub period: Duration,
     #[serde(deserialize_with = "de_opt_duration")]
@@ -217,6 +219,7 @@ impl Default for Config {
             slp: Tunable::Auto,
             rw: Tunable::Fixed(3),
             rw_rule: RwRule::Paper,
+            pos_tail: PosTail::Fifo,
             period: Duration::from_millis(500),
             starvation_bound: Some(Duration::from_millis(200)),
             gate: true,
@@ -349,6 +352,7 @@ impl Config {
             slp: self.slp,
             rw: self.rw,
             rw_rule: self.rw_rule,
+            pos_tail: self.pos_tail,
             period: self.period.as_nanos() as u64,
             starvation_bound: self.starvation_bound.map(|d| d.as_nanos() as u64),
         }
@@ -464,6 +468,17 @@ pub fn parse_opt_duration(s: &str) -> Result<Option<Duration>, String> {
     parse_duration(s).map(Some)
 }
 
+/// Parse a `pos_tail`.
+pub fn parse_pos_tail(s: &str) -> Result<PosTail, String> {
+    match s.trim() {
+        "fifo" => Ok(PosTail::Fifo),
+        "episode" => Ok(PosTail::Episode),
+        _ => Err(format!(
+            "unknown POS tail order `{s}` (known: fifo, episode)"
+        )),
+    }
+}
+
 /// Parse an `rw_rule`.
 pub fn parse_rw_rule(s: &str) -> Result<RwRule, String> {
     match s.trim() {
@@ -561,6 +576,7 @@ policy = "fifo"
 slp = "200ms"
 rw = 4
 rw_rule = "split"
+pos_tail = "episode"
 period = "1s"
 starvation_bound = "off"
 gate = false
@@ -599,6 +615,10 @@ index = ["home.html"]
         assert_eq!(c.slp, Tunable::Fixed(200_000_000));
         assert_eq!(c.rw, Tunable::Fixed(4));
         assert_eq!(c.rw_rule, RwRule::Split);
+        assert_eq!(c.pos_tail, PosTail::Episode);
+        assert_eq!(c.policy_config().pos_tail, PosTail::Episode);
+        assert_eq!(Config::default().pos_tail, PosTail::Fifo);
+        assert!(parse_pos_tail("lifo").unwrap_err().contains("episode"));
         assert_eq!(c.starvation_bound, None);
         assert_eq!(c.chunk, 8192);
         assert_eq!(c.keepalive_timeout, Duration::from_secs(3));

@@ -194,6 +194,7 @@ pub fn variants(cfg: &PosConfig) -> Vec<Variant> {
         rw_rule: rule,
         period: cfg.period,
         starvation_bound: None,
+        ..PolicyConfig::default()
     };
     let mut v = vec![Variant {
         label: "timesharing".into(),

@@ -46,6 +46,11 @@ pub struct Args {
     /// Rule for `--rw auto`: paper or split.
     #[arg(long, value_parser = config::parse_rw_rule)]
     pub rw_rule: Option<policy::registry::RwRule>,
+    /// POS: order of the workers it does not put at the head: `fifo` (the paper: by ready
+    /// time, so streaming workers take turns burst by burst) or `episode` (by when each
+    /// worker's service episode began: first come, first served per response).
+    #[arg(long, value_parser = config::parse_pos_tail)]
+    pub pos_tail: Option<policy::registry::PosTail>,
     /// Policy prediction period (e.g. 500ms).
     #[arg(long, value_parser = config::parse_duration)]
     pub period: Option<std::time::Duration>,
@@ -114,7 +119,7 @@ pub fn build_config(a: &Args) -> anyhow::Result<Config> {
     macro_rules! set {
         ($($f:ident),*) => { $( if let Some(v) = a.$f.clone() { c.$f = v.into(); } )* };
     }
-    set!(listen, policy, slp, rw, rw_rule, period, boost);
+    set!(listen, policy, slp, rw, rw_rule, pos_tail, period, boost);
     if let Some(b) = a.starvation_bound {
         c.starvation_bound = b.0;
     }
