@@ -3,7 +3,7 @@
 //!
 //! | exp | arrivals | hog | SLP | variants |
 //! |---|---|---|---|---|
-//! | 1 | all browsers at once every interval (optionally staggered) | yes | fixed | fifo, pos RW 3/6/9, pos RW 3 + nice boost, pos RW 3 + slice boost, content, nginx, apache |
+//! | 1 | every browser clicks once per interval, 40 ms apart (`--stagger 0`: at one instant) | yes | fixed | fifo, pos RW 1/3/6/9, pos RW 1 with the paper's FIFO tail, content, nginx, apache (the nice/slice boost variants when named in `--variants`) |
 //! | 2 | each browser once per interval window at a random instant | no | fixed | same without hog |
 //! | 3 | as 2 | no | predicted every 500 ms | pos RW 3/6/9, RW predicted with the paper's rule and with the split rule |
 //! | 4 | as 3, with 3, 6, 9, 12 browsers | no | predicted | fifo, pos RW 3/6/9, content, peers: PL/LRQ ratios (Fig. 6), mean t1 (Fig. 7) |
@@ -72,8 +72,12 @@ pub struct PosOpts {
     pub image_bytes: Vec<usize>,
     /// Parallel connections per browser.
     pub parallel: usize,
-    /// Offset between browsers inside a burst (exp 1).
+    /// Offset between browsers inside a burst (exp 1; default [`DEFAULT_STAGGER`], 0 for
+    /// the synchronized form).
     pub stagger: Option<Duration>,
+    /// Order of the POS variants' tail (`episode`, triage's, or `fifo`, the paper's); with
+    /// `episode` exp 1 also runs the first RW with the paper's tail.
+    pub pos_tail: PosTailOpt,
     pub seed: u64,
     /// Only the variants with these names.
     pub only: Option<Vec<String>>,
@@ -112,6 +116,7 @@ impl PosOpts {
             image_bytes: vec![20_000, 40_000, 60_000, 80_000],
             parallel: 4,
             stagger: None,
+            pos_tail: PosTailOpt::Episode,
             seed: 1,
             only: None,
             peers: true,
@@ -131,6 +136,30 @@ pub const DEFAULT_QUOTA: f64 = 0.10;
 /// sending files costs a few microseconds per KB, so the emulated CPU must be slower.
 pub const DEFAULT_QUOTA_PLAIN: f64 = 0.025;
 
+/// Default offset between browsers in an exp 1 burst: 9 browsers click within 320 ms. With
+/// every click at the same instant every HTML request is queued before any image and there is
+/// nothing to reorder (measured: `--stagger 0`, fifo's mean t1 11 ms, content's and POS's
+/// longer; docs/lab.md); the simulator's calibration of the paper's exp 1 found clicks spread
+/// over about 300 ms (docs/sim.md).
+pub const DEFAULT_STAGGER: Duration = Duration::from_millis(40);
+
+/// The tail order of the lab's POS variants (`triage serve --pos-tail`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PosTailOpt {
+    Episode,
+    Fifo,
+}
+
+impl PosTailOpt {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PosTailOpt::Episode => "episode",
+            PosTailOpt::Fifo => "fifo",
+        }
+    }
+}
+
 /// Upper bound of the default fixed SLP (exp 1-2): a third of the interval, at most this.
 pub const DEFAULT_SLP_MAX: Duration = Duration::from_millis(1500);
 
@@ -147,6 +176,8 @@ pub struct Params {
     pub interval_s: f64,
     pub pages_per_browser: usize,
     pub stagger_ms: Option<f64>,
+    /// Tail order of the POS variants.
+    pub pos_tail: PosTailOpt,
     pub hog: bool,
     /// SLP of the fixed-SLP variants (s) or null when predicted.
     pub slp_s: Option<f64>,
@@ -211,10 +242,13 @@ fn resolve_with(o: &PosOpts, gzip: bool) -> Result<Params> {
             "repetitions, pages and interval must be positive".into(),
         ));
     }
-    let rw = o.rw.clone().unwrap_or(if o.quick || tiny {
-        vec![3]
-    } else {
-        vec![3, 6, 9]
+    // Exp 1 adds RW 1 to the paper's 3, 6, 9: here a 4 KB HTML page is one burst and an image
+    // 2-6 bursts (16 KiB each), so RW 3 leaves an image's worker marked for two of them.
+    let rw = o.rw.clone().unwrap_or(match (o.exp, o.quick || tiny) {
+        (1, true) => vec![1],
+        (1, false) => vec![1, 3, 6, 9],
+        (_, true) => vec![3],
+        (_, false) => vec![3, 6, 9],
     });
     if rw.is_empty() || rw.contains(&0) {
         return Err(LabError::Config("--rw values must be at least 1".into()));
@@ -260,7 +294,12 @@ fn resolve_with(o: &PosOpts, gzip: bool) -> Result<Params> {
         arrivals: if o.exp == 1 { "burst" } else { "random" }.into(),
         interval_s: interval.as_secs_f64(),
         pages_per_browser: pages,
-        stagger_ms: o.stagger.map(|d| d.as_secs_f64() * 1e3),
+        stagger_ms: if o.exp == 1 {
+            Some(o.stagger.unwrap_or(DEFAULT_STAGGER).as_secs_f64() * 1e3)
+        } else {
+            o.stagger.map(|d| d.as_secs_f64() * 1e3)
+        },
+        pos_tail: o.pos_tail,
         hog: o.exp == 1,
         slp_s: (o.exp <= 2).then_some(slp.as_secs_f64()),
         rw,
@@ -304,30 +343,68 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         None => "auto".into(),
     };
     let prefix = if p.slp_s.is_some() { "pos" } else { "pos-auto" };
+    let tail = p.pos_tail.as_str();
     for &rw in &p.rw {
         let r = rw.to_string();
         v.push(tv(
             &format!("{prefix}-rw{rw}"),
             &[
-                "--policy", "pos", "--slp", &slp, "--rw", &r, "--boost", "off",
+                "--policy",
+                "pos",
+                "--slp",
+                &slp,
+                "--rw",
+                &r,
+                "--pos-tail",
+                tail,
+                "--boost",
+                "off",
             ],
         ));
     }
-    // The kernel-boost variants are diagnostics (docs/lab.md); `--quick` leaves them out.
-    if p.exp == 1 && !p.quick {
-        let r = p.rw[0].to_string();
+    let r = p.rw[0].to_string();
+    // Exp 1 also runs the first RW with the paper's tail (FIFO by ready time), so the report
+    // shows what triage's episode order changes; `--quick` leaves it out.
+    if p.exp == 1 && !p.quick && p.pos_tail == PosTailOpt::Episode {
         v.push(tv(
-            &format!("pos-rw{}-nice", p.rw[0]),
+            &format!("pos-rw{}-fifotail", p.rw[0]),
             &[
-                "--policy", "pos", "--slp", &slp, "--rw", &r, "--boost", "nice",
+                "--policy",
+                "pos",
+                "--slp",
+                &slp,
+                "--rw",
+                &r,
+                "--pos-tail",
+                "fifo",
+                "--boost",
+                "off",
             ],
         ));
-        v.push(tv(
-            &format!("pos-rw{}-slice", p.rw[0]),
-            &[
-                "--policy", "pos", "--slp", &slp, "--rw", &r, "--boost", "slice",
-            ],
-        ));
+    }
+    // The kernel-boost variants are diagnostics (docs/lab.md, both measured worse than no
+    // boost): they run only when `--variants` names them.
+    if p.exp == 1 {
+        for boost in ["nice", "slice"] {
+            let name = format!("pos-rw{}-{boost}", p.rw[0]);
+            if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
+                v.push(tv(
+                    &name,
+                    &[
+                        "--policy",
+                        "pos",
+                        "--slp",
+                        &slp,
+                        "--rw",
+                        &r,
+                        "--pos-tail",
+                        tail,
+                        "--boost",
+                        boost,
+                    ],
+                ));
+            }
+        }
     }
     if p.exp == 3 {
         for rule in ["paper", "split"] {
@@ -342,6 +419,8 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
                     "auto",
                     "--rw-rule",
                     rule,
+                    "--pos-tail",
+                    tail,
                     "--boost",
                     "off",
                 ],
@@ -364,8 +443,7 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
 pub fn trace(p: &Params, browsers: usize, seed: u64) -> String {
     let mut lines = Vec::new();
     let iv = p.interval_s * 1e3;
-    // A small lead-in so the first requests do not race the load generator's start.
-    let lead = 200.0;
+    let lead = lead_ms(p);
     match p.arrivals.as_str() {
         "burst" => {
             let st = p.stagger_ms.unwrap_or(0.0);
@@ -392,10 +470,26 @@ pub fn trace(p: &Params, browsers: usize, seed: u64) -> String {
     s
 }
 
+/// When the first request of a run is sent, in ms after the load generator starts: 200 ms so
+/// the first requests do not race its start, plus the SLP in force (the fixed SLP, or the
+/// policy's SLP before its first prediction). The paper's server had been idle for a long time
+/// when an experiment began; with a shorter lead-in the prefork workers of a server started a
+/// moment ago have not yet waited longer than SLP, so characteristic 1 cannot mark the first
+/// page's HTML (measured: `--exp 1 --quick --stagger 40ms`, pos-rw1's first-page t1 was 2-6x
+/// content's while its second page's was close to it).
+pub fn lead_ms(p: &Params) -> f64 {
+    let slp_s = p
+        .slp_s
+        .unwrap_or(policy::pos::DEFAULT_SLP as f64 / policy::SEC as f64);
+    200.0 + slp_s * 1e3
+}
+
 fn trace_span(p: &Params) -> Duration {
     let st =
         p.stagger_ms.unwrap_or(0.0) * p.browser_counts.iter().max().copied().unwrap_or(1) as f64;
-    Duration::from_secs_f64(0.2 + p.interval_s * p.pages_per_browser as f64 + st / 1e3)
+    Duration::from_secs_f64(
+        (lead_ms(p) + p.interval_s * 1e3 * p.pages_per_browser as f64 + st) / 1e3,
+    )
 }
 
 /// The spread of a per-repetition quantity.
@@ -508,7 +602,7 @@ pub struct Summary {
 
 fn title(exp: u8) -> &'static str {
     match exp {
-        1 => "Seed 001 experiment 1: synchronized bursts beside a CPU-bound process, SLP fixed",
+        1 => "Seed 001 experiment 1: bursts of clicks beside a CPU-bound process, SLP fixed",
         2 => "Seed 001 experiment 2: random accesses, no CPU hog, SLP fixed",
         3 => "Seed 001 experiment 3: random accesses, no CPU hog, SLP (and RW) predicted",
         _ => "Seed 001 experiment 4: more and more simultaneous browsers (PL, LRQ, mean t1)",
@@ -868,9 +962,11 @@ fn summarize(
             .join("/"),
         p.arrivals,
         p.interval_s,
-        p.stagger_ms
-            .map(|s| format!(" staggered by {s:.0} ms"))
-            .unwrap_or_default(),
+        match p.stagger_ms {
+            Some(s) if s > 0.0 => format!(" staggered by {s:.0} ms"),
+            Some(_) if p.arrivals == "burst" => " all at the same instant".into(),
+            _ => String::new(),
+        },
         p.pages_per_browser,
         p.parallel,
         p.page_bytes / 1000,
@@ -1150,6 +1246,17 @@ fn report(s: &Summary, cells: &[Cell]) -> String {
             vec!["CPU quota of the server side".into(), quota_text(s.quota)],
             vec!["quota period".into(), format!("{} ms", s.params.period_ms)],
             vec!["load".into(), s.load.clone()],
+            vec![
+                "POS tail order".into(),
+                match s.params.pos_tail {
+                    PosTailOpt::Episode => {
+                        "episode (triage's: what is not at the head is served in the order its \
+                         episode began)"
+                            .into()
+                    }
+                    PosTailOpt::Fifo => "fifo (the paper's: by ready time)".into(),
+                },
+            ],
             vec!["network".into(), format!("{} ({})", tb.network, tb.shaping)],
             vec![
                 "CPUs".into(),
@@ -1674,17 +1781,19 @@ mod tests {
             })
             .collect();
         assert_eq!(rows.len(), 6);
-        assert_eq!(rows[0], (200.0, "0".into()));
-        assert_eq!(rows[2], (400.0, "2".into()));
-        assert_eq!(rows[3], (2200.0, "0".into()));
+        // Lead-in: 200 ms plus the SLP (2 s / 3), so the idle workers have waited past SLP.
+        let lead = 200.0 + p.slp_s.unwrap() * 1e3;
+        assert!(lead > 800.0, "{lead}");
+        assert_eq!(rows[0], (lead, "0".into()));
+        assert_eq!(rows[2], (lead + 200.0, "2".into()));
+        assert_eq!(rows[3], (lead + 2000.0, "0".into()));
         let p2 = resolve(&opts(2)).unwrap();
         assert_eq!(trace(&p2, 9, 5), trace(&p2, 9, 5));
         assert_ne!(trace(&p2, 9, 5), trace(&p2, 9, 6));
         for l in trace(&p2, 9, 5).lines().filter(|l| !l.starts_with('#')) {
             let t: f64 = l.split_whitespace().next().unwrap().parse().unwrap();
-            assert!(
-                (200.0..200.0 + p2.interval_s * 1e3 * p2.pages_per_browser as f64).contains(&t)
-            );
+            let lead = lead_ms(&p2);
+            assert!((lead..lead + p2.interval_s * 1e3 * p2.pages_per_browser as f64).contains(&t));
         }
     }
 

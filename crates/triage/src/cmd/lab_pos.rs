@@ -85,9 +85,14 @@ pub struct Args {
     /// Parallel connections per browser (K).
     #[arg(long, default_value_t = 4)]
     parallel: usize,
-    /// Offset between browsers in a burst (exp 1), so HTML meets other browsers' images.
+    /// Offset between browsers in a burst (exp 1), so HTML meets other browsers' images;
+    /// 0 = every browser at the same instant [default: 40ms for exp 1]
     #[arg(long, value_parser = dur)]
     stagger: Option<Duration>,
+    /// Tail order of the POS variants: `episode` (triage's: responses that are not text are
+    /// served first come, first served) or `fifo` (the paper's ready-queue order)
+    #[arg(long, value_enum, default_value_t = PosTailArg::Episode)]
+    pos_tail: PosTailArg,
     /// Seed of the site and the arrivals.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -106,6 +111,12 @@ pub struct Args {
     /// Results directory [default: results/pos-expN/<UTC timestamp>].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PosTailArg {
+    Episode,
+    Fifo,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -147,6 +158,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     o.parallel = a.parallel;
     o.stagger = a.stagger;
+    o.pos_tail = match a.pos_tail {
+        PosTailArg::Episode => lab::pos::PosTailOpt::Episode,
+        PosTailArg::Fifo => lab::pos::PosTailOpt::Fifo,
+    };
     o.seed = a.seed;
     o.only = a.variants;
     o.peers = !a.no_peers;
