@@ -1010,14 +1010,21 @@ fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
         return out;
     }
     let pos: Vec<&VariantSummary> = vs.iter().filter(|v| v.name.starts_with("pos")).collect();
-    let best = pos
-        .iter()
-        .filter(|v| v.t1_mean_improvement_pct.is_some())
-        .max_by(|a, b| {
-            a.t1_mean_improvement_pct
-                .unwrap_or(f64::NEG_INFINITY)
-                .total_cmp(&b.t1_mean_improvement_pct.unwrap_or(f64::NEG_INFINITY))
-        });
+    // The goal holds for a variant that meets both bounds: the best t1 among the variants that
+    // do; if none does, the best t1 of all (reported as not met).
+    let by_t1 = |a: &&&VariantSummary, b: &&&VariantSummary| {
+        a.t1_mean_improvement_pct
+            .unwrap_or(f64::NEG_INFINITY)
+            .total_cmp(&b.t1_mean_improvement_pct.unwrap_or(f64::NEG_INFINITY))
+    };
+    let measured = || pos.iter().filter(|v| v.t1_mean_improvement_pct.is_some());
+    let best = measured()
+        .filter(|v| {
+            v.t2_mean_improvement_pct.is_some_and(|t2| t2 >= -10.0)
+                && v.t1_mean_improvement_pct.is_some_and(|t1| t1 >= 50.0)
+        })
+        .max_by(by_t1)
+        .or_else(|| measured().max_by(by_t1));
     let goal = "exp 1: POS improves mean t1 by >= 50% over fifo with mean t2 at most 10% worse";
     match best {
         Some(b) => {
@@ -1060,8 +1067,9 @@ fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
                 goal: goal.into(),
                 met,
                 detail: format!(
-                    "best: {} improves mean t1 by {t1:.1}%{spread} and mean t2 by {t2:.1}%{cause}; \
-                     all: {}",
+                    "best (highest t1 gain among the variants within both bounds, if any; \
+                     else of all): {} improves mean t1 by {t1:.1}%{spread} and mean t2 by \
+                     {t2:.1}%{cause}; all: {}",
                     b.name,
                     others.join(", ")
                 ),
@@ -1668,8 +1676,19 @@ mod tests {
     fn defaults_resolve_per_experiment() {
         let p = resolve(&opts(1)).unwrap();
         assert!(p.hog && p.arrivals == "burst");
-        assert_eq!(p.rw, vec![3, 6, 9]);
+        assert_eq!(p.rw, vec![1, 3, 6, 9]);
         assert_eq!(p.reps, 5);
+        assert_eq!(
+            p.stagger_ms,
+            Some(40.0),
+            "exp 1 clicks 40 ms apart by default"
+        );
+        assert_eq!(p.pos_tail, PosTailOpt::Episode);
+        let mut sync = opts(1);
+        sync.stagger = Some(Duration::ZERO);
+        assert_eq!(resolve(&sync).unwrap().stagger_ms, Some(0.0));
+        assert_eq!(resolve(&opts(2)).unwrap().rw, vec![3, 6, 9]);
+        assert_eq!(resolve(&opts(2)).unwrap().stagger_ms, None);
         assert!(p.slp_s.unwrap() < p.interval_s);
         let p3 = resolve(&opts(3)).unwrap();
         assert!(!p3.hog && p3.slp_s.is_none() && p3.arrivals == "random");
@@ -1679,7 +1698,7 @@ mod tests {
         let mut q = opts(1);
         q.quick = true;
         let pq = resolve(&q).unwrap();
-        assert_eq!((pq.reps, pq.rw.clone()), (2, vec![3]));
+        assert_eq!((pq.reps, pq.rw.clone()), (2, vec![1]));
         // Exp 1's bursts leave every worker idle longer than SLP after the slowest page (t2 up
         // to ~3.4 s measured), default and quick alike.
         for p in [&p, &pq] {
@@ -1690,7 +1709,7 @@ mod tests {
         let quick_names: Vec<_> = variants(&pq, &q).into_iter().map(|v| v.name).collect();
         assert_eq!(
             quick_names,
-            ["fifo", "pos-rw3", "content", "nginx", "apache"]
+            ["fifo", "pos-rw1", "content", "nginx", "apache"]
         );
         assert!(resolve(&opts(5))
             .unwrap_err()
@@ -1714,16 +1733,36 @@ mod tests {
             names(1),
             vec![
                 "fifo",
+                "pos-rw1",
                 "pos-rw3",
                 "pos-rw6",
                 "pos-rw9",
-                "pos-rw3-nice",
-                "pos-rw3-slice",
+                "pos-rw1-fifotail",
                 "content",
                 "nginx",
                 "apache"
             ]
         );
+        // The POS variants run triage's tail order, the fifotail variant the paper's.
+        let o1 = opts(1);
+        let v1 = variants(&resolve(&o1).unwrap(), &o1);
+        let tail_of = |name: &str| match &v1.iter().find(|v| v.name == name).unwrap().server {
+            crate::runner::ServerKind::Triage { args } => args
+                .windows(2)
+                .find(|w| w[0] == "--pos-tail")
+                .map(|w| w[1].clone()),
+            _ => None,
+        };
+        assert_eq!(tail_of("pos-rw3").as_deref(), Some("episode"));
+        assert_eq!(tail_of("pos-rw1-fifotail").as_deref(), Some("fifo"));
+        // The kernel-boost diagnostics run only when named.
+        let mut boost = opts(1);
+        boost.only = Some(vec!["pos-rw1-nice".into(), "fifo".into()]);
+        let vb: Vec<_> = variants(&resolve(&boost).unwrap(), &boost)
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        assert_eq!(vb, ["fifo", "pos-rw1-nice"]);
         let n3 = names(3);
         assert!(n3.contains(&"pos-auto-rw3".to_string()));
         assert!(n3.contains(&"pos-auto-rwauto-paper".to_string()));
@@ -1784,9 +1823,10 @@ mod tests {
         // Lead-in: 200 ms plus the SLP (2 s / 3), so the idle workers have waited past SLP.
         let lead = 200.0 + p.slp_s.unwrap() * 1e3;
         assert!(lead > 800.0, "{lead}");
-        assert_eq!(rows[0], (lead, "0".into()));
-        assert_eq!(rows[2], (lead + 200.0, "2".into()));
-        assert_eq!(rows[3], (lead + 2000.0, "0".into()));
+        let near = |(t, b): &(f64, String), want: f64, wb: &str| (t - want).abs() < 0.06 && b == wb;
+        assert!(near(&rows[0], lead, "0"), "{rows:?}");
+        assert!(near(&rows[2], lead + 200.0, "2"), "{rows:?}");
+        assert!(near(&rows[3], lead + 2000.0, "0"), "{rows:?}");
         let p2 = resolve(&opts(2)).unwrap();
         assert_eq!(trace(&p2, 9, 5), trace(&p2, 9, 5));
         assert_ne!(trace(&p2, 9, 5), trace(&p2, 9, 6));
@@ -1848,6 +1888,58 @@ mod tests {
     }
 
     #[test]
+    fn the_goal_takes_the_best_t1_among_variants_within_the_t2_bound() {
+        let o = opts(1);
+        let p = resolve(&o).unwrap();
+        let tb = Testbed::new(TestbedConfig {
+            net: NetMode::Loopback,
+            ..Default::default()
+        })
+        .unwrap();
+        // fifo: t1 100/200/300, t2 400/500/600. pos-rw1-fifotail: t1 -60%, t2 -50% (worse);
+        // pos-rw1: t1 -50%, t2 -5%; the others: t1 -10%.
+        let cells: Vec<Cell> = variants(&p, &o)
+            .iter()
+            .map(|v| {
+                let (t1, t2) = match v.name.as_str() {
+                    "fifo" | "nginx" | "apache" => (1.0, 1.0),
+                    "pos-rw1-fifotail" => (0.4, 1.5),
+                    "pos-rw1" => (0.5, 1.05),
+                    _ => (0.9, 1.0),
+                };
+                let mut r = outcome(t1);
+                for pg in &mut r.pages {
+                    pg.t2_ms = pg.t2_ms.map(|x| x * t2);
+                }
+                Cell {
+                    variant: v.clone(),
+                    browsers: 9,
+                    runs: vec![(0, r)],
+                }
+            })
+            .collect();
+        let s = summarize(&o, &p, &tb, &cells, vec![], utc_stamp(), Instant::now());
+        assert!(s.goals[0].met, "{:?}", s.goals[0]);
+        assert!(
+            s.goals[0].detail.contains("pos-rw1 improves"),
+            "{}",
+            s.goals[0].detail
+        );
+        // Without a variant inside the t2 bound: the best t1 is reported, not met.
+        let worse: Vec<Cell> = cells
+            .into_iter()
+            .filter(|c| c.variant.name != "pos-rw1")
+            .collect();
+        let s = summarize(&o, &p, &tb, &worse, vec![], utc_stamp(), Instant::now());
+        assert!(!s.goals[0].met);
+        assert!(
+            s.goals[0].detail.contains("pos-rw1-fifotail improves"),
+            "{}",
+            s.goals[0].detail
+        );
+    }
+
+    #[test]
     fn summary_and_report_are_written_complete() {
         let mut o = opts(1);
         o.quick = true;
@@ -1875,7 +1967,7 @@ mod tests {
             utc_stamp(),
             Instant::now(),
         );
-        let pos = s.variants.iter().find(|v| v.name == "pos-rw3").unwrap();
+        let pos = s.variants.iter().find(|v| v.name == "pos-rw1").unwrap();
         assert_eq!(pos.t1_mean_improvement_pct, Some(50.0));
         assert_eq!(pos.t2_mean_improvement_pct, Some(0.0));
         assert_eq!(pos.t1_ratio_vs_nginx, Some(1.0));

@@ -166,14 +166,14 @@ impl Pos {
                 w.marked = false;
                 self.demotions += 1;
                 if self.q.contains(id) {
-                    self.to_tail(id);
+                    self.move_to_tail(id);
                 }
             }
         }
     }
 
     /// Move a queued worker into the tail, as [`PosTail`] says.
-    fn to_tail(&mut self, id: WorkerId) {
+    fn move_to_tail(&mut self, id: WorkerId) {
         match self.tail {
             PosTail::Fifo => {
                 self.q.move_to_back(id, TAIL);
