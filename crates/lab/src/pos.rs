@@ -66,6 +66,8 @@ pub struct PosOpts {
     pub period: Duration,
     pub rate_mbit: f64,
     pub net: NetMode,
+    /// TCP congestion control of the server namespace (`None`: the kernel's default).
+    pub tcp_cc: Option<String>,
     /// On-the-fly gzip level for every server (`None`: off).
     pub gzip_level: Option<u32>,
     pub html_bytes: usize,
@@ -111,6 +113,7 @@ impl PosOpts {
             period: Duration::from_millis(10),
             rate_mbit: 10.0,
             net: NetMode::Auto,
+            tcp_cc: None,
             gzip_level: Some(6),
             html_bytes: 4 * 1024,
             image_bytes: vec![20_000, 40_000, 60_000, 80_000],
@@ -645,6 +648,7 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
         period: Duration::from_secs_f64(p.period_ms / 1e3),
         net: o.net,
         rate_mbit: o.rate_mbit,
+        tcp_cc: o.tcp_cc.clone(),
         ..Default::default()
     })?;
     let site_dir = tb.workdir().join("site");

@@ -63,6 +63,9 @@ pub struct TestbedConfig {
     pub net: NetMode,
     /// Link rate in Mbit/s.
     pub rate_mbit: f64,
+    /// TCP congestion control of the server namespace (the senders), e.g. `bbr`; `None`: the
+    /// kernel's default. Only with network namespaces.
+    pub tcp_cc: Option<String>,
 }
 
 impl Default for TestbedConfig {
@@ -75,6 +78,7 @@ impl Default for TestbedConfig {
             client_cpu: 1,
             net: NetMode::Auto,
             rate_mbit: 10.0,
+            tcp_cc: None,
         }
     }
 }
@@ -116,7 +120,7 @@ struct NetnsPair {
 }
 
 impl NetnsPair {
-    fn create(pid: u32, n: u32, rate_mbit: f64) -> Result<NetnsPair> {
+    fn create(pid: u32, n: u32, rate_mbit: f64, tcp_cc: Option<&str>) -> Result<NetnsPair> {
         let server = format!("{NETNS_PREFIX}{pid}-{n}-s");
         let client = format!("{NETNS_PREFIX}{pid}-{n}-c");
         let vs = format!("tl{pid}x{n}s");
@@ -153,6 +157,20 @@ impl NetnsPair {
                 &[
                     "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst",
                     &burst, "latency", "50ms",
+                ],
+            )?;
+        }
+        if let Some(cc) = tcp_cc {
+            // Per network namespace since Linux 4.15; an unknown name is an error here.
+            run_cmd(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    &server,
+                    "sysctl",
+                    "-qw",
+                    &format!("net.ipv4.tcp_congestion_control={cc}"),
                 ],
             )?;
         }
@@ -264,8 +282,19 @@ impl Testbed {
                 tracing::info!("removing stale network namespace {stale}");
                 let _ = run_cmd("ip", &["netns", "del", &stale]);
             }
-            Some(NetnsPair::create(pid, n, cfg.rate_mbit)?)
+            Some(NetnsPair::create(
+                pid,
+                n,
+                cfg.rate_mbit,
+                cfg.tcp_cc.as_deref(),
+            )?)
         } else {
+            if let Some(cc) = &cfg.tcp_cc {
+                return Err(LabError::Config(format!(
+                    "TCP congestion control {cc} is set in the server's network namespace, and \
+                     this testbed has none (loopback: not root, or --net loopback)"
+                )));
+            }
             None
         };
         // CPU.
@@ -313,7 +342,14 @@ impl Testbed {
             root,
             network: if net.is_some() { "netns" } else { "loopback" }.into(),
             shaping: if net.is_some() {
-                format!("tbf {} Mbit/s on both veth ends", cfg.rate_mbit)
+                format!(
+                    "tbf {} Mbit/s on both veth ends{}",
+                    cfg.rate_mbit,
+                    cfg.tcp_cc
+                        .as_ref()
+                        .map(|cc| format!(", TCP congestion control {cc} on the server side"))
+                        .unwrap_or_default()
+                )
             } else {
                 format!(
                     "client-side throttled reading, {} Mbit/s shared by the browsers",

@@ -89,6 +89,10 @@ pub struct Args {
     /// 0 = every browser at the same instant [default: 40ms for exp 1]
     #[arg(long, value_parser = dur)]
     stagger: Option<Duration>,
+    /// TCP congestion control in the server's network namespace (e.g. bbr) [default: the
+    /// kernel's]
+    #[arg(long, value_name = "NAME")]
+    tcp_cc: Option<String>,
     /// Tail order of the POS variants: `episode` (triage's: responses that are not text are
     /// served first come, first served) or `fifo` (the paper's ready-queue order)
     #[arg(long, value_enum, default_value_t = PosTailArg::Episode)]
@@ -158,6 +162,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     o.parallel = a.parallel;
     o.stagger = a.stagger;
+    o.tcp_cc = a.tcp_cc;
     o.pos_tail = match a.pos_tail {
         PosTailArg::Episode => lab::pos::PosTailOpt::Episode,
         PosTailArg::Fifo => lab::pos::PosTailOpt::Fifo,
