@@ -721,6 +721,63 @@ mod tests {
     }
 
     #[test]
+    fn tcp_congestion_control_is_set_in_the_server_namespace_only() {
+        // Without namespaces the setting has nowhere to go: an error, whoever runs it.
+        let err = Testbed::new(TestbedConfig {
+            net: NetMode::Loopback,
+            tcp_cc: Some("reno".into()),
+            ..Default::default()
+        })
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("reno"), "{err}");
+        if !root_or_skip("tcp_congestion_control_is_set_in_the_server_namespace_only") {
+            return;
+        }
+        // reno is always built in; the host's own setting must not change.
+        let host = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+        let tb = Testbed::new(TestbedConfig {
+            tag: "t".into(),
+            net: NetMode::Netns,
+            tcp_cc: Some("reno".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let names = tb.kernel_names();
+        let cc = |ns: &str| {
+            run_cmd(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    ns,
+                    "sysctl",
+                    "-n",
+                    "net.ipv4.tcp_congestion_control",
+                ],
+            )
+            .unwrap()
+        };
+        assert_eq!(cc(&names[0]).trim(), "reno");
+        assert_eq!(
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap(),
+            host
+        );
+        assert!(tb.info().shaping.contains("reno"), "{}", tb.info().shaping);
+        drop(tb);
+        // An unknown algorithm is refused, and nothing is left behind.
+        let err = Testbed::new(TestbedConfig {
+            tag: "t".into(),
+            net: NetMode::Netns,
+            tcp_cc: Some("no-such-cc".into()),
+            ..Default::default()
+        })
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("no-such-cc"), "{err}");
+    }
+
+    #[test]
     fn server_in_its_namespace_is_reached_through_the_shaped_link() {
         if !root_or_skip("server_in_its_namespace_is_reached_through_the_shaped_link") {
             return;
