@@ -347,10 +347,11 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     };
     let prefix = if p.slp_s.is_some() { "pos" } else { "pos-auto" };
     let tail = p.pos_tail.as_str();
-    for &rw in &p.rw {
+    // One POS variant: fixed SLP (or auto), this RW, tail order and kernel boost.
+    let pos_variant = |name: &str, rw: u32, tail: &str, boost: &str| {
         let r = rw.to_string();
-        v.push(tv(
-            &format!("{prefix}-rw{rw}"),
+        tv(
+            name,
             &[
                 "--policy",
                 "pos",
@@ -361,51 +362,31 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
                 "--pos-tail",
                 tail,
                 "--boost",
-                "off",
+                boost,
             ],
-        ));
+        )
+    };
+    for &rw in &p.rw {
+        v.push(pos_variant(&format!("{prefix}-rw{rw}"), rw, tail, "off"));
     }
-    let r = p.rw[0].to_string();
+    let rw0 = p.rw[0];
     // Exp 1 also runs the first RW with the paper's tail (FIFO by ready time), so the report
     // shows what triage's episode order changes; `--quick` leaves it out.
     if p.exp == 1 && !p.quick && p.pos_tail == PosTailOpt::Episode {
-        v.push(tv(
-            &format!("pos-rw{}-fifotail", p.rw[0]),
-            &[
-                "--policy",
-                "pos",
-                "--slp",
-                &slp,
-                "--rw",
-                &r,
-                "--pos-tail",
-                "fifo",
-                "--boost",
-                "off",
-            ],
+        v.push(pos_variant(
+            &format!("pos-rw{rw0}-fifotail"),
+            rw0,
+            "fifo",
+            "off",
         ));
     }
     // The kernel-boost variants are diagnostics (docs/lab.md, both measured worse than no
     // boost): they run only when `--variants` names them.
     if p.exp == 1 {
         for boost in ["nice", "slice"] {
-            let name = format!("pos-rw{}-{boost}", p.rw[0]);
+            let name = format!("pos-rw{rw0}-{boost}");
             if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
-                v.push(tv(
-                    &name,
-                    &[
-                        "--policy",
-                        "pos",
-                        "--slp",
-                        &slp,
-                        "--rw",
-                        &r,
-                        "--pos-tail",
-                        tail,
-                        "--boost",
-                        boost,
-                    ],
-                ));
+                v.push(pos_variant(&name, rw0, tail, boost));
             }
         }
     }

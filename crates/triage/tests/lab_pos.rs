@@ -56,7 +56,7 @@ fn lab_pos_exp1_tiny_writes_complete_results() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("fifo") && stdout.contains("pos-rw3"),
+        stdout.contains("fifo") && stdout.contains("pos-rw1"),
         "{stdout}"
     );
 
@@ -83,7 +83,7 @@ fn lab_pos_exp1_tiny_writes_complete_results() {
     assert!(s.get("quota").is_some() && s.get("testbed").is_some());
     let vs = s["variants"].as_array().unwrap();
     let names: Vec<&str> = vs.iter().map(|v| v["name"].as_str().unwrap()).collect();
-    for n in ["fifo", "pos-rw3", "content"] {
+    for n in ["fifo", "pos-rw1", "content"] {
         assert!(names.contains(&n), "{names:?}");
     }
     let skipped = s["skipped"].as_array().unwrap();
