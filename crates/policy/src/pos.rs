@@ -166,22 +166,21 @@ impl Pos {
                 w.marked = false;
                 self.demotions += 1;
                 if self.q.contains(id) {
-                    self.move_to_tail(id);
+                    // Queued already: it keeps its arrival time.
+                    self.put_in_tail(id, 0);
                 }
             }
         }
     }
 
-    /// Move a queued worker into the tail, as [`PosTail`] says.
-    fn move_to_tail(&mut self, id: WorkerId) {
+    /// Queue `id` in the tail (or move it there, if queued), as [`PosTail`] says: at the back,
+    /// or at its episode's place.
+    fn put_in_tail(&mut self, id: WorkerId, now: Nanos) {
         match self.tail {
-            PosTail::Fifo => {
-                self.q.move_to_back(id, TAIL);
-            }
+            PosTail::Fifo => self.q.push_back(TAIL, id, now),
             PosTail::Episode => {
-                let key = self.workers.get(&id).map_or(0, |w| w.episode_start);
-                // Queued already: `push_keyed` keeps its arrival time.
-                self.q.push_keyed(TAIL, id, key, 0);
+                let key = self.workers.get(&id).map_or(now, |w| w.episode_start);
+                self.q.push_keyed(TAIL, id, key, now);
             }
         }
     }
@@ -274,28 +273,18 @@ impl Policy for Pos {
     }
 
     fn enqueue(&mut self, worker: WorkerId, _hints: &Hints, ctx: &Ctx) {
-        let marked = self.marked(worker);
-        if marked && ctx.bottleneck(self.q.len() + 1) {
+        let bottleneck = ctx.bottleneck(self.q.len() + 1);
+        // Outside a bottleneck a marked worker is alone in the queue, so the paper's back is its
+        // front; with the episode tail it is still kept at the head level, so that workers of
+        // older episodes arriving later do not overtake it, as they could not in FIFO.
+        if self.marked(worker) && (bottleneck || self.tail == PosTail::Episode) {
             self.absorb_marked_prefix();
             self.q.push_back(HEAD, worker, ctx.now);
-            self.promotions += 1;
-        } else if marked && self.tail == PosTail::Episode {
-            // No bottleneck: nobody to overtake now (the paper's back of the queue is its
-            // front). Kept at the head level so that workers of older episodes arriving later
-            // do not overtake it in the episode-ordered tail, as they could not in FIFO.
-            self.absorb_marked_prefix();
-            self.q.push_back(HEAD, worker, ctx.now);
-        } else {
-            match self.tail {
-                PosTail::Fifo => self.q.push_back(TAIL, worker, ctx.now),
-                PosTail::Episode => {
-                    let key = self
-                        .workers
-                        .get(&worker)
-                        .map_or(ctx.now, |w| w.episode_start);
-                    self.q.push_keyed(TAIL, worker, key, ctx.now);
-                }
+            if bottleneck {
+                self.promotions += 1;
             }
+        } else {
+            self.put_in_tail(worker, ctx.now);
         }
     }
 

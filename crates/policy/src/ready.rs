@@ -113,49 +113,16 @@ impl ReadyQueue {
     /// Append `worker` at the back of `level` (clamped to the last level), queued since `now`.
     /// A worker already queued is moved there instead (keeping its arrival time).
     pub fn push_back(&mut self, level: usize, worker: WorkerId, now: Nanos) {
-        if self.contains(worker) {
-            self.move_to_back(worker, level);
-            return;
-        }
-        let level = level.min(self.levels.len() - 1);
-        let pos = self.ticket();
-        self.track_new(worker, level, pos, now);
-        let key = self.max_key[level];
-        self.levels[level].push_back((worker, pos, key));
-        self.counts[level] += 1;
-    }
-
-    /// Start tracking a worker that was not queued: its entry and its arrival.
-    fn track_new(&mut self, worker: WorkerId, level: usize, pos: u64, now: Nanos) {
-        let arr = self.ticket();
-        self.arrivals.push_back((worker, arr));
-        self.live.insert(
-            worker,
-            Entry {
-                level,
-                pos,
-                arr,
-                since: now,
-            },
-        );
+        self.place(level, worker, None, now);
     }
 
     /// Move a queued worker to the back of `level` (clamped), keeping its arrival time.
     /// Returns whether it was queued.
     pub fn move_to_back(&mut self, worker: WorkerId, level: usize) -> bool {
-        let level = level.min(self.levels.len() - 1);
-        let pos = self.ticket();
-        let Some(e) = self.live.get_mut(&worker) else {
+        if !self.contains(worker) {
             return false;
-        };
-        let old = e.level;
-        e.level = level;
-        e.pos = pos;
-        self.counts[old] -= 1;
-        self.counts[level] += 1;
-        let key = self.max_key[level];
-        self.levels[level].push_back((worker, pos, key));
-        self.compact(old);
+        }
+        self.place(level, worker, None, 0);
         true
     }
 
@@ -163,6 +130,14 @@ impl ReadyQueue {
     /// `key`, queued since `now` (a worker already queued moves there, keeping its arrival
     /// time). Entries with equal keys stay in insertion order.
     pub fn push_keyed(&mut self, level: usize, worker: WorkerId, key: Nanos, now: Nanos) {
+        self.place(level, worker, Some(key), now);
+    }
+
+    /// The one insertion: a new position for `worker` in `level` (clamped), behind every entry
+    /// whose key is not greater than `key` (`None`: the level's largest key so far, i.e. the
+    /// back, in O(1)). A queued worker keeps its arrival time and its old position goes stale;
+    /// a new one is queued since `now`.
+    fn place(&mut self, level: usize, worker: WorkerId, key: Option<Nanos>, now: Nanos) {
         let level = level.min(self.levels.len() - 1);
         let pos = self.ticket();
         if let Some(e) = self.live.get_mut(&worker) {
@@ -172,9 +147,20 @@ impl ReadyQueue {
             self.counts[old] -= 1;
             self.compact(old);
         } else {
-            self.track_new(worker, level, pos, now);
+            let arr = self.ticket();
+            self.arrivals.push_back((worker, arr));
+            self.live.insert(
+                worker,
+                Entry {
+                    level,
+                    pos,
+                    arr,
+                    since: now,
+                },
+            );
         }
         self.counts[level] += 1;
+        let key = key.unwrap_or(self.max_key[level]);
         let q = &mut self.levels[level];
         let mut at = q.len();
         while at > 0 && q[at - 1].2 > key {
