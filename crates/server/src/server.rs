@@ -61,6 +61,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub access_log: Option<AccessLog>,
     pub chunk: usize,
+    /// Most bytes of a static response's first burst (at most `chunk`).
+    pub first_chunk: usize,
     pub gzip: GzipConfig,
     /// Resource containers (empty tree without `[[container]]`).
     pub containers: crate::containers::Containers,
@@ -367,6 +369,7 @@ impl Server {
             metrics: Metrics::default(),
             access_log,
             chunk: cfg.chunk as usize,
+            first_chunk: cfg.first_chunk() as usize,
             gzip: cfg.gzip.clone(),
             containers,
         });

@@ -232,7 +232,8 @@ fn respond<B>(
             entry,
             pos: start,
             end,
-            chunk: shared.chunk,
+            chunk: shared.first_chunk.min(shared.chunk),
+            next_chunk: shared.chunk,
         };
         let gz = gzip.then(|| Gzip::new(shared.gzip.level));
         let mut gated = Gated::new(
@@ -261,7 +262,9 @@ struct EntrySource {
     entry: Arc<Entry>,
     pos: u64,
     end: u64,
+    /// Size of the next chunk: the first burst's (`first_chunk`), then `next_chunk`.
     chunk: usize,
+    next_chunk: usize,
 }
 
 impl ChunkSource for EntrySource {
@@ -272,6 +275,7 @@ impl ChunkSource for EntrySource {
         let n = (self.end - self.pos).min(self.chunk as u64) as usize;
         let b = self.entry.read_at(self.pos, n)?;
         self.pos += n as u64;
+        self.chunk = self.next_chunk;
         Ok(Some(b))
     }
 

@@ -1,6 +1,7 @@
 //! The gate seen from outside: the worker log of `--policy pos --pfs-log` has run/wait cycles
-//! that grow with the size of the file served (one burst per 16 KiB chunk); `--gate off`
-//! serves without any burst; several clients on one slot queue and all complete.
+//! that grow with the size of the file served (one burst per 16 KiB chunk, the first burst
+//! 4 KiB by default); `--gate off` serves without any burst; several clients on one slot queue
+//! and all complete.
 
 mod common;
 
@@ -26,8 +27,9 @@ fn counts(log: &str) -> HashMap<u64, (usize, usize, usize)> {
     m
 }
 
-#[tokio::test]
-async fn pfs_log_cycles_grow_with_file_size() {
+/// (runs, waits) of the worker that served a 4 KB file and of the one that served a 400 KB
+/// file, with `first_chunk` as given.
+async fn small_and_large_bursts(first_chunk: Option<u64>) -> ((usize, usize), (usize, usize)) {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("small.html"), vec![b'x'; 4_000]).unwrap();
     std::fs::write(t.path().join("large.bmp"), vec![7u8; 400_000]).unwrap();
@@ -35,6 +37,7 @@ async fn pfs_log_cycles_grow_with_file_size() {
     let mut cfg = config(Some(t.path()));
     cfg.policy = "pos".into();
     cfg.pfs_log = Some(log.clone());
+    cfg.first_chunk = first_chunk;
     cfg.workers = 0; // only the workers the two connections create
     let s = start(cfg).await;
     // The small file on a keep-alive connection that stays open, so the large file is served
@@ -63,13 +66,32 @@ async fn pfs_log_cycles_grow_with_file_size() {
         c.values().filter(|v| v.0 > 0).map(|v| (v.0, v.1)).collect();
     runs.sort();
     assert_eq!(runs.len(), 2, "{c:?}");
-    let (small, large) = (runs[0], runs[1]);
+    (runs[0], runs[1])
+}
+
+#[tokio::test]
+async fn pfs_log_cycles_grow_with_file_size() {
+    let (small, large) = small_and_large_bursts(Some(16 * 1024)).await;
     // 4 KB: one burst (head + the whole body). 400 KB in 16 KiB chunks: 25 chunks, the first
     // produced with the head.
-    assert!(small.0 <= 2, "{c:?}");
-    assert!(large.0 >= 25, "{c:?}");
+    assert!(small.0 <= 2, "{small:?}");
+    assert!(large.0 >= 25, "{large:?}");
     // Every run is followed by a wait.
-    assert!(large.1 >= large.0 && small.1 >= small.0, "{c:?}");
+    assert!(
+        large.1 >= large.0 && small.1 >= small.0,
+        "{small:?} {large:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_first_burst_is_short_by_default() {
+    // Default first burst: 4 KiB. The 4 KB file still fits in it; the 400 KB file takes one
+    // burst more than with a 16 KiB first burst (4 KiB, then 16 KiB chunks).
+    let (small, large) = small_and_large_bursts(None).await;
+    let (small16, large16) = small_and_large_bursts(Some(16 * 1024)).await;
+    assert_eq!(small.0, small16.0, "{small:?} {small16:?}");
+    assert!(small.0 <= 2, "{small:?}");
+    assert_eq!(large.0, large16.0 + 1, "{large:?} {large16:?}");
 }
 
 #[tokio::test]

@@ -77,6 +77,10 @@ pub struct Args {
     /// Body chunk size, one burst each (e.g. 16KiB).
     #[arg(long, value_parser = config::parse_size)]
     pub chunk: Option<u64>,
+    /// Most bytes of a static response's first burst (e.g. 4KiB, the default; at most the
+    /// chunk): a short first burst sends the head sooner and costs less at the queue's head.
+    #[arg(long, value_parser = config::parse_size)]
+    pub first_chunk: Option<u64>,
     /// SO_SNDBUF of accepted sockets (e.g. 64KiB).
     #[arg(long, value_parser = config::parse_size)]
     pub sndbuf: Option<u64>,
@@ -141,6 +145,9 @@ pub fn build_config(a: &Args) -> anyhow::Result<Config> {
     }
     if a.threads.is_some() {
         c.threads = a.threads;
+    }
+    if a.first_chunk.is_some() {
+        c.first_chunk = a.first_chunk;
     }
     if a.sndbuf.is_some() {
         c.sndbuf = a.sndbuf;
