@@ -30,7 +30,7 @@ use crate::results::{
 use crate::runner::{Bench, LoadPlan, RunOutcome, Variant};
 use crate::sampler::{GateStats, PlLrq};
 use crate::site::{generate, SiteSpec};
-use crate::testbed::{NetMode, Testbed, TestbedConfig, TestbedInfo};
+use crate::testbed::{LinkCounters, NetMode, Testbed, TestbedConfig, TestbedInfo};
 
 /// How long the experiment's time parameters are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -520,6 +520,9 @@ pub struct VariantSummary {
     /// triage's gate view (mean over repetitions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateStats>,
+    /// The link towards the browsers (server side tbf), mean per run; only with namespaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub t1_ratio_vs_nginx: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -531,6 +534,30 @@ pub struct VariantSummary {
 }
 
 pub use crate::results::Goal;
+
+/// The server side's tbf over a run, mean over repetitions: whether the link, and not only the
+/// CPU, was a bottleneck (drops: its queue was full).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LinkSummary {
+    pub mbytes: f64,
+    pub packets: f64,
+    pub dropped: f64,
+    pub overlimits: f64,
+}
+
+fn link_summary(runs: &[LinkCounters]) -> Option<LinkSummary> {
+    if runs.is_empty() {
+        return None;
+    }
+    let m =
+        |f: fn(&LinkCounters) -> u64| mean(&runs.iter().map(|l| f(l) as f64).collect::<Vec<_>>());
+    Some(LinkSummary {
+        mbytes: m(|l| l.sent_bytes) / 1e6,
+        packets: m(|l| l.packets),
+        dropped: m(|l| l.dropped),
+        overlimits: m(|l| l.overlimits),
+    })
+}
 
 /// The paper's own figures, for the report.
 #[derive(Debug, Clone, Serialize)]
@@ -736,11 +763,15 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
                 let errs = outcome.pages.iter().filter(|p| !p.ok()).count();
                 let s = stats(&ok);
                 prog.finish_one(&format!(
-                    "{label}: {} pages, {errs} errors, t1 mean {} ms, PL {:.2}, LRQ {:.2}",
+                    "{label}: {} pages, {errs} errors, t1 mean {} ms, PL {:.2}, LRQ {:.2}{}",
                     outcome.pages.len(),
                     s.map_or("-".into(), |s| format!("{:.1}", s.mean_ms)),
                     outcome.cpu.pl_mean,
-                    outcome.cpu.lrq_mean
+                    outcome.cpu.lrq_mean,
+                    outcome
+                        .link
+                        .map(|l| format!(", link drops {}", l.dropped))
+                        .unwrap_or_default()
                 ));
                 cells[ci].runs.push((rep, outcome));
             }
@@ -834,6 +865,7 @@ fn summarize(
             let cpu: Vec<&PlLrq> = c.runs.iter().map(|(_, r)| &r.cpu).collect();
             let gates: Vec<&GateStats> =
                 c.runs.iter().filter_map(|(_, r)| r.gate.as_ref()).collect();
+            let links: Vec<LinkCounters> = c.runs.iter().filter_map(|(_, r)| r.link).collect();
             VariantSummary {
                 name: c.variant.name.clone(),
                 browsers: c.browsers,
@@ -853,6 +885,7 @@ fn summarize(
                 lrq: mean(&cpu.iter().map(|c| c.lrq_mean).collect::<Vec<_>>()),
                 cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
                 gate: mean_gate(&gates),
+                link: link_summary(&links),
                 t1_ratio_vs_nginx: None,
                 t1_ratio_vs_apache: None,
                 t2_ratio_vs_nginx: None,
@@ -1098,7 +1131,7 @@ fn f2(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{v:.2}"))
 }
 
-const TABLE_HEADER: [&str; 15] = [
+const TABLE_HEADER: [&str; 16] = [
     "variant",
     "browsers",
     "pages",
@@ -1112,6 +1145,7 @@ const TABLE_HEADER: [&str; 15] = [
     "t2 mean impr %",
     "PL",
     "LRQ",
+    "link drops/run",
     "t1 / nginx",
     "t1 / apache",
 ];
@@ -1134,6 +1168,7 @@ fn table_rows(s: &Summary) -> Vec<Vec<String>> {
                 f1(v.t2_mean_improvement_pct),
                 f2(Some(v.pl)),
                 f2(Some(v.lrq)),
+                f1(v.link.map(|l| l.dropped)),
                 f2(v.t1_ratio_vs_nginx),
                 f2(v.t1_ratio_vs_apache),
             ]
@@ -1869,6 +1904,12 @@ mod tests {
             }),
             wall_s: 1.0,
             load_summary: None,
+            link: Some(LinkCounters {
+                sent_bytes: 2_000_000,
+                packets: 1500,
+                dropped: 3,
+                overlimits: 40,
+            }),
         }
     }
 

@@ -101,6 +101,8 @@ pub struct RunOutcome {
     pub wall_s: f64,
     /// The load generator's own summary.json.
     pub load_summary: Option<serde_json::Value>,
+    /// The server side's tbf counters over the run (`None` without namespaces).
+    pub link: Option<crate::testbed::LinkCounters>,
 }
 
 /// The `triage load` flags that make it ask for gzip (`Accept-Encoding: gzip`) and decode
@@ -239,6 +241,7 @@ impl Bench<'_> {
         let sampler =
             CpuSampler::start(self.tb.server_cgroup().cloned(), self.tb.server_capacity());
         let poller = admin.map(|a| GatePoller::start(self.tb, a, Duration::from_millis(500)));
+        let link0 = self.tb.link_counters();
         let t0 = Instant::now();
         let mut client = self.tb.spawn_client(
             "triage load",
@@ -249,6 +252,7 @@ impl Bench<'_> {
         let deadline = t0 + load.duration + load.timeout * 2 + Duration::from_secs(30);
         let status = client.wait_until(deadline)?;
         let wall_s = t0.elapsed().as_secs_f64();
+        let link = link0.and_then(|a| Some(self.tb.link_counters()?.since(&a)));
         let cpu = sampler.finish();
         let gate = poller.and_then(GatePoller::finish);
         if let Some(h) = hog.as_mut() {
@@ -293,6 +297,7 @@ impl Bench<'_> {
             gate,
             wall_s,
             load_summary,
+            link,
         })
     }
 }

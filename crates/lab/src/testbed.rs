@@ -115,6 +115,8 @@ const NETNS_PREFIX: &str = "triage-lab-";
 struct NetnsPair {
     server: String,
     client: String,
+    /// The server end of the veth (its tbf shapes the link towards the browsers).
+    server_dev: String,
     server_fd: File,
     client_fd: File,
 }
@@ -184,6 +186,7 @@ impl NetnsPair {
         Ok(NetnsPair {
             server,
             client,
+            server_dev: vs,
             server_fd,
             client_fd,
         })
@@ -228,6 +231,54 @@ fn stale_netns() -> Vec<String> {
         })
         .map(str::to_owned)
         .collect()
+}
+
+/// Counters of the tbf qdisc on the server's end of the link (the direction the responses
+/// take), as `tc -s qdisc` shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LinkCounters {
+    pub sent_bytes: u64,
+    pub packets: u64,
+    /// Packets dropped because the queue was full (tbf's `latency` worth of bytes).
+    pub dropped: u64,
+    /// Times a packet had to wait for tokens: the link was busy.
+    pub overlimits: u64,
+}
+
+impl LinkCounters {
+    /// From `tc -s qdisc show dev X`: the first `Sent N bytes M pkt (dropped D, overlimits O
+    /// ...)` line.
+    pub fn parse(tc: &str) -> Option<LinkCounters> {
+        let line = tc.lines().find(|l| l.trim_start().starts_with("Sent "))?;
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
+            .filter(|w| !w.is_empty())
+            .collect();
+        let after = |key: &str| -> Option<u64> {
+            let i = words.iter().position(|w| *w == key)?;
+            words.get(i + 1)?.parse().ok()
+        };
+        let before = |key: &str| -> Option<u64> {
+            let i = words.iter().position(|w| *w == key)?;
+            words.get(i.checked_sub(1)?)?.parse().ok()
+        };
+        Some(LinkCounters {
+            sent_bytes: after("Sent")?,
+            packets: before("pkt")?,
+            dropped: after("dropped")?,
+            overlimits: after("overlimits")?,
+        })
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &LinkCounters) -> LinkCounters {
+        LinkCounters {
+            sent_bytes: self.sent_bytes.saturating_sub(earlier.sent_bytes),
+            packets: self.packets.saturating_sub(earlier.packets),
+            dropped: self.dropped.saturating_sub(earlier.dropped),
+            overlimits: self.overlimits.saturating_sub(earlier.overlimits),
+        }
+    }
 }
 
 /// The testbed. See the module docs.
@@ -384,6 +435,17 @@ impl Testbed {
     /// A private directory removed with the testbed (world-readable, for peers' sites).
     pub fn workdir(&self) -> &Path {
         self.workdir.path()
+    }
+
+    /// The counters of the server side's tbf (`None` without namespaces, or if `tc` fails).
+    pub fn link_counters(&self) -> Option<LinkCounters> {
+        let n = self.net.as_ref()?;
+        let out = run_cmd(
+            "tc",
+            &["-n", &n.server, "-s", "qdisc", "show", "dev", &n.server_dev],
+        )
+        .ok()?;
+        LinkCounters::parse(&out)
     }
 
     /// Whether the network is emulated with namespaces.
@@ -652,6 +714,32 @@ pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Res
 mod tests {
     use super::*;
 
+    #[test]
+    fn link_counters_are_parsed_from_tc() {
+        let tc = "qdisc tbf 1: root refcnt 3 rate 10Mbit burst 16Kb lat 50ms \n \
+                  Sent 1957240 bytes 1402 pkt (dropped 7, overlimits 311 requeues 0) \n \
+                  backlog 0b 0p requeues 0\n";
+        let c = LinkCounters::parse(tc).unwrap();
+        assert_eq!(
+            c,
+            LinkCounters {
+                sent_bytes: 1_957_240,
+                packets: 1402,
+                dropped: 7,
+                overlimits: 311
+            }
+        );
+        let later = LinkCounters {
+            sent_bytes: 2_000_000,
+            packets: 1500,
+            dropped: 7,
+            overlimits: 400,
+        };
+        assert_eq!(later.since(&c).packets, 98);
+        assert_eq!(later.since(&c).dropped, 0);
+        assert_eq!(LinkCounters::parse("qdisc noqueue 0: root"), None);
+    }
+
     fn root_or_skip(test: &str) -> bool {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("SKIP {test}: needs root (netns, cgroups)");
@@ -794,12 +882,22 @@ mod tests {
             .in_server_ns(|| std::net::TcpListener::bind(addr))
             .unwrap()
             .unwrap();
-        let ok = tb
-            .in_client_ns(|| TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok())
+        let mut c = tb
+            .in_client_ns(|| TcpStream::connect_timeout(&addr, Duration::from_millis(500)))
+            .unwrap()
             .unwrap();
-        assert!(ok);
-        drop(l);
         let q = run_cmd("tc", &["-n", &tb.kernel_names()[0], "qdisc", "show"]).unwrap();
         assert!(q.contains("tbf") && q.contains("10Mbit"), "{q}");
+        // The server side's tbf counts what the server sends (100 KB: about 80 ms at 10 Mbit/s).
+        let (mut s, _) = l.accept().unwrap();
+        let before = tb.link_counters().unwrap();
+        let sender = std::thread::spawn(move || s.write_all(&[7u8; 100_000]).unwrap());
+        let mut got = vec![0u8; 100_000];
+        c.read_exact(&mut got).unwrap();
+        sender.join().unwrap();
+        let d = tb.link_counters().unwrap().since(&before);
+        assert!(d.sent_bytes >= 100_000, "{d:?}");
+        assert!(d.packets >= 100_000 / 65_536, "{d:?}");
+        drop(l);
     }
 }
