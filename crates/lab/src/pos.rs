@@ -138,6 +138,24 @@ pub const DEFAULT_QUOTA: f64 = 0.10;
 /// Default quota when nothing is compressed (the load generator does not ask for gzip):
 /// sending files costs a few microseconds per KB, so the emulated CPU must be slower.
 pub const DEFAULT_QUOTA_PLAIN: f64 = 0.025;
+/// Exp 2-4 (random arrivals, no hog) scale both quotas by this: at 10% the server was busy
+/// 14-17% of the time with 9-12 browsers and requests never queued; at 3% it is busy about
+/// half the time, as a server is under a random load that makes ordering matter (docs/lab.md).
+pub const RANDOM_QUOTA_SCALE: f64 = 0.3;
+
+/// The default server-side quota of experiment `exp`.
+pub fn default_quota(exp: u8, gzip: bool) -> f64 {
+    let q = if gzip {
+        DEFAULT_QUOTA
+    } else {
+        DEFAULT_QUOTA_PLAIN
+    };
+    if exp == 1 {
+        q
+    } else {
+        q * RANDOM_QUOTA_SCALE
+    }
+}
 
 /// Default offset between browsers in an exp 1 burst: 9 browsers click within 320 ms. With
 /// every click at the same instant every HTML request is queued before any image and there is
@@ -272,11 +290,7 @@ fn resolve_with(o: &PosOpts, gzip: bool) -> Result<Params> {
             )));
         }
     }
-    let quota = o.quota.unwrap_or(if gzip {
-        DEFAULT_QUOTA
-    } else {
-        DEFAULT_QUOTA_PLAIN
-    });
+    let quota = o.quota.unwrap_or(default_quota(o.exp, gzip));
     // The kernel's smallest quota is 1 ms per period: lengthen the period if needed.
     let period = o
         .period
@@ -696,8 +710,8 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
              for it (no Accept-Encoding: gzip), so nothing was compressed and serving costs only \
              microseconds per KB; the server-side quota defaults to {}% instead of {}% to keep \
              the CPU scarce",
-            pct(DEFAULT_QUOTA_PLAIN),
-            pct(DEFAULT_QUOTA)
+            pct(default_quota(o.exp, false)),
+            pct(default_quota(o.exp, true))
         ));
     }
     for n in &notes {
@@ -1855,6 +1869,24 @@ mod tests {
             let lead = lead_ms(&p2);
             assert!((lead..lead + p2.interval_s * 1e3 * p2.pages_per_browser as f64).contains(&t));
         }
+    }
+
+    #[test]
+    fn random_arrival_experiments_get_a_slower_cpu() {
+        // exp 1 has the hog; exp 2-4 only random arrivals, so their CPU is scarcer.
+        assert_eq!(resolve(&opts(1)).unwrap().quota, Some(DEFAULT_QUOTA));
+        for exp in 2..=4 {
+            let q = resolve(&opts(exp)).unwrap().quota.unwrap();
+            assert!(
+                (q - DEFAULT_QUOTA * RANDOM_QUOTA_SCALE).abs() < 1e-12,
+                "{exp}: {q}"
+            );
+        }
+        assert!((default_quota(3, false) - DEFAULT_QUOTA_PLAIN * 0.3).abs() < 1e-12);
+        // An explicit quota wins.
+        let mut o = opts(2);
+        o.quota = Some(0.5);
+        assert_eq!(resolve(&o).unwrap().quota, Some(0.5));
     }
 
     #[test]
