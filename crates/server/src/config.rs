@@ -175,8 +175,9 @@ pub struct Config {
     #[serde(deserialize_with = "de_size")]
     pub chunk: u64,
     /// Most bytes of a static response's first burst (`None`: [`DEFAULT_FIRST_CHUNK`] or
-    /// `chunk` if smaller): a short first burst sends the head and the first bytes sooner, and costs less
-    /// where a policy puts it at the head of the ready queue.
+    /// `chunk` if smaller; read it through [`Config::first_chunk`]): a short first burst sends
+    /// the head and the first bytes sooner, and costs less where a policy puts it at the head
+    /// of the ready queue.
     #[serde(deserialize_with = "de_opt_size")]
     pub first_chunk: Option<u64>,
     /// SO_SNDBUF of accepted sockets; `None` = kernel default.

@@ -232,7 +232,7 @@ fn respond<B>(
             entry,
             pos: start,
             end,
-            chunk: shared.first_chunk.min(shared.chunk),
+            chunk: shared.first_chunk,
             next_chunk: shared.chunk,
         };
         let gz = gzip.then(|| Gzip::new(shared.gzip.level));
