@@ -48,9 +48,9 @@ impl std::str::FromStr for Boost {
 /// tokio's default `event_interval` (ticks between two polls of the I/O driver when busy).
 pub const TOKIO_EVENT_INTERVAL: u32 = 61;
 
-/// Default most bytes of a static response's first burst (capped at the chunk size). Under the
-/// POS lab's CPU quota it took mean t1 from 105 to 84 ms for fifo and from 56 to 40 ms for
-/// pos-rw1 (docs/server.md).
+/// Default most bytes of the first burst of a response longer than a chunk (capped at the chunk
+/// size). Under the POS lab's CPU quota it took mean t1 from 105 to 84 ms for fifo and from 56
+/// to 40 ms for pos-rw1 (docs/server.md).
 pub const DEFAULT_FIRST_CHUNK: u64 = 4096;
 
 /// Whether the gate collects scheduling rounds (see `gate.rs`).
@@ -174,10 +174,11 @@ pub struct Config {
     pub workers: usize,
     #[serde(deserialize_with = "de_size")]
     pub chunk: u64,
-    /// Most bytes of a static response's first burst (`None`: [`DEFAULT_FIRST_CHUNK`] or
-    /// `chunk` if smaller; read it through [`Config::first_chunk`]): a short first burst sends
-    /// the head and the first bytes sooner, and costs less where a policy puts it at the head
-    /// of the ready queue.
+    /// Most bytes of the first burst of a static response longer than `chunk` (`None`:
+    /// [`DEFAULT_FIRST_CHUNK`] or `chunk` if smaller; read it through [`Config::first_chunk`];
+    /// a response that fits in one chunk is one burst): a short first burst sends the head and
+    /// the first bytes sooner, and costs less where a policy puts it at the head of the ready
+    /// queue.
     #[serde(deserialize_with = "de_opt_size")]
     pub first_chunk: Option<u64>,
     /// SO_SNDBUF of accepted sockets; `None` = kernel default.

@@ -61,7 +61,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub access_log: Option<AccessLog>,
     pub chunk: usize,
-    /// Most bytes of a static response's first burst (at most `chunk`).
+    /// Most bytes of the first burst of a static response longer than `chunk` (at most
+    /// `chunk`).
     pub first_chunk: usize,
     pub gzip: GzipConfig,
     /// Resource containers (empty tree without `[[container]]`).

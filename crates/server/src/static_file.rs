@@ -228,11 +228,18 @@ fn respond<B>(
     let body = if head {
         ServeBody::empty()
     } else {
+        // A response that fits in one chunk is one burst; a longer one starts with a short
+        // burst (`first_chunk`), so that its first burst costs little wherever a policy puts it.
+        let first = if end - start <= shared.chunk as u64 {
+            shared.chunk
+        } else {
+            shared.first_chunk
+        };
         let source = EntrySource {
             entry,
             pos: start,
             end,
-            chunk: shared.first_chunk,
+            chunk: first,
             next_chunk: shared.chunk,
         };
         let gz = gzip.then(|| Gzip::new(shared.gzip.level));
@@ -262,7 +269,8 @@ struct EntrySource {
     entry: Arc<Entry>,
     pos: u64,
     end: u64,
-    /// Size of the next chunk: the first burst's (`first_chunk`), then `next_chunk`.
+    /// Size of the next chunk: the first burst's (`first_chunk` when the response is longer
+    /// than one chunk), then `next_chunk`.
     chunk: usize,
     next_chunk: usize,
 }

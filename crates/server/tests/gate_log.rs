@@ -95,6 +95,16 @@ async fn the_first_burst_is_short_by_default() {
 }
 
 #[tokio::test]
+async fn a_response_that_fits_in_one_chunk_is_one_burst_whatever_the_first_chunk() {
+    // A 1 KiB first burst would cut the 4 KB page in four bursts; it fits in one 16 KiB chunk,
+    // so it stays one burst, while the 400 KB file's first burst is cut (one burst more).
+    let (small, large) = small_and_large_bursts(Some(1024)).await;
+    let (small16, large16) = small_and_large_bursts(Some(16 * 1024)).await;
+    assert_eq!(small.0, small16.0, "{small:?} {small16:?}");
+    assert_eq!(large.0, large16.0 + 1, "{large:?} {large16:?}");
+}
+
+#[tokio::test]
 async fn gate_off_serves_without_bursts() {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("f.txt"), "hello").unwrap();

@@ -77,8 +77,9 @@ pub struct Args {
     /// Body chunk size, one burst each (e.g. 16KiB).
     #[arg(long, value_parser = config::parse_size)]
     pub chunk: Option<u64>,
-    /// Most bytes of a static response's first burst (e.g. 4KiB, the default; at most the
-    /// chunk): a short first burst sends the head sooner and costs less at the queue's head.
+    /// Most bytes of the first burst of a static response longer than one chunk (e.g. 4KiB,
+    /// the default; at most the chunk): a short first burst sends the head sooner and costs
+    /// less at the queue's head. A response that fits in one chunk is one burst.
     #[arg(long, value_parser = config::parse_size)]
     pub first_chunk: Option<u64>,
     /// SO_SNDBUF of accepted sockets (e.g. 64KiB).
