@@ -683,7 +683,8 @@ pub fn run(o: &PosOpts) -> Result<PathBuf> {
             level,
             types: vec!["text/html".into(), "image/bmp".into()],
         }),
-        prefork: Prefork::default(),
+        // Every browser may hold `parallel` connections open at once.
+        prefork: Prefork::for_connections(p.site.browsers * p.parallel),
         keepalive_s: 15,
     };
     let mut all = variants(&p, o);
