@@ -1,7 +1,9 @@
 //! `triage bench static`: triage against nginx on one small static file, both pinned to CPU 0
 //! with one worker/slot, wrk pinned to CPU 1. Prints req/s and p99 ratios for `--policy fifo`
 //! and `--policy pos`, the gate's cost (against `--gate off`), CPU per request with 0 and with
-//! N idle keep-alive connections held open, and resident memory per idle connection. Writes
+//! N idle keep-alive connections held open, and resident memory per idle connection. With
+//! `--gzip LEVEL` the file is one of the POS lab's BMP images (`lab::site::bmp`), compressed on
+//! the fly by both servers at that level, so CPU per request is mostly the compressor's. Writes
 //! `results/bench-static/<unix time>/summary.json`. A release-build benchmark, not a test.
 
 use std::io::{Read, Write};
@@ -33,6 +35,10 @@ pub struct Args {
     /// Size of the file served, bytes.
     #[arg(long, default_value_t = 1024)]
     pub size: usize,
+    /// Serve a BMP image of `--size` bytes compressed on the fly at this gzip level (1-9) by
+    /// both servers, requested with `Accept-Encoding: gzip`.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub gzip: Option<u32>,
     /// CPU the servers are pinned to.
     #[arg(long, default_value_t = 0)]
     pub server_cpu: usize,
@@ -123,6 +129,11 @@ fn start_nginx(a: &Args, dir: &Path, root: &Path) -> anyhow::Result<Target> {
     let addr = free_port()?;
     let conf = dir.join("nginx.conf");
     let conns = a.idle + a.connections + 100;
+    let gzip = a.gzip.map_or(String::new(), |l| {
+        format!(
+            "  gzip on;\n  gzip_comp_level {l};\n  gzip_min_length 0;\n  gzip_types image/bmp;\n"
+        )
+    });
     std::fs::write(
         &conf,
         format!(
@@ -132,7 +143,7 @@ fn start_nginx(a: &Args, dir: &Path, root: &Path) -> anyhow::Result<Target> {
              http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  keepalive_timeout 3600;\n  keepalive_requests 100000000;\n\
              client_body_temp_path {dir}/body; proxy_temp_path {dir}/proxy; fastcgi_temp_path {dir}/fcgi;\n\
              uwsgi_temp_path {dir}/uwsgi; scgi_temp_path {dir}/scgi;\n\
-             types {{ text/html html; application/octet-stream bin; }}\n\
+             types {{ text/html html; image/bmp bmp; application/octet-stream bin; }}\n{gzip}\
              server {{ listen {addr}; root {root}; }}\n}}\n",
             nofile = conns * 2 + 100,
             dir = dir.display(),
@@ -207,7 +218,11 @@ fn parse_wrk(out: &str) -> Option<(f64, f64, u64)> {
 
 fn run_wrk(a: &Args, t: &Target, path: &str) -> anyhow::Result<Sample> {
     let cpu0 = os::procfs::cpu_time(t.pid)?;
-    let out = pinned(a.client_cpu, &a.wrk)
+    let mut wrk = pinned(a.client_cpu, &a.wrk);
+    if a.gzip.is_some() {
+        wrk.args(["-H", "Accept-Encoding: gzip"]);
+    }
+    let out = wrk
         .args(["-t1", "-c", &a.connections.to_string()])
         .args(["-d", &format!("{}s", a.duration), "--latency"])
         .arg(format!("http://{}{path}", t.addr))
@@ -231,6 +246,34 @@ fn run_wrk(a: &Args, t: &Target, path: &str) -> anyhow::Result<Sample> {
         requests,
         cpu_s: (cpu1 - cpu0).as_secs_f64(),
     })
+}
+
+/// Fail unless `t` answers `path` with `Content-Encoding: gzip` when asked for it.
+fn check_gzip(t: &Target, path: &str) -> anyhow::Result<()> {
+    let mut c = TcpStream::connect(t.addr)?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    );
+    c.write_all(req.as_bytes())?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = c.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    if !text.starts_with("http/1.1 200") || !text.contains("content-encoding: gzip") {
+        bail!(
+            "{} did not compress {path} when asked for gzip: {}",
+            t.name,
+            text.lines().take(12).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    Ok(())
 }
 
 /// Open `n` keep-alive connections, each served one request, and keep them.
@@ -293,9 +336,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().join("www");
     std::fs::create_dir(&root)?;
-    let data: Vec<u8> = (0..a.size).map(|i| b'a' + (i % 26) as u8).collect();
-    std::fs::write(root.join("file.html"), &data)?;
-    let path = "/file.html";
+    let path = if a.gzip.is_some() {
+        std::fs::write(root.join("file.bmp"), lab::site::bmp(a.size, 1))?;
+        "/file.bmp"
+    } else {
+        let data: Vec<u8> = (0..a.size).map(|i| b'a' + (i % 26) as u8).collect();
+        std::fs::write(root.join("file.html"), &data)?;
+        "/file.html"
+    };
+    let level = a.gzip.map(|l| l.to_string());
+    let gzip_args: Vec<&str> = match &level {
+        Some(l) => vec!["--gzip-level", l],
+        None => Vec::new(),
+    };
+    let with_gzip = |base: &[&'static str]| -> Vec<&str> {
+        base.iter()
+            .copied()
+            .chain(gzip_args.iter().copied())
+            .collect()
+    };
     let ngdir = tmp.path().join("nginx");
     std::fs::create_dir(&ngdir)?;
 
@@ -314,15 +373,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &a,
         "triage-fifo",
         &root,
-        &["--policy", "fifo"],
+        &with_gzip(&["--policy", "fifo"]),
     )?);
-    targets.push(start_triage(&a, "triage-pos", &root, &["--policy", "pos"])?);
+    targets.push(start_triage(
+        &a,
+        "triage-pos",
+        &root,
+        &with_gzip(&["--policy", "pos"]),
+    )?);
     targets.push(start_triage(
         &a,
         "triage-gate-off",
         &root,
-        &["--policy", "fifo", "--gate", "off"],
+        &with_gzip(&["--policy", "fifo", "--gate", "off"]),
     )?);
+    if a.gzip.is_some() {
+        // Measure compression, not a silent fallback to the plain file.
+        for t in &targets {
+            check_gzip(t, path)?;
+        }
+    }
     let names: Vec<&str> = targets.iter().map(|t| t.name).collect();
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); targets.len()];
 
@@ -410,6 +480,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let summary = json!({
         "bench": "static",
         "file_bytes": a.size,
+        "gzip_level": a.gzip,
         "duration_s": a.duration,
         "rounds": a.rounds,
         "connections": a.connections,
@@ -482,6 +553,44 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-shot server on a real socket that answers with `head`.
+    fn canned(head: &'static str) -> (Target, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut buf).unwrap();
+                assert!(n > 0, "the client closed before its request ended");
+                req.extend_from_slice(&buf[..n]);
+            }
+            assert!(req.starts_with(b"GET /file.bmp HTTP/1.1\r\n"));
+            c.write_all(head.as_bytes()).unwrap();
+        });
+        let child = Command::new("sleep").arg("30").spawn().unwrap();
+        let t = Target {
+            name: "canned",
+            pid: child.id() as i32,
+            child,
+            addr,
+        };
+        (t, h)
+    }
+
+    #[test]
+    fn gzip_check_refuses_a_plain_answer() {
+        let (t, h) = canned("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        let e = check_gzip(&t, "/file.bmp").unwrap_err().to_string();
+        assert!(e.contains("did not compress /file.bmp"), "{e}");
+        h.join().unwrap();
+        let (t, h) =
+            canned("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n");
+        check_gzip(&t, "/file.bmp").unwrap();
+        h.join().unwrap();
+    }
 
     #[test]
     fn parses_wrk_output() {
