@@ -73,36 +73,57 @@ pub enum CgroupError {
     /// The kernel refused for lack of permission.
     #[error("no permission to {action} {path}: {hint}")]
     NoPermission {
+        /// The file or directory refused.
         path: PathBuf,
+        /// What was attempted (`create`, `write`...).
         action: &'static str,
+        /// How to get the permission.
         hint: String,
     },
     /// A controller (or one of its files) is not available.
     #[error("no cgroup {what}")]
-    NoController { what: String },
+    NoController {
+        /// The controller or file that is missing.
+        what: String,
+    },
     /// The operation has no meaning or no support with this layout.
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// A value the kernel (or triage) refuses.
     #[error("invalid value for {path}: {msg}")]
-    Invalid { path: PathBuf, msg: String },
+    Invalid {
+        /// The control file.
+        path: PathBuf,
+        /// Why the value is refused.
+        msg: String,
+    },
     /// Tasks survived SIGKILL for too long, or a directory stayed busy.
     #[error("cgroup {path} still busy after {waited:?} (tasks: {pids:?})")]
     Busy {
+        /// The cgroup.
         path: PathBuf,
+        /// The tasks still in it.
         pids: Vec<i32>,
+        /// How long the removal waited.
         waited: Duration,
     },
     /// A cgroup name triage refuses (empty, `..`, a controller file name...).
     #[error("bad cgroup name {name:?}: {why}")]
-    BadName { name: String, why: &'static str },
+    BadName {
+        /// The name given.
+        name: String,
+        /// Why it is refused.
+        why: &'static str,
+    },
     /// Cgroups disabled on purpose or not usable here (see [`probe`]).
     #[error("cgroups not usable: {0}")]
     NotUsable(String),
     /// Any other I/O error.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The error.
         #[source]
         source: io::Error,
     },
@@ -143,6 +164,7 @@ impl Hierarchy {
 /// Where the cgroup hierarchies are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mounts {
+    /// The cgroup interface of these hierarchies.
     pub version: Version,
     /// v2: exactly one. v1: one per distinct mount (the one with `cpu` is required).
     pub hierarchies: Vec<Hierarchy>,
@@ -181,6 +203,25 @@ impl Mounts {
                 .collect(),
             plain: true,
         }
+    }
+
+    /// The run directories under `<base>/<name>` (every hierarchy) that process `pid` owns or
+    /// owned, whatever its start time: what a run of `pid` left behind (for leak checks).
+    pub fn run_dirs_of(&self, name: &str, pid: i32) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for h in &self.hierarchies {
+            let Ok(rd) = fs::read_dir(h.base.join(name)) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let n = e.file_name();
+                if parse_run_name(&n.to_string_lossy()).is_some_and(|(p, _, _)| p == pid) {
+                    out.push(e.path());
+                }
+            }
+        }
+        out.sort();
+        out
     }
 
     fn find(&self, controller: &str) -> Option<&Hierarchy> {
@@ -580,6 +621,7 @@ impl CgroupRoot {
         Ok(CgroupRoot { inner })
     }
 
+    /// The cgroup interface in use.
     pub fn version(&self) -> Version {
         self.inner.mounts.version
     }

@@ -1,4 +1,6 @@
-//! CPU time of the calling thread and process (`clock_gettime`), for per-burst accounting.
+//! CPU time: of the calling thread and process (`clock_gettime`, for per-burst accounting), of
+//! another process with nanosecond precision (its CPU-time clock), and of this process's
+//! waited-for children (`getrusage`).
 
 use std::time::Duration;
 
@@ -25,6 +27,41 @@ pub fn process_cpu_time() -> Duration {
     clock(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
+/// CPU time (user + system, all threads) of process `pid` so far, read from its CPU-time
+/// clock (`clock_getcpuclockid`): nanosecond precision, where `/proc`'s utime/stime count 10 ms
+/// ticks. `None` if the process is gone.
+pub fn process_cpu_time_of(pid: i32) -> Option<Duration> {
+    let mut id: libc::clockid_t = 0;
+    // SAFETY: `id` is a valid out-pointer; the call has no other preconditions.
+    if unsafe { libc::clock_getcpuclockid(pid, &mut id) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer and `id` a clock the kernel just gave us.
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+        return None;
+    }
+    Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+/// CPU time (user + system) used so far by the children of this process that have ended and
+/// been waited for (`getrusage(RUSAGE_CHILDREN)`), in microseconds' precision.
+pub fn children_cpu_time() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    match getrusage(UsageWho::RUSAGE_CHILDREN) {
+        Ok(u) => {
+            let tv = |t: nix::sys::time::TimeVal| {
+                Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000)
+            };
+            tv(u.user_time()) + tv(u.system_time())
+        }
+        Err(_) => Duration::ZERO,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +79,18 @@ mod tests {
         assert!(x > 0);
         assert!(slept < Duration::from_millis(10), "{slept:?}");
         assert!(process_cpu_time() >= thread_cpu_time());
+        let me = process_cpu_time_of(std::process::id() as i32).unwrap();
+        assert!(me >= Duration::from_millis(20), "{me:?}");
+    }
+
+    #[test]
+    fn children_time_counts_a_waited_child() {
+        let before = children_cpu_time();
+        let st = std::process::Command::new("/bin/sh")
+            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert!(children_cpu_time() > before);
     }
 }

@@ -1,8 +1,17 @@
-//! `os`: the only code that touches the kernel's files (cgroups, scheduling attributes, /proc).
+//! `os`: the kernel boundary. Everything in triage that touches the kernel's files or its
+//! per-thread state goes through here: cgroups ([`cgroup`]), `/proc` readers ([`procfs`]),
+//! CPU affinity ([`cpu`]), network namespaces ([`netns`], `setns`), kernel parameters
+//! ([`sysctl`]), thread priority and scheduler slice ([`prio`], `setpriority`,
+//! `sched_setattr`) and CPU clocks ([`cputime`]). Other crates call these; none reads `/proc` or
+//! `/sys`, or makes these system calls, itself (`scripts/check_layout.py` checks it).
+#![warn(missing_docs)]
 pub mod cgroup;
+pub mod cpu;
 pub mod cputime;
+pub mod netns;
 pub mod prio;
 pub mod procfs;
+pub mod sysctl;
 
 pub use cgroup::{probe, Cgroup, CgroupError, CgroupRoot, CpuStat, Mounts, Version};
 pub use cputime::{process_cpu_time, thread_cpu_time};

@@ -12,12 +12,25 @@ pub type Tid = i32;
 /// Why a priority change failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PrioError {
+    /// A nice value outside the kernel's range.
     #[error("nice value {0} out of range -20..=19")]
     Range(i32),
+    /// Raising a priority needs `CAP_SYS_NICE`.
     #[error("no permission to set nice {nice} on thread {tid} (needs CAP_SYS_NICE)")]
-    Permission { tid: Tid, nice: i32 },
+    Permission {
+        /// The thread.
+        tid: Tid,
+        /// The nice value asked for.
+        nice: i32,
+    },
+    /// Any other failure of the system call.
     #[error("thread {tid}: {err}")]
-    Sys { tid: Tid, err: String },
+    Sys {
+        /// The thread.
+        tid: Tid,
+        /// The system's error.
+        err: String,
+    },
 }
 
 /// Id of the calling thread (`gettid`).

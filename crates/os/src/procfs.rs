@@ -1,7 +1,10 @@
-//! Per-process facts from `/proc` (CPU time, resident memory) and the open-file limit, for
-//! benchmarks that measure another process (`triage bench static`).
+//! Facts from `/proc`: per process (CPU time, resident memory, name, command line, thread
+//! states, context switches), per CPU (busy and steal time from `/proc/stat`), the list of
+//! processes, and the open-file limit. The labs and benchmarks measure other processes with
+//! these; the parsers are pure functions, tested on fixed texts.
 
 use std::io;
+use std::path::Path;
 use std::time::Duration;
 
 /// CPU time (user + system) consumed so far by process `pid`, from `/proc/<pid>/stat`.
@@ -11,7 +14,8 @@ pub fn cpu_time(pid: i32) -> io::Result<Duration> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc/<pid>/stat"))
 }
 
-fn clock_ticks() -> u64 {
+/// Clock ticks per second of `/proc`'s time fields (`_SC_CLK_TCK`, 100 on Linux).
+pub fn clock_ticks() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
@@ -33,6 +37,131 @@ pub fn parse_stat_cpu(stat: &str, ticks_per_sec: u64) -> Option<Duration> {
     Some(Duration::from_nanos(
         ticks.saturating_mul(1_000_000_000) / ticks_per_sec.max(1),
     ))
+}
+
+/// Whether process `pid` exists (a zombie counts).
+pub fn exists(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Ids of every process on the machine (the numeric entries of `/proc`).
+pub fn pids() -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// The command line of process `pid`, its arguments joined by spaces (`None` if it is gone;
+/// empty for a kernel thread or a zombie).
+pub fn cmdline(pid: i32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    Some(text.trim_end_matches('\0').replace('\0', " "))
+}
+
+/// The command name of process `pid` (`comm`, at most 15 bytes), from `/proc/<pid>/stat`.
+pub fn comm(pid: i32) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_comm(&s).map(str::to_owned)
+}
+
+/// The command name of a `/proc/<pid>/stat` line: the text between the first `(` and the last
+/// `)` (a name may itself hold parentheses and spaces).
+pub fn stat_comm(stat: &str) -> Option<&str> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    (open < close).then(|| &stat[open + 1..close])
+}
+
+/// The state letter of a `/proc/.../stat` line (the field after the `(comm)`: `R` running or
+/// runnable, `S` sleeping, `D` waiting on I/O, `Z` zombie...).
+pub fn stat_state(stat: &str) -> Option<char> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
+}
+
+/// The state letters of every thread of process `pid` (from `/proc/<pid>/task/*/stat`); empty
+/// if it is gone.
+pub fn thread_states(pid: i32) -> Vec<char> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+        .filter_map(|stat| stat_state(&stat))
+        .collect()
+}
+
+/// Context switches of all threads of process `pid` so far: (voluntary = went to sleep,
+/// involuntary = preempted), from `/proc/<pid>/task/*/status`.
+pub fn context_switches(pid: i32) -> Option<(u64, u64)> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = (0u64, 0u64);
+    for e in dir.flatten() {
+        if let Ok(text) = std::fs::read_to_string(e.path().join("status")) {
+            let (v, nv) = parse_switches(&text);
+            total.0 += v;
+            total.1 += nv;
+        }
+    }
+    Some(total)
+}
+
+/// `(voluntary_ctxt_switches, nonvoluntary_ctxt_switches)` of a `status` file (0 if absent).
+pub fn parse_switches(status: &str) -> (u64, u64) {
+    let (mut v, mut nv) = (0, 0);
+    for l in status.lines() {
+        if let Some(x) = l.strip_prefix("voluntary_ctxt_switches:") {
+            v = x.trim().parse().unwrap_or(0);
+        } else if let Some(x) = l.strip_prefix("nonvoluntary_ctxt_switches:") {
+            nv = x.trim().parse().unwrap_or(0);
+        }
+    }
+    (v, nv)
+}
+
+/// Time one CPU spent so far, in clock ticks ([`clock_ticks`] per second), from `/proc/stat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// user + nice + system + irq + softirq.
+    pub busy: u64,
+    /// Time the hypervisor gave to others while this virtual CPU wanted to run.
+    pub steal: u64,
+    /// Everything: busy + idle + iowait + steal.
+    pub total: u64,
+}
+
+/// Per-CPU time from `/proc/stat`, indexed by CPU number (empty when unreadable).
+pub fn cpu_times() -> Vec<CpuTime> {
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
+}
+
+/// Parse the `cpuN` lines of `/proc/stat` (the aggregate `cpu` line is skipped).
+pub fn parse_proc_stat(text: &str) -> Vec<CpuTime> {
+    let mut v = Vec::new();
+    for l in text.lines() {
+        let mut f = l.split_whitespace();
+        let Some(n) = f.next().and_then(|name| name.strip_prefix("cpu")) else {
+            continue;
+        };
+        let Ok(i) = n.parse::<usize>() else { continue };
+        let x: Vec<u64> = f.map(|t| t.parse().unwrap_or(0)).collect();
+        let g = |k: usize| x.get(k).copied().unwrap_or(0);
+        // user nice system idle iowait irq softirq steal
+        let busy = g(0) + g(1) + g(2) + g(5) + g(6);
+        if v.len() <= i {
+            v.resize(i + 1, CpuTime::default());
+        }
+        v[i] = CpuTime {
+            busy,
+            steal: g(7),
+            total: busy + g(3) + g(4) + g(7),
+        };
+    }
+    v
 }
 
 /// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).
@@ -85,6 +214,43 @@ mod tests {
         let line = "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0";
         assert_eq!(parse_stat_cpu(line, 100), Some(Duration::from_secs(3)));
         assert_eq!(parse_stat_cpu("garbage", 100), None);
+    }
+
+    #[test]
+    fn stat_fields_after_an_odd_command_name() {
+        assert_eq!(stat_state("42 (a) b) R 1 2 3"), Some('R'));
+        assert_eq!(stat_state("7 (sleep) S 1"), Some('S'));
+        assert_eq!(stat_state("garbage"), None);
+        assert_eq!(stat_comm("42 (a) b) R 1 2 3"), Some("a) b"));
+        assert_eq!(stat_comm("garbage"), None);
+    }
+
+    #[test]
+    fn switches_and_cpu_lines_are_parsed() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(parse_switches(status), (12, 3));
+        assert_eq!(parse_switches("Name: x\n"), (0, 0));
+        let v = parse_proc_stat(
+            "cpu  10 1 2 30 4 0 0 0 0 0\ncpu0 5 1 2 10 1 1 1 3 0 0\ncpu1 7 0 0 20 0 0 0 0 0 0\nintr 1\n",
+        );
+        let t = |busy, steal, total| CpuTime { busy, steal, total };
+        assert_eq!(v, vec![t(10, 3, 24), t(7, 0, 27)]);
+    }
+
+    #[test]
+    fn own_process_and_threads_are_visible() {
+        let me = std::process::id() as i32;
+        assert!(exists(me) && pids().contains(&me));
+        assert!(!exists(i32::MAX));
+        let states = thread_states(me);
+        assert!(states.contains(&'R'), "{states:?}"); // this thread is running
+        let (v, nv) = context_switches(me).unwrap();
+        assert!(v + nv > 0);
+        assert!(comm(me).is_some_and(|c| !c.is_empty()));
+        let cmd = cmdline(me).unwrap();
+        assert!(!cmd.is_empty() && !cmd.contains('\0'), "{cmd:?}");
+        assert!(!cpu_times().is_empty());
+        assert!(clock_ticks() > 0);
     }
 
     #[test]

@@ -281,3 +281,21 @@ fn bad_names_are_refused_with_the_reason() {
     }
     assert!(CgroupRoot::open_in("../x", v2(tmp.path())).is_err());
 }
+
+#[test]
+fn run_dirs_of_a_process_are_found_in_every_hierarchy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (m, dirs) = v1(tmp.path(), true, true);
+    let me = std::process::id() as i32;
+    assert!(m.run_dirs_of("lab", me).is_empty());
+    let r = CgroupRoot::open_in("lab", m.clone()).unwrap();
+    let found = m.run_dirs_of("lab", me);
+    assert_eq!(found.len(), dirs.len(), "{found:?}");
+    assert!(found.contains(&r.path()), "{found:?}");
+    // Another owner's directory, or any other name, is not ours.
+    fs::create_dir_all(dirs[0].join("lab").join(format!("run-{}-1-0", me + 1))).unwrap();
+    fs::create_dir_all(dirs[0].join("lab").join("other")).unwrap();
+    assert_eq!(m.run_dirs_of("lab", me).len(), dirs.len());
+    r.cleanup().unwrap();
+    assert!(m.run_dirs_of("lab", me).is_empty());
+}
