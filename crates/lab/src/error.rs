@@ -11,17 +11,30 @@ pub enum LabError {
     /// A file or directory operation failed.
     #[error("{what} `{path}`: {source}")]
     Io {
+        /// What was attempted (`reading`, `creating`...).
         what: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
     /// A helper command (`ip`, `tc`, `nginx -t`, ...) failed.
     #[error("command `{cmd}` failed: {msg}")]
-    Command { cmd: String, msg: String },
+    Command {
+        /// The command line.
+        cmd: String,
+        /// Its exit status and stderr.
+        msg: String,
+    },
     /// A process the lab started (server, peer, load generator) misbehaved.
     #[error("{name}: {msg}")]
-    Process { name: String, msg: String },
+    Process {
+        /// The process (or step of a run).
+        name: String,
+        /// What happened.
+        msg: String,
+    },
     /// The kernel interface (cgroups, /proc) refused.
     #[error("os: {0}")]
     Os(String),

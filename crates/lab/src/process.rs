@@ -6,21 +6,18 @@
 //!   the children in order; stopping a child signals its whole group, so Apache's prefork
 //!   children and nginx's worker go too);
 //! - gets `PR_SET_PDEATHSIG = SIGKILL`, so even a `kill -9` of the lab does not leave it running;
-//! - may be pinned to one CPU (`sched_setaffinity`) and placed in a network namespace (`setns`)
-//!   before it executes anything;
+//! - may be pinned to one CPU and placed in a network namespace before it executes anything
+//!   (`os::cpu::CpuMask`, `os::netns::enter_raw`: one system call each, no allocation);
 //! - may join a cgroup before it executes (`os::Cgroup::join_hook`, between fork and exec), so
 //!   a server and every process it forks at start are inside the server-side cgroup from their
 //!   first instruction.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sched::{sched_setaffinity, setns, CloneFlags, CpuSet};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
@@ -31,14 +28,18 @@ use crate::signals;
 pub struct Launch<'a> {
     /// Short name used in messages and logs ("nginx", "triage serve", "hog").
     pub label: String,
+    /// The program to execute.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<OsString>,
     /// Pin to this CPU.
     pub cpu: Option<usize>,
-    /// Enter this network namespace (an open `/var/run/netns/NAME`).
-    pub netns: Option<&'a File>,
+    /// Enter this network namespace.
+    pub netns: Option<&'a os::netns::NetNs>,
     /// Append stdout and stderr here (otherwise discarded).
     pub log: Option<PathBuf>,
+    /// Write stdout here instead (stderr still goes to `log`), for output that is parsed.
+    pub stdout: Option<PathBuf>,
     /// Join this cgroup before executing `program`.
     pub cgroup: Option<&'a os::Cgroup>,
     /// Extra environment variables.
@@ -55,6 +56,7 @@ impl<'a> Launch<'a> {
             cpu: None,
             netns: None,
             log: None,
+            stdout: None,
             cgroup: None,
             env: Vec::new(),
         }
@@ -77,35 +79,37 @@ impl<'a> Launch<'a> {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        match &self.log {
+        let append = |path: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| LabError::io("opening log", path, e))
+        };
+        let (out, err) = match &self.log {
             Some(path) => {
-                let f = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| LabError::io("opening log", path, e))?;
+                let f = append(path)?;
                 let f2 = f
                     .try_clone()
                     .map_err(|e| LabError::io("opening log", path, e))?;
-                cmd.stdout(Stdio::from(f)).stderr(Stdio::from(f2));
+                (Stdio::from(f), Stdio::from(f2))
             }
-            None => {
-                cmd.stdout(Stdio::null()).stderr(Stdio::null());
-            }
-        }
+            None => (Stdio::null(), Stdio::null()),
+        };
+        let out = match &self.stdout {
+            Some(path) => Stdio::from(append(path)?),
+            None => out,
+        };
+        cmd.stdout(out).stderr(err);
         cmd.process_group(0);
         let cpuset = match self.cpu {
-            Some(cpu) => {
-                let mut s = CpuSet::new();
-                s.set(cpu).map_err(|e| LabError::Process {
-                    name: self.label.clone(),
-                    msg: format!("cannot pin to CPU {cpu}: {e}"),
-                })?;
-                Some(s)
-            }
+            Some(cpu) => Some(os::cpu::CpuMask::one(cpu).map_err(|e| LabError::Process {
+                name: self.label.clone(),
+                msg: format!("cannot pin to CPU {cpu}: {e}"),
+            })?),
             None => None,
         };
-        let netns_fd = self.netns.map(|f| f.as_fd().as_raw_fd());
+        let netns_fd = self.netns.map(|n| n.raw_fd());
         let join = match self.cgroup {
             Some(cg) => Some(cg.join_hook().map_err(|e| {
                 LabError::Os(format!(
@@ -118,19 +122,19 @@ impl<'a> Launch<'a> {
         };
         // SAFETY: the closure only makes async-signal-safe system calls (prctl,
         // sched_setaffinity, write to cgroup.procs, setns) on data prepared before fork; it
-        // does not allocate.
+        // does not allocate. The namespace's descriptor stays open: `self.netns` outlives the
+        // spawn.
         unsafe {
             cmd.pre_exec(move || {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
                 if let Some(set) = &cpuset {
-                    sched_setaffinity(Pid::from_raw(0), set)?;
+                    set.apply_to_current_thread()?;
                 }
                 if let Some(j) = &join {
                     j.join()?;
                 }
                 if let Some(fd) = netns_fd {
-                    let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
-                    setns(fd, CloneFlags::CLONE_NEWNET)?;
+                    os::netns::enter_raw(fd)?;
                 }
                 Ok(())
             });

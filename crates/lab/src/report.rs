@@ -27,6 +27,7 @@ pub struct Report {
 }
 
 impl Report {
+    /// An empty report titled `title`.
     pub fn new(title: &str) -> Report {
         Report {
             title: title.to_owned(),

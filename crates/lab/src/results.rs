@@ -17,13 +17,21 @@ use crate::error::{LabError, Result};
 /// writes them in its summary.json (`t1`, `t2`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
+    /// How many values.
     pub n: usize,
+    /// The smallest.
     pub min_ms: f64,
+    /// The largest.
     pub max_ms: f64,
+    /// The mean.
     pub mean_ms: f64,
+    /// The median.
     pub median_ms: f64,
+    /// The 90th percentile (nearest rank).
     pub p90_ms: f64,
+    /// The 99th percentile (nearest rank).
     pub p99_ms: f64,
+    /// max - min.
     pub range_ms: f64,
 }
 
@@ -87,8 +95,11 @@ pub struct Page {
     pub t1_ms: Option<f64>,
     /// Until all images arrived (the paper's t2).
     pub t2_ms: Option<f64>,
+    /// Bytes received.
     pub bytes: u64,
+    /// HTTP status of the HTML.
     pub status: u16,
+    /// Why the page failed (empty if it did not).
     pub error: String,
 }
 
@@ -188,12 +199,17 @@ pub fn parse_pages_csv(text: &str) -> Result<Vec<Page>> {
 /// One row of the lab's `raw.csv`: one page of one variant in one repetition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RawRow {
+    /// The experiment.
     pub exp: String,
+    /// The variant.
     pub variant: String,
+    /// The repetition (0-based).
     pub rep: usize,
+    /// Simultaneous browsers.
     pub browsers: usize,
     /// Which page of this browser in this run (0, 1, ...), in start order.
     pub page: usize,
+    /// The page.
     #[serde(flatten)]
     pub p: Page,
 }
@@ -270,31 +286,14 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     write_file(path, s.as_bytes())
 }
 
-/// Whether every number in a JSON document is finite (serde_json writes NaN as `null`, so
-/// this checks that no required number went missing: it rejects nothing but non-numbers
-/// where the caller expects numbers). Returns the JSON paths of `null` values.
-pub fn json_nulls(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
-    match v {
-        serde_json::Value::Null => out.push(path.to_owned()),
-        serde_json::Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                json_nulls(x, &format!("{path}[{i}]"), out);
-            }
-        }
-        serde_json::Value::Object(m) => {
-            for (k, x) in m {
-                json_nulls(x, &format!("{path}.{k}"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// A goal of a lab and whether this run met it (every lab's `summary.json` carries a list).
 #[derive(Debug, Clone, Serialize)]
 pub struct Goal {
+    /// The goal, in words.
     pub goal: String,
+    /// Whether this run met it.
     pub met: bool,
+    /// The figures behind the verdict.
     pub detail: String,
 }
 
@@ -395,14 +394,5 @@ mod tests {
         };
         let p = vec![mk(0, 50.0), mk(1, 0.0), mk(0, 10.0), mk(0, 30.0)];
         assert_eq!(page_numbers(&p), vec![2, 0, 0, 1]);
-    }
-
-    #[test]
-    fn json_nulls_finds_missing_numbers() {
-        let v = serde_json::json!({"a": 1.0, "b": [1, null], "c": {"d": null}});
-        let mut out = Vec::new();
-        json_nulls(&v, "$", &mut out);
-        out.sort();
-        assert_eq!(out, vec!["$.b[1]", "$.c.d"]);
     }
 }

@@ -27,9 +27,15 @@ use crate::testbed::Testbed;
 #[serde(rename_all = "lowercase", tag = "server")]
 pub enum ServerKind {
     /// `triage serve` with these extra flags (policy, SLP, RW, boost...).
-    Triage { args: Vec<String> },
+    Triage {
+        /// The flags.
+        args: Vec<String>,
+    },
     /// A peer with its default configuration for the lab.
-    Peer { peer: Peer },
+    Peer {
+        /// Which.
+        peer: Peer,
+    },
 }
 
 /// A named configuration to compare.
@@ -37,6 +43,7 @@ pub enum ServerKind {
 pub struct Variant {
     /// Short name (`fifo`, `pos-rw3`, `nginx`...).
     pub name: String,
+    /// What it runs.
     #[serde(flatten)]
     pub server: ServerKind,
     /// Run the CPU hog beside the server.
@@ -78,6 +85,7 @@ impl Variant {
 pub struct LoadPlan {
     /// `triage load` trace text: `<ms offset> /path browser` per line.
     pub trace: String,
+    /// Browsers in the trace.
     pub browsers: usize,
     /// Parallel connections per browser (K).
     pub parallel: usize,
@@ -85,6 +93,7 @@ pub struct LoadPlan {
     pub duration: Duration,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Seed of the load generator.
     pub seed: u64,
     /// More `triage load` flags.
     pub extra: Vec<String>,
@@ -93,11 +102,13 @@ pub struct LoadPlan {
 /// What one run measured.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
+    /// Every page the load fetched (or failed to).
     pub pages: Vec<Page>,
     /// PL/LRQ from the cgroup (all servers alike).
     pub cpu: PlLrq,
     /// triage's gate view (triage only).
     pub gate: Option<GateStats>,
+    /// Wall time of the load (s).
     pub wall_s: f64,
     /// The load generator's own summary.json.
     pub load_summary: Option<serde_json::Value>,
@@ -105,32 +116,19 @@ pub struct RunOutcome {
     pub link: Option<crate::testbed::LinkCounters>,
 }
 
-/// The `triage load` flags that make it ask for gzip (`Accept-Encoding: gzip`) and decode
-/// gzip HTML, if this build of the load generator has them (found in its `--help`).
-pub fn load_gzip_flags(triage_bin: &Path) -> Option<Vec<String>> {
-    let out = std::process::Command::new(triage_bin)
-        .args(["load", "--help"])
-        .output()
-        .ok()?;
-    let help = String::from_utf8_lossy(&out.stdout);
-    if help.contains("--accept-encoding") {
-        Some(vec!["--accept-encoding".into(), "gzip".into()])
-    } else if help.contains("--gzip") {
-        Some(vec!["--gzip".into()])
-    } else {
-        None
-    }
-}
-
 /// Everything the runs of a lab share.
 pub struct Bench<'a> {
+    /// The testbed.
     pub tb: &'a Testbed,
     /// The `triage` binary (normally `std::env::current_exe()`).
     pub triage_bin: PathBuf,
+    /// The site every server serves.
     pub site: &'a Site,
     /// On-the-fly compression, the same for every server (`None`: off).
     pub gzip: Option<Gzip>,
+    /// Apache's prefork pool.
     pub prefork: Prefork,
+    /// Keep-alive timeout of every server (s).
     pub keepalive_s: u32,
 }
 

@@ -14,7 +14,7 @@
 //!   (`triage_pl_busy_sum`, `triage_lrq_sum`, `triage_pl_samples_total`, also sampled every
 //!   10 ms by the server), and SLP/RW as predicted over time.
 //!
-//! Cgroup membership comes from the `os` crate; thread states are read from `/proc`.
+//! Cgroup membership and thread states come from the `os` crate.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,6 +33,7 @@ pub const INTERVAL: Duration = Duration::from_millis(10);
 /// PL/LRQ summary of one run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct PlLrq {
+    /// Samples taken.
     pub samples: u64,
     /// Sum of PL samples (the paper's PL counter).
     pub pl_sum: f64,
@@ -46,29 +47,11 @@ pub struct PlLrq {
     pub cpu_s: f64,
 }
 
-/// State letters of the threads of `pids` (from `/proc/<pid>/task/<tid>/stat`).
+/// State letters of the threads of `pids` (`os::procfs::thread_states`).
 pub fn thread_states(pids: &[i32]) -> Vec<char> {
-    let mut out = Vec::new();
-    for pid in pids {
-        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in dir.flatten() {
-            let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
-                continue;
-            };
-            if let Some(c) = stat_state(&stat) {
-                out.push(c);
-            }
-        }
-    }
-    out
-}
-
-/// The state letter of a `/proc/.../stat` line (the field after the `(comm)`).
-pub fn stat_state(stat: &str) -> Option<char> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.trim_start().chars().next()
+    pids.iter()
+        .flat_map(|&p| os::procfs::thread_states(p))
+        .collect()
 }
 
 /// LRQ sample from thread states: runnable threads beyond the `cpus` that can run.
@@ -172,8 +155,11 @@ pub struct GateStats {
     pub lrq_mean: f64,
     /// Share of samples in seed 001's bottleneck (all slots busy, more than one ready).
     pub bottleneck_frac: f64,
+    /// Workers the policy put at the head.
     pub promotions: f64,
+    /// Workers the policy took off the head.
     pub demotions: f64,
+    /// Workers the starvation guard served ahead of the policy.
     pub starvation_rescues: f64,
     /// SLP (s) and RW over time: (seconds since start, slp_s, rw); NaN when the policy has none.
     pub series: Vec<(f64, f64, f64)>,
@@ -295,13 +281,6 @@ impl Drop for GatePoller {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn state_is_read_after_the_command_name() {
-        assert_eq!(stat_state("42 (a) b) R 1 2 3"), Some('R'));
-        assert_eq!(stat_state("7 (sleep) S 1"), Some('S'));
-        assert_eq!(stat_state("garbage"), None);
-    }
 
     #[test]
     fn lrq_counts_runnable_threads_beyond_the_cpu() {

@@ -72,6 +72,7 @@ impl SiteSpec {
 pub struct Site {
     /// Document root to serve.
     pub root: PathBuf,
+    /// What was generated.
     pub spec: SiteSpec,
 }
 

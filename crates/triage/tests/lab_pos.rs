@@ -206,15 +206,9 @@ fn lab_pos_interrupted_leaves_nothing_behind() {
     // No process of the lab's is left (server, hog, load generator): they all name the lab's
     // work directory (`triage-lab-pos1-<pid>-...`) on their command lines.
     let mark = format!("triage-lab-pos1-{pid}-");
-    let stray: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|p| {
-            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            cmd.contains(&mark).then_some(cmd)
-        })
+    let stray: Vec<String> = os::procfs::pids()
+        .into_iter()
+        .filter_map(|p| os::procfs::cmdline(p).filter(|cmd| cmd.contains(&mark)))
         .collect();
     assert!(stray.is_empty(), "{stray:?}");
 }

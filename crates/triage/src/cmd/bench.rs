@@ -1,5 +1,5 @@
 //! `triage bench`: benchmarks that print ratios against a peer or baseline measured in the same
-//! run. One file per benchmark (`bench_*.rs`).
+//! run. One file per benchmark (`bench_*.rs`); the work is in `lab::bench`.
 
 use clap::Subcommand;
 

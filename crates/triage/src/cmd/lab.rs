@@ -1,6 +1,13 @@
-//! `triage lab`: the papers' experiments end to end. One file per lab (`lab_*.rs`).
+//! `triage lab`: the papers' experiments end to end. One file per lab (`lab_*.rs`): its
+//! arguments are the lab crate's option struct, flattened; the glue here is shared.
 
 use clap::Subcommand;
+use lab::LabError;
+
+use super::UsageError;
+
+/// A flag value that may be `none`/`off` (the lab crate's; `serve` uses it too).
+pub use lab::util::OrNone;
 
 /// Arguments of `triage lab`.
 #[derive(clap::Args, Debug)]
@@ -29,57 +36,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-/// How a lab emulates the network (`--net`).
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum Net {
-    /// Network namespaces + veth (+ tbf for the pos lab) when root, loopback otherwise.
-    Auto,
-    /// Network namespaces + veth (an error when impossible).
-    Netns,
-    /// Loopback (the pos lab throttles reading on the client side).
-    Loopback,
+/// This binary: the labs run it as the server and the load generator.
+pub fn triage_bin() -> anyhow::Result<std::path::PathBuf> {
+    std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot locate the triage binary: {e}"))
 }
 
-impl From<Net> for lab::testbed::NetMode {
-    fn from(n: Net) -> Self {
-        match n {
-            Net::Auto => Self::Auto,
-            Net::Netns => Self::Netns,
-            Net::Loopback => Self::Loopback,
-        }
-    }
-}
-
-/// A duration flag (`500ms`, `2s`).
-pub fn dur(s: &str) -> Result<std::time::Duration, String> {
-    lab::pos::parse_duration(s)
-}
-
-/// A CPU quota flag: a fraction or percent of one CPU.
-pub fn quota(s: &str) -> Result<f64, String> {
-    lab::pos::parse_quota(s)
-}
-
-/// A flag's value that may be `none`/`off`. (A field of type `Option<Option<T>>` would make
-/// clap read a flag with an optional value and expect `T` from the parser.)
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct OrNone<T>(pub Option<T>);
-
-/// A CPU quota flag that may also be `none`/`off`.
-pub fn quota_or_none(s: &str) -> Result<OrNone<f64>, String> {
-    match s {
-        "none" | "off" => Ok(OrNone(None)),
-        _ => quota(s).map(|q| OrNone(Some(q))),
-    }
-}
-
-/// A count of at least 1, or `none`/`off`.
-pub fn count_or_none(s: &str) -> Result<OrNone<usize>, String> {
-    match s {
-        "none" | "off" => Ok(OrNone(None)),
-        _ => match s.parse::<usize>() {
-            Ok(n) if n >= 1 => Ok(OrNone(Some(n))),
-            _ => Err(format!("{s:?}: give a count of at least 1, or `none`")),
-        },
+/// A lab's outcome as the command's: a configuration mistake is a usage error (exit 2).
+pub fn outcome<T>(r: lab::Result<T>) -> anyhow::Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(LabError::Config(m)) => Err(UsageError(m).into()),
+        Err(e) => Err(e.into()),
     }
 }

@@ -3,7 +3,7 @@
 //! why a cgroup lab cannot run here. Each test crate uses only some of them.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The `triage` binary under test.
@@ -36,12 +36,7 @@ pub fn cannot_run_cgroup_lab() -> Option<String> {
     if !is_root() {
         return Some("needs root (cgroups, network namespaces)".into());
     }
-    if !Path::new("/sys/fs/cgroup/cpu").exists()
-        && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
-    {
-        return Some("no cgroup cpu controller mounted".into());
-    }
-    None
+    os::probe().err()
 }
 
 /// Kernel objects named after the lab process `pid` that still exist.
@@ -54,15 +49,9 @@ pub fn leftovers(pid: u32) -> Vec<String> {
             }
         }
     }
-    for h in ["cpu", "cpuacct", "cpuset", "unified", ""] {
-        let d = Path::new("/sys/fs/cgroup").join(h).join("triage-lab");
-        if let Ok(rd) = std::fs::read_dir(&d) {
-            for e in rd.flatten() {
-                let n = e.file_name().to_string_lossy().into_owned();
-                if n.starts_with(&format!("run-{pid}-")) {
-                    out.push(format!("cgroup {}", e.path().display()));
-                }
-            }
+    if let Ok(m) = os::Mounts::detect() {
+        for d in m.run_dirs_of("triage-lab", pid as i32) {
+            out.push(format!("cgroup {}", d.display()));
         }
     }
     out

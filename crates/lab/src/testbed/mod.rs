@@ -10,42 +10,45 @@
 //! ```
 //!
 //! - **CPU**: the server side (the server under test, its CPU hog, its CGI) is pinned to one CPU
-//!   (`sched_setaffinity` before exec) and placed in one cgroup (`os` crate) whose CPU quota
+//!   (before exec, through `os::cpu`) and placed in one cgroup (`os` crate) whose CPU quota
 //!   emulates a slower CPU, identical for triage and every peer; the load generator is pinned
 //!   to the other CPU.
 //! - **Network** (as root): two network namespaces joined by a veth pair, each end shaped by a
 //!   `tbf` qdisc (default 10 Mbit/s, the paper's Ethernet; this kernel has no netem, so no
 //!   added delay). All traffic stays inside namespaces the lab created. Without root (or
 //!   without `ip`), the server listens on loopback and the load generator throttles its reading
-//!   instead ([`Testbed::client_rate`]); the testbed records which one it used.
+//!   instead ([`Testbed::client_rate`]); the testbed records which one it used. See [`net`].
 //! - **Cleanup**: dropping the [`Testbed`] kills every process in the server cgroup, removes
 //!   the cgroups, deletes the namespaces (the veth goes with them) and the work directory. The
 //!   children the lab starts are [`crate::process::Managed`] guards dropped before it. Network
 //!   namespaces of a crashed earlier lab (dead pid in the name) are removed on the next start.
 
-use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use nix::sched::{setns, CloneFlags};
 use serde::Serialize;
 
 use crate::error::{LabError, Result};
 use crate::process::{run_cmd, which, Launch, Managed};
 use crate::signals;
 
-/// How to emulate the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub mod net;
+
+use net::{stale_netns, NetnsPair};
+pub use net::{LinkCounters, CLIENT_IP, SERVER_IP};
+
+/// How to emulate the network (`--net`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum NetMode {
-    /// Namespaces when root and `ip`/`tc` are there, loopback otherwise.
+    /// Network namespaces + veth (+ tbf) when root and `ip`/`tc` are there, loopback otherwise.
     Auto,
-    /// Namespaces + veth + tbf; an error if that is impossible.
+    /// Network namespaces + veth + tbf (an error when impossible).
     Netns,
-    /// Loopback with client-side throttled reading.
+    /// Loopback (the pos lab throttles reading on the client side).
     Loopback,
 }
 
@@ -58,8 +61,11 @@ pub struct TestbedConfig {
     pub quota: Option<f64>,
     /// CFS period of the quota (short periods emulate a slow CPU more smoothly).
     pub period: Duration,
+    /// The CPU of the server side.
     pub server_cpu: usize,
+    /// The CPU of the load generator (and of the lab itself).
     pub client_cpu: usize,
+    /// How to emulate the network.
     pub net: NetMode,
     /// Link rate in Mbit/s.
     pub rate_mbit: f64,
@@ -86,200 +92,31 @@ impl Default for TestbedConfig {
 /// What was actually built (goes into every summary).
 #[derive(Debug, Clone, Serialize)]
 pub struct TestbedInfo {
+    /// Whether the lab ran as root.
     pub root: bool,
     /// `netns` or `loopback`.
     pub network: String,
     /// How the link rate is enforced.
     pub shaping: String,
+    /// Link rate (Mbit/s).
     pub rate_mbit: f64,
     /// CPU quota of the server side (fraction of one CPU), if applied.
     pub quota: Option<f64>,
+    /// CFS period of the quota (ms).
     pub period_ms: f64,
     /// `v1`, `v2`, or `none`.
     pub cgroup: String,
+    /// The server side's CPU, when pinned.
     pub server_cpu: Option<usize>,
+    /// The load generator's CPU, when pinned.
     pub client_cpu: Option<usize>,
+    /// CPUs online.
     pub cpus: usize,
     /// Everything weaker than asked, said plainly.
     pub notes: Vec<String>,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
-/// Server address inside the server namespace.
-pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
-/// Client address inside the client namespace.
-pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
-const NETNS_PREFIX: &str = "triage-lab-";
-
-/// The two namespaces and their veth; deleted on drop.
-struct NetnsPair {
-    server: String,
-    client: String,
-    /// The server end of the veth (its tbf shapes the link towards the browsers).
-    server_dev: String,
-    server_fd: File,
-    client_fd: File,
-}
-
-impl NetnsPair {
-    fn create(pid: u32, n: u32, rate_mbit: f64, tcp_cc: Option<&str>) -> Result<NetnsPair> {
-        let server = format!("{NETNS_PREFIX}{pid}-{n}-s");
-        let client = format!("{NETNS_PREFIX}{pid}-{n}-c");
-        let vs = format!("tl{pid}x{n}s");
-        let vc = format!("tl{pid}x{n}c");
-        run_cmd("ip", &["netns", "add", &server])?;
-        // From here on, a failure drops the guard, which deletes what exists.
-        let mut guard = PartialNetns {
-            names: vec![server.clone()],
-        };
-        run_cmd("ip", &["netns", "add", &client])?;
-        guard.names.push(client.clone());
-        run_cmd(
-            "ip",
-            &[
-                "link", "add", &vs, "netns", &server, "type", "veth", "peer", "name", &vc, "netns",
-                &client,
-            ],
-        )?;
-        let rate = format!("{}kbit", (rate_mbit * 1000.0).round() as u64);
-        // tbf needs a bucket of at least rate/HZ; 16 KB or 10 ms of traffic, whichever is more.
-        let burst = format!(
-            "{}",
-            ((rate_mbit * 1e6 / 8.0 / 100.0) as u64).max(16 * 1024)
-        );
-        for (ns, dev, ip) in [(&server, &vs, SERVER_IP), (&client, &vc, CLIENT_IP)] {
-            run_cmd(
-                "ip",
-                &["-n", ns, "addr", "add", &format!("{ip}/24"), "dev", dev],
-            )?;
-            run_cmd("ip", &["-n", ns, "link", "set", dev, "up"])?;
-            run_cmd("ip", &["-n", ns, "link", "set", "lo", "up"])?;
-            run_cmd(
-                "tc",
-                &[
-                    "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst",
-                    &burst, "latency", "50ms",
-                ],
-            )?;
-        }
-        if let Some(cc) = tcp_cc {
-            // Per network namespace since Linux 4.15; an unknown name is an error here.
-            run_cmd(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &server,
-                    "sysctl",
-                    "-qw",
-                    &format!("net.ipv4.tcp_congestion_control={cc}"),
-                ],
-            )?;
-        }
-        let open = |name: &str| {
-            let p = Path::new("/var/run/netns").join(name);
-            File::open(&p).map_err(|e| LabError::io("opening network namespace", p, e))
-        };
-        let server_fd = open(&server)?;
-        let client_fd = open(&client)?;
-        guard.names.clear();
-        Ok(NetnsPair {
-            server,
-            client,
-            server_dev: vs,
-            server_fd,
-            client_fd,
-        })
-    }
-}
-
-struct PartialNetns {
-    names: Vec<String>,
-}
-
-impl Drop for PartialNetns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = run_cmd("ip", &["netns", "del", n]);
-        }
-    }
-}
-
-impl Drop for NetnsPair {
-    fn drop(&mut self) {
-        for n in [&self.server, &self.client] {
-            if let Err(e) = run_cmd("ip", &["netns", "del", n]) {
-                tracing::warn!("removing network namespace {n}: {e}");
-            }
-        }
-    }
-}
-
-/// Network namespaces named by this module whose owner pid is gone (a crashed run).
-fn stale_netns() -> Vec<String> {
-    let Ok(out) = run_cmd("ip", &["netns", "list"]) else {
-        return Vec::new();
-    };
-    out.lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(NETNS_PREFIX))
-        .filter(|n| {
-            let pid = n[NETNS_PREFIX.len()..].split('-').next().unwrap_or("");
-            pid.parse::<u32>()
-                .map(|p| !Path::new(&format!("/proc/{p}")).exists())
-                .unwrap_or(false)
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Counters of the tbf qdisc on the server's end of the link (the direction the responses
-/// take), as `tc -s qdisc` shows them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct LinkCounters {
-    pub sent_bytes: u64,
-    pub packets: u64,
-    /// Packets dropped because the queue was full (tbf's `latency` worth of bytes).
-    pub dropped: u64,
-    /// Times a packet had to wait for tokens: the link was busy.
-    pub overlimits: u64,
-}
-
-impl LinkCounters {
-    /// From `tc -s qdisc show dev X`: the first `Sent N bytes M pkt (dropped D, overlimits O
-    /// ...)` line.
-    pub fn parse(tc: &str) -> Option<LinkCounters> {
-        let line = tc.lines().find(|l| l.trim_start().starts_with("Sent "))?;
-        let words: Vec<&str> = line
-            .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
-            .filter(|w| !w.is_empty())
-            .collect();
-        let after = |key: &str| -> Option<u64> {
-            let i = words.iter().position(|w| *w == key)?;
-            words.get(i + 1)?.parse().ok()
-        };
-        let before = |key: &str| -> Option<u64> {
-            let i = words.iter().position(|w| *w == key)?;
-            words.get(i.checked_sub(1)?)?.parse().ok()
-        };
-        Some(LinkCounters {
-            sent_bytes: after("Sent")?,
-            packets: before("pkt")?,
-            dropped: after("dropped")?,
-            overlimits: after("overlimits")?,
-        })
-    }
-
-    /// What happened between `earlier` and `self`.
-    pub fn since(&self, earlier: &LinkCounters) -> LinkCounters {
-        LinkCounters {
-            sent_bytes: self.sent_bytes.saturating_sub(earlier.sent_bytes),
-            packets: self.packets.saturating_sub(earlier.packets),
-            dropped: self.dropped.saturating_sub(earlier.dropped),
-            overlimits: self.overlimits.saturating_sub(earlier.overlimits),
-        }
-    }
-}
 
 /// The testbed. See the module docs.
 pub struct Testbed {
@@ -300,7 +137,7 @@ impl Testbed {
         let pid = std::process::id();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let root = nix::unistd::geteuid().is_root();
-        let cpus = online_cpus();
+        let cpus = os::cpu::online_cpus();
         let mut notes = Vec::new();
         let workdir = tempfile::Builder::new()
             .prefix(&format!("triage-lab-{}-{pid}-{n}-", cfg.tag))
@@ -439,13 +276,7 @@ impl Testbed {
 
     /// The counters of the server side's tbf (`None` without namespaces, or if `tc` fails).
     pub fn link_counters(&self) -> Option<LinkCounters> {
-        let n = self.net.as_ref()?;
-        let out = run_cmd(
-            "tc",
-            &["-n", &n.server, "-s", "qdisc", "show", "dev", &n.server_dev],
-        )
-        .ok()?;
-        LinkCounters::parse(&out)
+        self.net.as_ref()?.link_counters()
     }
 
     /// Whether the network is emulated with namespaces.
@@ -484,16 +315,28 @@ impl Testbed {
         }
     }
 
+    /// A launch of `program` on the server side (pinned, in the server cgroup and namespace),
+    /// for callers that set more of it (environment, separate stdout) before spawning.
+    pub fn server_launch(&self, label: &str, program: &Path) -> Launch<'_> {
+        self.launch(label, program, true)
+    }
+
+    /// A launch of `program` on the client side (pinned to the client CPU, in the client
+    /// namespace).
+    pub fn client_launch(&self, label: &str, program: &Path) -> Launch<'_> {
+        self.launch(label, program, false)
+    }
+
     fn launch<'a>(&'a self, label: &str, program: &Path, server_side: bool) -> Launch<'a> {
         let mut l = Launch::new(label, program);
         let pin = self.info.server_cpu.is_some();
         if server_side {
             l.cpu = pin.then_some(self.cfg.server_cpu);
             l.cgroup = self.server_cg.as_ref();
-            l.netns = self.net.as_ref().map(|n| &n.server_fd);
+            l.netns = self.net.as_ref().map(|n| &n.server_ns);
         } else {
             l.cpu = pin.then_some(self.cfg.client_cpu);
-            l.netns = self.net.as_ref().map(|n| &n.client_fd);
+            l.netns = self.net.as_ref().map(|n| &n.client_ns);
         }
         l
     }
@@ -547,30 +390,22 @@ impl Testbed {
     }
 
     fn in_ns<R: Send>(&self, server: bool, f: impl FnOnce() -> R + Send) -> Result<R> {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                if let Some(n) = &self.net {
-                    let (fd, name) = if server {
-                        (&n.server_fd, &n.server)
-                    } else {
-                        (&n.client_fd, &n.client)
-                    };
-                    setns(fd, CloneFlags::CLONE_NEWNET)
-                        .map_err(|e| LabError::Os(format!("entering {name}: {e}")))?;
-                }
-                Ok(f())
-            })
-            .join()
-            .map_err(|_| LabError::Os("a thread in a lab namespace panicked".into()))?
-        })
+        match &self.net {
+            Some(n) => {
+                let ns = if server { &n.server_ns } else { &n.client_ns };
+                ns.run(f).map_err(|e| LabError::Os(e.to_string()))
+            }
+            None => Ok(f()),
+        }
     }
 
     /// Move the *calling thread* into the server's network namespace (no-op on loopback). Only
     /// for threads the caller owns and that do nothing else.
     pub fn enter_server_ns(&self) -> Result<()> {
         if let Some(n) = &self.net {
-            setns(&n.server_fd, CloneFlags::CLONE_NEWNET)
-                .map_err(|e| LabError::Os(format!("entering {}: {e}", n.server)))?;
+            n.server_ns
+                .enter_current_thread()
+                .map_err(|e| LabError::Os(e.to_string()))?;
         }
         Ok(())
     }
@@ -578,34 +413,12 @@ impl Testbed {
     /// A closure that moves the calling thread into the server's network namespace, for
     /// threads that outlive a borrow of the testbed (samplers). No-op on loopback.
     pub fn enter_server_ns_fn(&self) -> impl FnOnce() -> Result<()> + Send + 'static {
-        let fd = self
-            .net
-            .as_ref()
-            .map(|n| (n.server_fd.try_clone(), n.server.clone()));
-        move || {
-            if let Some((fd, name)) = fd {
-                let fd = fd.map_err(|e| LabError::io("duplicating", &name, e))?;
-                setns(&fd, CloneFlags::CLONE_NEWNET)
-                    .map_err(|e| LabError::Os(format!("entering {name}: {e}")))?;
-            }
-            Ok(())
-        }
+        enter_fn(self.net.as_ref().map(|n| &n.server_ns))
     }
 
     /// The same for the client's network namespace (load threads of the lab process itself).
     pub fn enter_client_ns_fn(&self) -> impl FnOnce() -> Result<()> + Send + 'static {
-        let fd = self
-            .net
-            .as_ref()
-            .map(|n| (n.client_fd.try_clone(), n.client.clone()));
-        move || {
-            if let Some((fd, name)) = fd {
-                let fd = fd.map_err(|e| LabError::io("duplicating", &name, e))?;
-                setns(&fd, CloneFlags::CLONE_NEWNET)
-                    .map_err(|e| LabError::Os(format!("entering {name}: {e}")))?;
-            }
-            Ok(())
-        }
+        enter_fn(self.net.as_ref().map(|n| &n.client_ns))
     }
 
     /// Wait until `addr` accepts connections (seen from the server namespace), or fail if
@@ -675,14 +488,16 @@ impl Drop for Testbed {
     }
 }
 
-/// CPUs online on the machine (not only those this thread may use: the lab pins itself).
-pub fn online_cpus() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n > 0 {
-        n as usize
-    } else {
-        1
+/// A closure entering `ns` (a handle duplicated now) from whatever thread calls it later.
+fn enter_fn(ns: Option<&os::netns::NetNs>) -> impl FnOnce() -> Result<()> + Send + 'static {
+    let ns = ns.map(|n| (n.try_clone(), n.name().to_owned()));
+    move || {
+        if let Some((ns, name)) = ns {
+            let ns = ns.map_err(|e| LabError::Os(format!("duplicating {name}: {e}")))?;
+            ns.enter_current_thread()
+                .map_err(|e| LabError::Os(e.to_string()))?;
+        }
+        Ok(())
     }
 }
 
@@ -713,32 +528,6 @@ pub fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn link_counters_are_parsed_from_tc() {
-        let tc = "qdisc tbf 1: root refcnt 3 rate 10Mbit burst 16Kb lat 50ms \n \
-                  Sent 1957240 bytes 1402 pkt (dropped 7, overlimits 311 requeues 0) \n \
-                  backlog 0b 0p requeues 0\n";
-        let c = LinkCounters::parse(tc).unwrap();
-        assert_eq!(
-            c,
-            LinkCounters {
-                sent_bytes: 1_957_240,
-                packets: 1402,
-                dropped: 7,
-                overlimits: 311
-            }
-        );
-        let later = LinkCounters {
-            sent_bytes: 2_000_000,
-            packets: 1500,
-            dropped: 7,
-            overlimits: 400,
-        };
-        assert_eq!(later.since(&c).packets, 98);
-        assert_eq!(later.since(&c).dropped, 0);
-        assert_eq!(LinkCounters::parse("qdisc noqueue 0: root"), None);
-    }
 
     fn root_or_skip(test: &str) -> bool {
         if !nix::unistd::geteuid().is_root() {
@@ -798,14 +587,9 @@ mod tests {
         assert!(!netns_exists(&names[0]) && !netns_exists(&names[1]));
         assert!(!cg_path.exists(), "{}", cg_path.display());
         assert!(!wd.exists());
-        assert!(
-            !Path::new(&format!("/proc/{hog_pid}/stat")).exists() || {
-                // a zombie of ours is not running
-                std::fs::read_to_string(format!("/proc/{hog_pid}/stat"))
-                    .map(|s| s.contains(") Z"))
-                    .unwrap_or(true)
-            }
-        );
+        // Gone, or a zombie of ours: not running.
+        let st = os::procfs::state(hog_pid as i32);
+        assert!(st.is_none() || st == Some('Z'), "{st:?}");
     }
 
     #[test]
@@ -823,7 +607,8 @@ mod tests {
             return;
         }
         // reno is always built in; the host's own setting must not change.
-        let host = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+        let key = "net.ipv4.tcp_congestion_control";
+        let host = os::sysctl::read(key).unwrap();
         let tb = Testbed::new(TestbedConfig {
             tag: "t".into(),
             net: NetMode::Netns,
@@ -847,10 +632,7 @@ mod tests {
             .unwrap()
         };
         assert_eq!(cc(&names[0]).trim(), "reno");
-        assert_eq!(
-            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap(),
-            host
-        );
+        assert_eq!(os::sysctl::read(key).unwrap(), host);
         assert!(tb.info().shaping.contains("reno"), "{}", tb.info().shaping);
         drop(tb);
         // An unknown algorithm is refused, and nothing is left behind.

@@ -1,0 +1,845 @@
+//! `triage bench static`: triage against nginx on one small static file, both on the server
+//! CPU with one worker/slot, wrk on the client CPU. Reports req/s and p99 ratios for
+//! `--policy fifo` and `--policy pos`, the gate's cost (against `--gate off`), CPU per request
+//! with 0 and with N idle keep-alive connections held open, and resident memory per idle
+//! connection. With `--gzip LEVEL` the file is one of the POS lab's BMP images
+//! ([`crate::site::bmp`]), compressed on the fly by every server at that level, so CPU per
+//! request is mostly the compressor's. Writes `results/bench-static/<UTC stamp>/summary.json`.
+//! A release-build benchmark, not a test.
+//!
+//! On the harness: one session holds every server (started together, idle while another is
+//! measured); its points are the rounds (the order of the servers alternating every round)
+//! and then, per server, the idle-connection measurement.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{check_gzip, find_program};
+use crate::error::{LabError, Result};
+use crate::harness::{run_experiment, Env, Experiment, Outputs, Session};
+use crate::peers::{Gzip, NginxTuning, Peer, PeerSite, PeerTuning};
+use crate::process::Managed;
+use crate::testbed::{NetMode, TestbedConfig};
+use crate::util::{median, parse_bytes, whole_seconds};
+use crate::wrk::{Wrk, WrkSpec};
+
+/// Arguments of `triage bench static`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StaticOpts {
+    /// Time per measurement (whole seconds: wrk's unit).
+    #[arg(long, value_parser = units::parse_positive_duration, default_value = "5s")]
+    pub duration: Duration,
+    /// Rounds (targets alternate order every round; medians are reported).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// wrk connections.
+    #[arg(long, default_value_t = 50)]
+    pub connections: usize,
+    /// Idle keep-alive connections for the idle-cost measurement (0 skips it).
+    #[arg(long, default_value_t = 5000)]
+    pub idle: usize,
+    /// Size of the file served (bytes, or with a unit: 80KB).
+    #[arg(long, default_value = "1024", value_parser = parse_bytes)]
+    pub size: usize,
+    /// Serve a BMP image of `--size` bytes compressed on the fly at this gzip level (1-9) by
+    /// both servers, requested with `Accept-Encoding: gzip`.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub gzip: Option<u32>,
+    /// CPU the servers are pinned to.
+    #[arg(long, default_value_t = 0)]
+    pub server_cpu: usize,
+    /// CPU wrk (and the bench itself) is pinned to.
+    #[arg(long, default_value_t = 1)]
+    pub client_cpu: usize,
+    /// Results directory (a subdirectory named by the UTC time of the run is created).
+    #[arg(long, default_value = "results/bench-static")]
+    pub out: PathBuf,
+    /// nginx binary.
+    #[arg(long, default_value = "nginx")]
+    pub nginx: String,
+    /// wrk binary.
+    #[arg(long, default_value = "wrk")]
+    pub wrk: String,
+    /// The `triage` binary measured.
+    #[arg(skip)]
+    pub triage_bin: PathBuf,
+}
+
+/// The servers measured, in start order: nginx (when installed) and three triage
+/// configurations.
+const TARGETS: [(&str, &[&str]); 4] = [
+    ("nginx", &[]),
+    ("triage-fifo", &["--policy", "fifo"]),
+    ("triage-pos", &["--policy", "pos"]),
+    ("triage-gate-off", &["--policy", "fifo", "--gate", "off"]),
+];
+
+/// One server under test, running.
+pub struct Target {
+    name: &'static str,
+    child: Managed,
+    addr: SocketAddr,
+}
+
+/// What one point measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaticPoint {
+    /// One wrk run against target `target` (an index into the plan's targets) in round `round`.
+    Round {
+        /// The round (0-based).
+        round: usize,
+        /// The target.
+        target: usize,
+    },
+    /// CPU per request with no idle connection and with `--idle` of them, and memory per idle
+    /// connection, of target `target`.
+    Idle {
+        /// The target.
+        target: usize,
+    },
+}
+
+/// One wrk measurement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Sample {
+    /// Requests per second.
+    pub rps: f64,
+    /// 99th percentile latency (ms).
+    pub p99_ms: f64,
+    /// Requests completed.
+    pub requests: u64,
+    /// CPU seconds the server used meanwhile.
+    pub cpu_s: f64,
+}
+
+impl Sample {
+    fn cpu_per_req_s(&self) -> f64 {
+        self.cpu_s / self.requests.max(1) as f64
+    }
+}
+
+/// The cost of idle connections to one target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IdleResult {
+    /// The target.
+    pub target: String,
+    /// CPU per request with no idle connection (µs).
+    pub cpu_per_req_us_0_idle: f64,
+    /// CPU per request with `--idle` connections held open (µs).
+    pub cpu_per_req_us_n_idle: f64,
+    /// The second over the first.
+    pub cpu_per_req_ratio: f64,
+    /// Resident memory before opening the idle connections (KiB).
+    pub rss_kib_before: u64,
+    /// Resident memory with them open (KiB).
+    pub rss_kib_after: u64,
+    /// The difference per idle connection (KiB).
+    pub rss_kib_per_idle_conn: f64,
+    /// Requests per second with no idle connection.
+    pub rps_0_idle: f64,
+    /// Requests per second with them.
+    pub rps_n_idle: f64,
+}
+
+/// What one point measured.
+#[derive(Debug, Clone)]
+pub enum StaticMeasured {
+    /// A round's wrk run.
+    Round(Sample),
+    /// An idle-connection measurement.
+    Idle(IdleResult),
+}
+
+/// One round of one target in `summary.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetSummary {
+    /// The target.
+    pub target: String,
+    /// Median requests per second over the rounds.
+    pub rps_median: f64,
+    /// Median p99 latency (ms).
+    pub p99_ms_median: f64,
+    /// Median CPU per request (µs).
+    pub cpu_per_req_us_median: f64,
+    /// Every round.
+    pub rounds: Vec<Sample>,
+}
+
+/// Ratios measured side by side.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratios {
+    /// triage-fifo's req/s over nginx's.
+    pub fifo_vs_nginx_rps: Option<f64>,
+    /// triage-pos's req/s over nginx's.
+    pub pos_vs_nginx_rps: Option<f64>,
+    /// triage-fifo's p99 over nginx's.
+    pub fifo_vs_nginx_p99: Option<f64>,
+    /// triage-pos's p99 over nginx's.
+    pub pos_vs_nginx_p99: Option<f64>,
+    /// 1 - triage-fifo's req/s over triage-gate-off's: what the gate costs.
+    pub gate_cost: Option<f64>,
+}
+
+/// The goals the figures are read against.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetsGoal {
+    /// triage's req/s at least this share of nginx's.
+    pub rps_vs_nginx_min: f64,
+    /// The gate costs at most this share of req/s.
+    pub gate_cost_max: f64,
+    /// Idle connections raise CPU per request by at most this factor.
+    pub idle_cpu_ratio_max: f64,
+    /// Memory per idle connection at most this (KiB).
+    pub rss_kib_per_idle_conn_max: f64,
+}
+
+/// `summary.json` of `triage bench static`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StaticSummary {
+    /// `static`.
+    pub bench: &'static str,
+    /// Size of the file served.
+    pub file_bytes: usize,
+    /// gzip level, if the file was compressed on the fly.
+    pub gzip_level: Option<u32>,
+    /// Seconds per measurement.
+    pub duration_s: u64,
+    /// Rounds.
+    pub rounds: usize,
+    /// wrk connections.
+    pub connections: usize,
+    /// Idle connections of the idle-cost measurement.
+    pub idle_connections: usize,
+    /// The servers' CPU.
+    pub server_cpu: usize,
+    /// wrk's CPU.
+    pub client_cpu: usize,
+    /// Whether this is a debug build (figures of one mean little).
+    pub debug_build: bool,
+    /// Per target.
+    pub targets: Vec<TargetSummary>,
+    /// The ratios.
+    pub ratios: Ratios,
+    /// Per target, the cost of idle connections.
+    pub idle: Vec<IdleResult>,
+    /// The goals.
+    pub targets_goal: TargetsGoal,
+}
+
+/// `triage bench static` as an [`Experiment`].
+pub struct StaticBench {
+    o: StaticOpts,
+    nginx: PathBuf,
+    wrk: PathBuf,
+    targets: Vec<(&'static str, &'static [&'static str])>,
+    /// The document root and the URL path of the file, once written.
+    file: Option<(PathBuf, &'static str)>,
+}
+
+impl StaticBench {
+    /// The benchmark `o` asks for (an error names a bad option).
+    pub fn new(o: StaticOpts) -> Result<StaticBench> {
+        whole_seconds("--duration", o.duration).map_err(LabError::Config)?;
+        if o.rounds == 0 {
+            return Err(LabError::Config("--rounds must be at least 1".into()));
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if o.server_cpu >= cpus || o.client_cpu >= cpus {
+            return Err(LabError::Config(format!(
+                "--server-cpu {} / --client-cpu {} but only {cpus} CPU(s) are available",
+                o.server_cpu, o.client_cpu
+            )));
+        }
+        let wrk = find_program("--wrk", &o.wrk)?;
+        // The default nginx is a peer like the labs' (left out with a note when missing); one
+        // named on the command line must be there.
+        let nginx = if o.nginx == "nginx" {
+            Peer::Nginx.binary().unwrap_or_default()
+        } else {
+            find_program("--nginx", &o.nginx)?
+        };
+        Ok(StaticBench {
+            o,
+            nginx,
+            wrk,
+            targets: TARGETS.to_vec(),
+            file: None,
+        })
+    }
+
+    fn conns_max(&self) -> usize {
+        self.o.idle + self.o.connections + 100
+    }
+
+    fn wrk_spec(&self, addr: SocketAddr, path: &str) -> WrkSpec {
+        let mut s = WrkSpec::new(
+            format!("http://{addr}{path}"),
+            self.o.connections,
+            self.o.duration,
+        );
+        if self.o.gzip.is_some() {
+            s.headers.push("Accept-Encoding: gzip".into());
+        }
+        s.program = Some(self.wrk.clone());
+        s
+    }
+
+    /// One wrk run against `t`, with the CPU time `t` used meanwhile.
+    fn run_wrk(&self, env: &Env<'_>, t: &Target, label: &str) -> Result<Sample> {
+        let (_, path) = self.file.as_ref().expect("prepare writes the file");
+        let pid = t.child.pid() as i32;
+        let cpu = || {
+            os::procfs::cpu_time(pid).map_err(|e| LabError::Process {
+                name: t.name.into(),
+                msg: format!("reading its CPU time: {e}"),
+            })
+        };
+        let cpu0 = cpu()?;
+        let r = Wrk::run(env.tb, label, &self.wrk_spec(t.addr, path))?;
+        let cpu1 = cpu()?;
+        if r.non_2xx > 0 {
+            return Err(LabError::Process {
+                name: t.name.into(),
+                msg: format!("answered {} non-2xx responses", r.non_2xx),
+            });
+        }
+        Ok(Sample {
+            rps: r.rps,
+            p99_ms: r.latency_p99_ms,
+            requests: r.requests,
+            cpu_s: cpu1.saturating_sub(cpu0).as_secs_f64(),
+        })
+    }
+
+    fn start_target(
+        &self,
+        env: &Env<'_>,
+        name: &'static str,
+        extra: &[&str],
+        root: &Path,
+        dir: &Path,
+    ) -> Result<Target> {
+        let tb = env.tb;
+        let addr = tb.server_addr()?;
+        let log = Some(dir.join(format!("{name}.log")));
+        let mut child = if name == "nginx" {
+            let site = PeerSite {
+                root: root.to_owned(),
+                listen: addr,
+                gzip: self.o.gzip.map(|level| Gzip {
+                    level,
+                    types: vec!["image/bmp".into()],
+                }),
+                keepalive_s: 3600,
+                extra: String::new(),
+            };
+            let conns = self.conns_max();
+            let tuning = PeerTuning {
+                nginx: NginxTuning {
+                    master_process: false,
+                    worker_connections: conns,
+                    rlimit_nofile: Some(conns * 2 + 100),
+                    keepalive_requests: Some(100_000_000),
+                    tcp_nopush: true,
+                },
+                program: Some(self.nginx.clone()),
+                ..PeerTuning::default()
+            };
+            let p = Peer::Nginx.prepare_tuned(&dir.join("nginx"), &site, &tuning)?;
+            tb.spawn_server_side(name, &p.program, &p.args, log)?
+        } else {
+            let mut args: Vec<String> = [
+                "serve",
+                "--root",
+                &root.to_string_lossy(),
+                "--listen",
+                &addr.to_string(),
+                "--slots",
+                "1",
+                "--keepalive-timeout",
+                "1h",
+                "--header-timeout",
+                "1h",
+                "--max-conns",
+                &self.conns_max().to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            args.extend(extra.iter().map(|s| s.to_string()));
+            if let Some(l) = self.o.gzip {
+                args.extend(["--gzip-level".to_string(), l.to_string()]);
+            }
+            let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+            tb.spawn_server_side(name, &self.o.triage_bin, &args, log)?
+        };
+        tb.wait_listening(addr, &mut child, Duration::from_secs(15))?;
+        Ok(Target { name, child, addr })
+    }
+}
+
+/// Open `n` keep-alive connections to `addr`, each served one request, and keep them.
+fn open_idle(addr: SocketAddr, n: usize, path: &str) -> std::io::Result<Vec<TcpStream>> {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n");
+    let mut conns = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut c = TcpStream::connect(addr).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("opening idle connection {i} of {n}: {e}"))
+        })?;
+        c.write_all(req.as_bytes())?;
+        conns.push(c);
+    }
+    // Read every response so each connection is established, served and idle.
+    for c in &mut conns {
+        c.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut buf = [0u8; 4096];
+        let n = c.read(&mut buf)?;
+        if n == 0 || !buf.starts_with(b"HTTP/1.1 200") {
+            return Err(std::io::Error::other(format!(
+                "idle connection was not served: {}",
+                String::from_utf8_lossy(&buf[..n])
+            )));
+        }
+    }
+    Ok(conns)
+}
+
+impl Experiment for StaticBench {
+    type Server = Vec<Target>;
+    type Point = StaticPoint;
+    type Measured = StaticMeasured;
+    type Summary = StaticSummary;
+
+    fn name(&self) -> String {
+        "bench static".into()
+    }
+
+    fn out_dir(&self, stamp: &str) -> PathBuf {
+        self.o.out.join(stamp)
+    }
+
+    fn testbed(&self) -> TestbedConfig {
+        TestbedConfig {
+            tag: "bench-static".into(),
+            server_cpu: self.o.server_cpu,
+            client_cpu: self.o.client_cpu,
+            net: NetMode::Loopback,
+            ..Default::default()
+        }
+    }
+
+    fn peers(&self) -> Vec<(String, Peer)> {
+        if self.o.nginx == "nginx" {
+            vec![("nginx".into(), Peer::Nginx)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn drop_variant(&mut self, name: &str) {
+        self.targets.retain(|(n, _)| *n != name);
+    }
+
+    fn prepare(&mut self, env: &Env<'_>) -> Result<()> {
+        if cfg!(debug_assertions) {
+            eprintln!(
+                "bench static: warning: this is a debug build; build with --release to measure"
+            );
+        }
+        let want = (self.o.idle as u64) * 3 + 1024;
+        let nofile = os::procfs::raise_nofile(want)
+            .map_err(|e| LabError::Os(format!("raising RLIMIT_NOFILE to {want}: {e}")))?;
+        if (nofile as usize) < self.o.idle * 2 + 200 {
+            return Err(LabError::Config(format!(
+                "RLIMIT_NOFILE is {nofile}, too low for --idle {}",
+                self.o.idle
+            )));
+        }
+        let root = env.tb.workdir().join("www");
+        std::fs::create_dir_all(&root).map_err(|e| LabError::io("creating", &root, e))?;
+        let (name, data) = if self.o.gzip.is_some() {
+            ("file.bmp", crate::site::bmp(self.o.size, 1))
+        } else {
+            let data = (0..self.o.size).map(|i| b'a' + (i % 26) as u8).collect();
+            ("file.html", data)
+        };
+        let file = root.join(name);
+        std::fs::write(&file, data).map_err(|e| LabError::io("writing", &file, e))?;
+        let path = if self.o.gzip.is_some() {
+            "/file.bmp"
+        } else {
+            "/file.html"
+        };
+        self.file = Some((root, path));
+        Ok(())
+    }
+
+    fn plan(&self) -> Vec<Session<StaticPoint>> {
+        let n = self.targets.len();
+        let mut points = Vec::new();
+        for round in 0..self.o.rounds {
+            // Alternate the order every round.
+            for k in 0..n {
+                let target = if round % 2 == 0 { k } else { n - 1 - k };
+                points.push(StaticPoint::Round { round, target });
+            }
+        }
+        if self.o.idle > 0 {
+            points.extend((0..n).map(|target| StaticPoint::Idle { target }));
+        }
+        vec![Session {
+            variant: "servers".into(),
+            dir: "servers".into(),
+            points,
+        }]
+    }
+
+    fn start(&self, env: &Env<'_>, _: &Session<StaticPoint>, dir: &Path) -> Result<Vec<Target>> {
+        let (root, path) = self.file.as_ref().expect("prepare writes the file");
+        let mut out = Vec::new();
+        for (name, extra) in &self.targets {
+            out.push(self.start_target(env, name, extra, root, dir)?);
+        }
+        if self.o.gzip.is_some() {
+            // Measure compression, not a silent fallback to the plain file.
+            for t in &out {
+                check_gzip(t.name, t.addr, path)?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn label(&self, pt: &StaticPoint) -> String {
+        match *pt {
+            StaticPoint::Round { round, target } => {
+                format!("round {} {}", round + 1, self.targets[target].0)
+            }
+            StaticPoint::Idle { target } => {
+                format!(
+                    "{} with 0 and {} idle connections",
+                    self.targets[target].0, self.o.idle
+                )
+            }
+        }
+    }
+
+    fn measure(
+        &self,
+        env: &Env<'_>,
+        targets: &mut Vec<Target>,
+        pt: &StaticPoint,
+        _: &Path,
+    ) -> Result<StaticMeasured> {
+        match *pt {
+            StaticPoint::Round { round, target } => {
+                let t = &targets[target];
+                let s = self.run_wrk(env, t, &format!("{}-r{round}", t.name))?;
+                Ok(StaticMeasured::Round(s))
+            }
+            StaticPoint::Idle { target } => {
+                let t = &targets[target];
+                let (_, path) = self.file.as_ref().expect("prepare writes the file");
+                let pid = t.child.pid() as i32;
+                let rss = || {
+                    os::procfs::rss_kib(pid).map_err(|e| LabError::Process {
+                        name: t.name.into(),
+                        msg: format!("reading its memory: {e}"),
+                    })
+                };
+                let base = self.run_wrk(env, t, &format!("{}-idle0", t.name))?;
+                let rss0 = rss()?;
+                let held = open_idle(t.addr, self.o.idle, path).map_err(|e| LabError::Process {
+                    name: t.name.into(),
+                    msg: e.to_string(),
+                })?;
+                crate::signals::sleep(Duration::from_millis(300))?;
+                let rss1 = rss()?;
+                let loaded = self.run_wrk(env, t, &format!("{}-idle", t.name))?;
+                drop(held);
+                let (cpr0, cpr1) = (base.cpu_per_req_s(), loaded.cpu_per_req_s());
+                Ok(StaticMeasured::Idle(IdleResult {
+                    target: t.name.into(),
+                    cpu_per_req_us_0_idle: cpr0 * 1e6,
+                    cpu_per_req_us_n_idle: cpr1 * 1e6,
+                    cpu_per_req_ratio: cpr1 / cpr0,
+                    rss_kib_before: rss0,
+                    rss_kib_after: rss1,
+                    rss_kib_per_idle_conn: (rss1 as f64 - rss0 as f64) / self.o.idle as f64,
+                    rps_0_idle: base.rps,
+                    rps_n_idle: loaded.rps,
+                }))
+            }
+        }
+    }
+
+    fn describe(&self, _: &Env<'_>, m: &StaticMeasured) -> String {
+        match m {
+            StaticMeasured::Round(s) => format!(
+                "{:.0} req/s, p99 {:.3} ms, {:.2} us CPU per request",
+                s.rps,
+                s.p99_ms,
+                s.cpu_per_req_s() * 1e6
+            ),
+            StaticMeasured::Idle(r) => format!(
+                "CPU per request x{:.3}, {:.2} KiB per idle connection",
+                r.cpu_per_req_ratio, r.rss_kib_per_idle_conn
+            ),
+        }
+    }
+
+    fn stop(&self, _: &Env<'_>, targets: Vec<Target>) -> String {
+        drop(targets);
+        String::new()
+    }
+
+    fn summarize(&self, _: &Env<'_>, done: &[(StaticPoint, StaticMeasured)]) -> StaticSummary {
+        summarize(&self.o, &self.targets, done)
+    }
+
+    fn outputs(&self, _: &StaticSummary, _: &[(StaticPoint, StaticMeasured)]) -> Outputs {
+        Outputs::default()
+    }
+
+    fn print(&self, s: &StaticSummary, out: &Path) {
+        print(s, self.o.idle, out);
+    }
+}
+
+/// The summary of the rounds and idle measurements in `done`.
+pub fn summarize(
+    o: &StaticOpts,
+    targets: &[(&'static str, &'static [&'static str])],
+    done: &[(StaticPoint, StaticMeasured)],
+) -> StaticSummary {
+    let samples = |i: usize| -> Vec<Sample> {
+        done.iter()
+            .filter_map(|(p, m)| match (p, m) {
+                (StaticPoint::Round { target, .. }, StaticMeasured::Round(s)) if *target == i => {
+                    Some(*s)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let per_target: Vec<TargetSummary> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let s = samples(i);
+            let med = |f: fn(&Sample) -> f64| median(&s.iter().map(f).collect::<Vec<_>>());
+            TargetSummary {
+                target: (*name).into(),
+                rps_median: med(|s| s.rps),
+                p99_ms_median: med(|s| s.p99_ms),
+                cpu_per_req_us_median: med(|s| s.cpu_per_req_s() * 1e6),
+                rounds: s,
+            }
+        })
+        .collect();
+    let get =
+        |n: &str, f: fn(&TargetSummary) -> f64| per_target.iter().find(|t| t.target == n).map(f);
+    let rps = |n: &str| get(n, |t| t.rps_median);
+    let p99 = |n: &str| get(n, |t| t.p99_ms_median);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    StaticSummary {
+        bench: "static",
+        file_bytes: o.size,
+        gzip_level: o.gzip,
+        duration_s: o.duration.as_secs(),
+        rounds: o.rounds,
+        connections: o.connections,
+        idle_connections: o.idle,
+        server_cpu: o.server_cpu,
+        client_cpu: o.client_cpu,
+        debug_build: cfg!(debug_assertions),
+        ratios: Ratios {
+            fifo_vs_nginx_rps: ratio(rps("triage-fifo"), rps("nginx")),
+            pos_vs_nginx_rps: ratio(rps("triage-pos"), rps("nginx")),
+            fifo_vs_nginx_p99: ratio(p99("triage-fifo"), p99("nginx")),
+            pos_vs_nginx_p99: ratio(p99("triage-pos"), p99("nginx")),
+            gate_cost: ratio(rps("triage-fifo"), rps("triage-gate-off")).map(|r| 1.0 - r),
+        },
+        targets: per_target,
+        idle: done
+            .iter()
+            .filter_map(|(_, m)| match m {
+                StaticMeasured::Idle(r) => Some(r.clone()),
+                StaticMeasured::Round(_) => None,
+            })
+            .collect(),
+        targets_goal: TargetsGoal {
+            rps_vs_nginx_min: 0.9,
+            gate_cost_max: 0.05,
+            idle_cpu_ratio_max: 1.1,
+            rss_kib_per_idle_conn_max: 20.0,
+        },
+    }
+}
+
+/// The table and the ratios on stdout, and where `summary.json` is.
+pub fn print(s: &StaticSummary, idle: usize, out: &Path) {
+    println!(
+        "{:<16} {:>12} {:>10} {:>14}",
+        "target", "req/s", "p99 ms", "cpu/req us"
+    );
+    for t in &s.targets {
+        println!(
+            "{:<16} {:>12.0} {:>10.3} {:>14.2}",
+            t.target, t.rps_median, t.p99_ms_median, t.cpu_per_req_us_median
+        );
+    }
+    let show = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+    let r = &s.ratios;
+    println!(
+        "triage-fifo / nginx req/s: {} (goal >= 0.9)",
+        show(r.fifo_vs_nginx_rps)
+    );
+    println!("triage-pos  / nginx req/s: {}", show(r.pos_vs_nginx_rps));
+    println!("triage-fifo / nginx p99:   {}", show(r.fifo_vs_nginx_p99));
+    println!("triage-pos  / nginx p99:   {}", show(r.pos_vs_nginx_p99));
+    println!(
+        "gate cost (1 - fifo/gate-off req/s): {} (goal <= 0.05)",
+        show(r.gate_cost)
+    );
+    for r in &s.idle {
+        println!(
+            "{:<16} idle x{idle}: cpu/req ratio {:.3} (goal <= 1.1), rss {:.2} KiB per idle conn (goal <= 20)",
+            r.target, r.cpu_per_req_ratio, r.rss_kib_per_idle_conn
+        );
+    }
+    println!("wrote {}", out.join("summary.json").display());
+}
+
+/// Run the benchmark `o` asks for. Returns its results directory.
+pub fn run(o: &StaticOpts) -> Result<PathBuf> {
+    run_experiment(StaticBench::new(o.clone())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> StaticOpts {
+        use clap::{Args, FromArgMatches};
+        let cmd = StaticOpts::augment_args(clap::Command::new("t").no_binary_name(true));
+        cmd.clone().debug_assert();
+        StaticOpts::from_arg_matches(&cmd.try_get_matches_from(args).unwrap()).unwrap()
+    }
+
+    fn sample(rps: f64) -> StaticMeasured {
+        StaticMeasured::Round(Sample {
+            rps,
+            p99_ms: 1000.0 / rps,
+            requests: (rps * 5.0) as u64,
+            cpu_s: 1.0,
+        })
+    }
+
+    #[test]
+    fn rounds_alternate_and_the_summary_keeps_its_keys() {
+        let o = opts(&["--rounds", "3", "--idle", "10", "--duration", "2s"]);
+        assert_eq!(o.duration, Duration::from_secs(2));
+        let b = StaticBench {
+            o: o.clone(),
+            nginx: PathBuf::new(),
+            wrk: PathBuf::new(),
+            targets: TARGETS.to_vec(),
+            file: None,
+        };
+        let pts = &b.plan()[0].points;
+        let order: Vec<usize> = pts
+            .iter()
+            .filter_map(|p| match p {
+                StaticPoint::Round { target, .. } => Some(*target),
+                StaticPoint::Idle { .. } => None,
+            })
+            .collect();
+        assert_eq!(order, [0, 1, 2, 3, 3, 2, 1, 0, 0, 1, 2, 3]);
+        assert_eq!(pts.len(), 12 + 4);
+        assert_eq!(b.label(&pts[5]), "round 2 triage-pos");
+        // nginx 1000 req/s; fifo 950, 900, 1000 (median 950); gate-off 1000.
+        let rps = |t: usize, r: usize| match t {
+            0 => 1000.0,
+            1 => [950.0, 900.0, 1000.0][r],
+            2 => 800.0,
+            _ => 1000.0,
+        };
+        let done: Vec<(StaticPoint, StaticMeasured)> = pts
+            .iter()
+            .filter_map(|p| match *p {
+                StaticPoint::Round { round, target } => Some((*p, sample(rps(target, round)))),
+                StaticPoint::Idle { .. } => None,
+            })
+            .collect();
+        let s = summarize(&o, &b.targets, &done);
+        assert_eq!(s.targets[1].rps_median, 950.0);
+        assert!((s.ratios.fifo_vs_nginx_rps.unwrap() - 0.95).abs() < 1e-12);
+        assert!((s.ratios.gate_cost.unwrap() - 0.05).abs() < 1e-12);
+        assert_eq!(s.ratios.pos_vs_nginx_rps, Some(0.8));
+        let j = serde_json::to_value(&s).unwrap();
+        let keys: Vec<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
+        for k in [
+            "bench",
+            "file_bytes",
+            "gzip_level",
+            "duration_s",
+            "rounds",
+            "connections",
+            "idle_connections",
+            "server_cpu",
+            "client_cpu",
+            "debug_build",
+            "targets",
+            "ratios",
+            "idle",
+            "targets_goal",
+        ] {
+            assert!(keys.contains(&k), "{k}");
+        }
+        assert_eq!(j["duration_s"], 2);
+        assert!(j["gzip_level"].is_null());
+        assert_eq!(j["targets"][0]["rounds"][0]["requests"], 5000);
+        assert!(j["ratios"]["fifo_vs_nginx_p99"].is_number());
+        // Without nginx the ratios against it are null.
+        let no_nginx: Vec<_> = b.targets[1..].to_vec();
+        let done: Vec<_> = done
+            .into_iter()
+            .filter_map(|(p, m)| match p {
+                StaticPoint::Round { round, target } if target > 0 => Some((
+                    StaticPoint::Round {
+                        round,
+                        target: target - 1,
+                    },
+                    m,
+                )),
+                _ => None,
+            })
+            .collect();
+        let s = summarize(&o, &no_nginx, &done);
+        assert_eq!(s.ratios.fifo_vs_nginx_rps, None);
+        assert!(s.ratios.gate_cost.is_some());
+    }
+
+    #[test]
+    fn a_duration_is_whole_seconds_with_a_unit() {
+        let mut o = opts(&[]);
+        assert_eq!(
+            (o.duration, o.rounds, o.size),
+            (Duration::from_secs(5), 3, 1024)
+        );
+        o.duration = Duration::from_millis(1500);
+        let e = StaticBench::new(o).err().unwrap().to_string();
+        assert!(e.contains("whole seconds"), "{e}");
+        use clap::Args;
+        let cmd = StaticOpts::augment_args(clap::Command::new("t").no_binary_name(true));
+        let e = cmd.try_get_matches_from(["--duration", "3"]).unwrap_err();
+        assert!(e.to_string().contains("3s"), "{e}");
+    }
+}

@@ -1,0 +1,247 @@
+//! Everything `triage lab pos` can be told ([`PosOpts`], its flags) and the defaults that are
+//! not a flag's own (quotas, stagger, SLP).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use policy::registry::PosTail;
+
+use crate::testbed::NetMode;
+use crate::util::{clap_defaults, parse_bytes, parse_quota, Scale};
+
+/// Everything `triage lab pos` can be told. `None` = the experiment's default.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PosOpts {
+    /// Experiment of seed 001: 1, 2, 3 or 4.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub exp: u8,
+    /// A run of under two minutes (fewer variants, pages and repetitions).
+    #[arg(long)]
+    pub quick: bool,
+    /// Scale of the time parameters (tiny: 3 browsers, 2 pages each, 1 repetition).
+    #[arg(long = "seconds-scale", value_enum, default_value = "normal")]
+    pub scale: Scale,
+    /// Repetitions per variant (interleaved) [default: 5; --quick 2; tiny 1].
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Simultaneous browsers (exp 1-3) [default: 9; tiny 3].
+    #[arg(long)]
+    pub browsers: Option<usize>,
+    /// Browser counts of exp 4, e.g. 3,6,9,12.
+    #[arg(long, value_delimiter = ',')]
+    pub browser_counts: Option<Vec<usize>>,
+    /// Time between bursts (exp 1) or length of the random window (exp 2-4) [default: 5s;
+    /// tiny 1500ms].
+    #[arg(long, value_parser = units::parse_positive_duration)]
+    pub interval: Option<Duration>,
+    /// Pages per browser per run [default: 3; --quick and tiny 2].
+    #[arg(long)]
+    pub pages: Option<usize>,
+    /// RW of the fixed-RW pos variants, e.g. 3,6,9 [default: exp 1 1,3,6,9, exp 2-4 3,6,9;
+    /// --quick and tiny: the first alone].
+    #[arg(long, value_delimiter = ',')]
+    pub rw: Option<Vec<u32>>,
+    /// Fixed SLP of exp 1-2 [default: interval/3, at most 1500ms].
+    #[arg(long, value_parser = units::parse_duration)]
+    pub slp: Option<Duration>,
+    /// CPU quota of the whole server side (server + hog): fraction or percent of one CPU
+    /// [default: exp 1 10%, exp 2-4 3%; without gzip 2.5% and 0.75%].
+    #[arg(long, value_parser = parse_quota)]
+    pub quota: Option<f64>,
+    /// CFS period of the quota.
+    #[arg(long, value_parser = units::parse_positive_duration, default_value = "10ms")]
+    pub period: Duration,
+    /// Link rate in Mbit/s (tbf on the veth, or client-side throttling).
+    #[arg(long, default_value_t = 10.0)]
+    pub rate_mbit: f64,
+    /// How to emulate the network.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub net: NetMode,
+    /// On-the-fly gzip level for every server (text/html and image/bmp).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
+    pub gzip_level: u32,
+    /// No on-the-fly compression.
+    #[arg(long)]
+    pub no_gzip: bool,
+    /// HTML size (bytes, or with a unit: 4KiB).
+    #[arg(long, default_value = "4096", value_parser = parse_bytes)]
+    pub html_bytes: usize,
+    /// Image sizes (bytes, or with a unit).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes,
+          default_values = ["20000", "40000", "60000", "80000"])]
+    pub image_bytes: Vec<usize>,
+    /// Parallel connections per browser (K).
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+    /// Offset between browsers in a burst (exp 1), so HTML meets other browsers' images;
+    /// 0s = every browser at the same instant [default: 40ms for exp 1].
+    #[arg(long, value_parser = units::parse_duration)]
+    pub stagger: Option<Duration>,
+    /// TCP congestion control in the server's network namespace (e.g. bbr) [default: the
+    /// kernel's].
+    #[arg(long, value_name = "NAME")]
+    pub tcp_cc: Option<String>,
+    /// Tail order of the POS variants: `episode` (triage's: responses that are not text are
+    /// served first come, first served) or `fifo` (the paper's ready-queue order).
+    #[arg(long, default_value = "episode", value_parser = parse_pos_tail)]
+    pub pos_tail: PosTail,
+    /// Seed of the site and the arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Only these variants (comma-separated names, e.g. fifo,pos-rw3,nginx).
+    #[arg(long = "variants", value_delimiter = ',')]
+    pub only: Option<Vec<String>>,
+    /// Do not measure nginx and Apache.
+    #[arg(long = "no-peers", action = clap::ArgAction::SetFalse)]
+    pub peers: bool,
+    /// Extra flag for every triage variant (repeatable), e.g. --triage-flag=--starvation-bound=off.
+    #[arg(long = "triage-flag", allow_hyphen_values = true)]
+    pub triage_extra: Vec<String>,
+    /// Extra flag for every load run (repeatable).
+    #[arg(long = "load-flag", allow_hyphen_values = true)]
+    pub load_extra: Vec<String>,
+    /// Results directory [default: results/pos-expN/<UTC timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The `triage` binary the lab runs as server and load generator.
+    #[arg(skip)]
+    pub triage_bin: PathBuf,
+    /// The command line, for the report.
+    #[arg(skip)]
+    pub command: String,
+}
+
+impl PosOpts {
+    /// Defaults for experiment `exp` (the caller overrides fields).
+    pub fn new(exp: u8, triage_bin: PathBuf) -> PosOpts {
+        PosOpts {
+            exp,
+            triage_bin,
+            ..clap_defaults()
+        }
+    }
+
+    /// The gzip level of every server, `None` with `--no-gzip`.
+    pub fn gzip_level(&self) -> Option<u32> {
+        (!self.no_gzip).then_some(self.gzip_level)
+    }
+}
+
+/// `episode` or `fifo`.
+pub fn parse_pos_tail(s: &str) -> Result<PosTail, String> {
+    s.parse()
+}
+
+/// The name of a tail order as `triage serve --pos-tail` takes it.
+pub fn tail_name(t: PosTail) -> &'static str {
+    match t {
+        PosTail::Episode => "episode",
+        PosTail::Fifo => "fifo",
+    }
+}
+
+/// Default server-side CPU quota when the servers compress on the fly: a fraction of one CPU
+/// that makes gzip serving of the site CPU-bound against a 10 Mbit/s link (docs/lab.md).
+pub const DEFAULT_QUOTA: f64 = 0.10;
+/// Default quota when nothing is compressed (`--no-gzip`): sending files costs a few
+/// microseconds per KB, so the emulated CPU must be slower.
+pub const DEFAULT_QUOTA_PLAIN: f64 = 0.025;
+/// Exp 2-4 (random arrivals, no hog) scale both quotas by this, so that the server is busy
+/// about half the time and requests queue, as under a random load that makes ordering matter
+/// (docs/lab.md).
+pub const RANDOM_QUOTA_SCALE: f64 = 0.3;
+
+/// The default server-side quota of experiment `exp`.
+pub fn default_quota(exp: u8, gzip: bool) -> f64 {
+    let q = if gzip {
+        DEFAULT_QUOTA
+    } else {
+        DEFAULT_QUOTA_PLAIN
+    };
+    if exp == 1 {
+        q
+    } else {
+        q * RANDOM_QUOTA_SCALE
+    }
+}
+
+/// Default offset between browsers in an exp 1 burst: 9 browsers click within 320 ms. With
+/// every click at the same instant every HTML request is queued before any image and there is
+/// nothing to reorder (docs/lab.md); the simulator's calibration of the paper's exp 1 found
+/// clicks spread over about 300 ms (docs/sim.md).
+pub const DEFAULT_STAGGER: Duration = Duration::from_millis(40);
+
+/// Upper bound of the default fixed SLP (exp 1-2): a third of the interval, at most this.
+pub const DEFAULT_SLP_MAX: Duration = Duration::from_millis(1500);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<PosOpts, clap::Error> {
+        use clap::{Args, FromArgMatches};
+        let cmd = PosOpts::augment_args(clap::Command::new("t").no_binary_name(true));
+        cmd.clone().debug_assert();
+        PosOpts::from_arg_matches(&cmd.try_get_matches_from(args)?)
+    }
+
+    #[test]
+    fn flags_parse_with_units() {
+        let t = parse(&[
+            "--exp",
+            "3",
+            "--rw",
+            "3,6",
+            "--browser-counts",
+            "3,6,9",
+            "--image-bytes",
+            "1000,2KB",
+            "--quota",
+            "15%",
+            "--triage-flag=--starvation-bound=off",
+            "--variants",
+            "fifo,nginx",
+            "--interval",
+            "2s",
+            "--stagger",
+            "0s",
+            "--pos-tail",
+            "fifo",
+            "--no-peers",
+        ])
+        .unwrap();
+        assert_eq!(t.rw, Some(vec![3, 6]));
+        assert_eq!(t.browser_counts, Some(vec![3, 6, 9]));
+        assert_eq!(t.image_bytes, vec![1000, 2000]);
+        assert_eq!(t.quota, Some(0.15));
+        assert_eq!(t.triage_extra, vec!["--starvation-bound=off"]);
+        assert_eq!(t.only, Some(vec!["fifo".to_string(), "nginx".to_string()]));
+        assert_eq!(t.interval, Some(Duration::from_secs(2)));
+        assert_eq!(t.stagger, Some(Duration::ZERO));
+        assert_eq!(t.pos_tail, PosTail::Fifo);
+        assert!(!t.peers);
+        assert!(parse(&["--quota", "0"]).is_err());
+        assert!(parse(&["--rw", "3,x"]).is_err());
+        assert!(parse(&["--exp", "5"]).is_err());
+        assert!(parse(&["--gzip-level", "10"]).is_err());
+        // A duration needs its unit now: `--interval 5` is refused, saying how to write it.
+        let e = parse(&["--interval", "5"]).unwrap_err().to_string();
+        assert!(e.contains("5ms") && e.contains("5s"), "{e}");
+        assert!(parse(&["--period", "0ms"]).is_err());
+    }
+
+    #[test]
+    fn defaults_are_the_flags_defaults() {
+        let d = PosOpts::new(2, PathBuf::from("/bin/false"));
+        assert_eq!(d.exp, 2);
+        assert_eq!(d.scale, Scale::Normal);
+        assert_eq!(d.period, Duration::from_millis(10));
+        assert_eq!(d.image_bytes, vec![20_000, 40_000, 60_000, 80_000]);
+        assert_eq!((d.html_bytes, d.parallel, d.seed), (4096, 4, 1));
+        assert_eq!(d.gzip_level(), Some(6));
+        assert_eq!(d.pos_tail, PosTail::Episode);
+        assert!(d.peers && d.only.is_none() && d.out.is_none());
+        assert_eq!(d.net, NetMode::Auto);
+        assert_eq!(d.rate_mbit, 10.0);
+    }
+}

@@ -1,0 +1,359 @@
+//! The plan of a `triage lab pos` run: its parameters resolved from the options
+//! ([`resolve`]), the variants compared ([`variants`]) and the arrivals every variant gets
+//! ([`trace`]).
+
+use std::time::Duration;
+
+use policy::registry::PosTail;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use super::opts::{default_quota, tail_name, PosOpts, DEFAULT_SLP_MAX, DEFAULT_STAGGER};
+use crate::error::{LabError, Result};
+use crate::peers::Peer;
+use crate::runner::Variant;
+use crate::site::SiteSpec;
+use crate::util::Scale;
+
+/// The resolved parameters of a run of the lab (what the summary records).
+#[derive(Debug, Clone, Serialize)]
+pub struct Params {
+    /// The experiment (1-4).
+    pub exp: u8,
+    /// `--quick`.
+    pub quick: bool,
+    /// `--seconds-scale`.
+    pub scale: Scale,
+    /// Repetitions of every variant.
+    pub reps: usize,
+    /// Simultaneous browsers (one count for exp 1-3).
+    pub browser_counts: Vec<usize>,
+    /// `burst` or `random`.
+    pub arrivals: String,
+    /// Time between bursts, or length of the random window (s).
+    pub interval_s: f64,
+    /// Pages each browser fetches per run.
+    pub pages_per_browser: usize,
+    /// Offset between browsers in a burst (ms).
+    pub stagger_ms: Option<f64>,
+    /// Tail order of the POS variants.
+    pub pos_tail: PosTail,
+    /// A CPU-bound process beside the server.
+    pub hog: bool,
+    /// SLP of the fixed-SLP variants (s) or null when predicted.
+    pub slp_s: Option<f64>,
+    /// RW of the fixed-RW POS variants.
+    pub rw: Vec<u32>,
+    /// Server-side CPU quota (fraction of one CPU).
+    pub quota: Option<f64>,
+    /// CFS period of the quota (ms).
+    pub period_ms: f64,
+    /// Connections per browser (K).
+    pub parallel: usize,
+    /// On-the-fly gzip level of every server.
+    pub gzip_level: Option<u32>,
+    /// Whether responses were really compressed (the load generator asked for gzip).
+    pub gzip_effective: bool,
+    /// The site generated.
+    pub site: SiteSpec,
+    /// Bytes of one page.
+    pub page_bytes: usize,
+    /// Seed of the site and the arrivals.
+    pub seed: u64,
+    /// Flags added to every triage variant.
+    pub triage_extra: Vec<String>,
+}
+
+/// The parameters of a run of `o`: the experiment's defaults where `o` says nothing, checked.
+pub fn resolve(o: &PosOpts) -> Result<Params> {
+    if !(1..=4).contains(&o.exp) {
+        return Err(LabError::Config(format!(
+            "--exp {} is not an experiment of seed 001 (1, 2, 3 or 4)",
+            o.exp
+        )));
+    }
+    if !(o.rate_mbit > 0.0 && o.rate_mbit.is_finite()) {
+        return Err(LabError::Config(format!(
+            "--rate-mbit {} must be positive",
+            o.rate_mbit
+        )));
+    }
+    if o.parallel == 0 {
+        return Err(LabError::Config("--parallel must be at least 1".into()));
+    }
+    let gzip = o.gzip_level().is_some();
+    let tiny = o.scale == Scale::Tiny;
+    let browsers = o.browsers.unwrap_or(if tiny { 3 } else { 9 });
+    let browser_counts = if o.exp == 4 {
+        o.browser_counts
+            .clone()
+            .unwrap_or(if tiny { vec![2, 4] } else { vec![3, 6, 9, 12] })
+    } else {
+        vec![browsers]
+    };
+    if browser_counts.is_empty() || browser_counts.contains(&0) {
+        return Err(LabError::Config("browser counts must be at least 1".into()));
+    }
+    // Exp 1 needs every page done (t2, up to ~3.4 s measured at the defaults) more than SLP
+    // before the next burst, or the next HTML arrives on a connection whose worker waited less
+    // than SLP while image connections idle longer are marked: POS would invert priorities
+    // (measured with a 3 s interval: pos-rw3 -138 % against fifo, docs/lab.md).
+    let interval = o.interval.unwrap_or(match (tiny, o.quick) {
+        (true, _) => Duration::from_millis(1500),
+        (false, _) => Duration::from_secs(5),
+    });
+    let pages = o.pages.unwrap_or(match (tiny, o.quick) {
+        (true, _) => 2,
+        (false, true) => 2,
+        (false, false) => 3,
+    });
+    let reps = o.reps.unwrap_or(match (tiny, o.quick) {
+        (true, _) => 1,
+        (false, true) => 2,
+        (false, false) => 5,
+    });
+    if reps == 0 || pages == 0 || interval.is_zero() {
+        return Err(LabError::Config(
+            "repetitions, pages and interval must be positive".into(),
+        ));
+    }
+    // Exp 1 adds RW 1 to the paper's 3, 6, 9: here a 4 KB HTML page is one burst and an image
+    // 2-6 bursts (16 KiB each), so RW 3 leaves an image's worker marked for two of them.
+    let rw = o.rw.clone().unwrap_or(match (o.exp, o.quick || tiny) {
+        (1, true) => vec![1],
+        (1, false) => vec![1, 3, 6, 9],
+        (_, true) => vec![3],
+        (_, false) => vec![3, 6, 9],
+    });
+    if rw.is_empty() || rw.contains(&0) {
+        return Err(LabError::Config("--rw values must be at least 1".into()));
+    }
+    // Fixed SLP: between the longest wait inside a page (mostly under 1 s) and the idle time
+    // between bursts (interval - t2, at least 1.6 s measured).
+    let slp = o.slp.unwrap_or((interval / 3).min(DEFAULT_SLP_MAX));
+    if slp >= interval {
+        return Err(LabError::Config(format!(
+            "--slp {slp:?} must be shorter than the interval {interval:?}, or no worker ever \
+             waits longer than SLP"
+        )));
+    }
+    if let Some(q) = o.quota {
+        if !(q > 0.0 && q <= 64.0) {
+            return Err(LabError::Config(format!(
+                "--quota {q} must be in (0, 64] CPUs"
+            )));
+        }
+    }
+    let quota = o.quota.unwrap_or(default_quota(o.exp, gzip));
+    // The kernel's smallest quota is 1 ms per period: lengthen the period if needed.
+    let period = o
+        .period
+        .max(Duration::from_secs_f64((0.001 / quota).min(1.0)));
+    let site = SiteSpec {
+        browsers: *browser_counts.iter().max().unwrap_or(&1),
+        html_bytes: o.html_bytes,
+        image_bytes: o.image_bytes.clone(),
+        seed: o.seed,
+    };
+    site.validate()?;
+    Ok(Params {
+        exp: o.exp,
+        quick: o.quick,
+        scale: o.scale,
+        reps,
+        browser_counts,
+        arrivals: if o.exp == 1 { "burst" } else { "random" }.into(),
+        interval_s: interval.as_secs_f64(),
+        pages_per_browser: pages,
+        stagger_ms: if o.exp == 1 {
+            Some(o.stagger.unwrap_or(DEFAULT_STAGGER).as_secs_f64() * 1e3)
+        } else {
+            o.stagger.map(|d| d.as_secs_f64() * 1e3)
+        },
+        pos_tail: o.pos_tail,
+        hog: o.exp == 1,
+        slp_s: (o.exp <= 2).then_some(slp.as_secs_f64()),
+        rw,
+        quota: Some(quota),
+        period_ms: period.as_secs_f64() * 1e3,
+        parallel: o.parallel,
+        gzip_level: o.gzip_level(),
+        // The load generator asks for gzip whenever the servers compress.
+        gzip_effective: gzip,
+        page_bytes: site.page_bytes(),
+        site,
+        seed: o.seed,
+        triage_extra: o.triage_extra.clone(),
+    })
+}
+
+fn ms(d: f64) -> String {
+    format!("{}ms", (d * 1e3).round() as u64)
+}
+
+/// The variants of an experiment, in order.
+pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
+    let hog = p.hog;
+    let mut v = Vec::new();
+    let extra: Vec<&str> = p.triage_extra.iter().map(String::as_str).collect();
+    // Every triage variant runs the same gate mechanism (scheduling rounds on, also for fifo,
+    // whose order they cannot change), so that a difference between variants is the policy's.
+    // `triage serve`'s default (`--rounds auto`) would leave them off for fifo only, and rounds
+    // change how image chunks interleave (docs/lab.md). `--triage-flag` comes last and wins.
+    // POS as the paper states it has no starvation guard; triage's (on by default in `serve`)
+    // counts wall time, and under the lab's quota its 200 ms are ~10 ms of the server's CPU:
+    // it rescued 20-40 image chunks a run ahead of the text POS had promoted (docs/lab.md).
+    let tv = |name: &str, args: &[&str]| {
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--rounds", "on", "--starvation-bound", "off"]);
+        a.extend(extra.iter().copied());
+        Variant::triage(name, &a, hog)
+    };
+    v.push(tv("fifo", &["--policy", "fifo"]));
+    let slp = match p.slp_s {
+        Some(s) => ms(s),
+        None => "auto".into(),
+    };
+    let prefix = if p.slp_s.is_some() { "pos" } else { "pos-auto" };
+    let tail = tail_name(p.pos_tail);
+    // One POS variant: fixed SLP (or auto), this RW, tail order and kernel boost.
+    let pos_variant = |name: &str, rw: u32, tail: &str, boost: &str| {
+        let r = rw.to_string();
+        tv(
+            name,
+            &[
+                "--policy",
+                "pos",
+                "--slp",
+                &slp,
+                "--rw",
+                &r,
+                "--pos-tail",
+                tail,
+                "--boost",
+                boost,
+            ],
+        )
+    };
+    for &rw in &p.rw {
+        v.push(pos_variant(&format!("{prefix}-rw{rw}"), rw, tail, "off"));
+    }
+    let rw0 = p.rw[0];
+    // Exp 1 also runs the first RW with the paper's tail (FIFO by ready time), so the report
+    // shows what triage's episode order changes; `--quick` leaves it out.
+    if p.exp == 1 && !p.quick && p.pos_tail == PosTail::Episode {
+        v.push(pos_variant(
+            &format!("pos-rw{rw0}-fifotail"),
+            rw0,
+            "fifo",
+            "off",
+        ));
+    }
+    // The kernel-boost variants are diagnostics (docs/lab.md, both measured worse than no
+    // boost): they run only when `--variants` names them.
+    if p.exp == 1 {
+        for boost in ["nice", "slice"] {
+            let name = format!("pos-rw{rw0}-{boost}");
+            if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
+                v.push(pos_variant(&name, rw0, tail, boost));
+            }
+        }
+    }
+    if p.exp == 3 {
+        for rule in ["paper", "split"] {
+            v.push(tv(
+                &format!("pos-auto-rwauto-{rule}"),
+                &[
+                    "--policy",
+                    "pos",
+                    "--slp",
+                    "auto",
+                    "--rw",
+                    "auto",
+                    "--rw-rule",
+                    rule,
+                    "--pos-tail",
+                    tail,
+                    "--boost",
+                    "off",
+                ],
+            ));
+        }
+    }
+    v.push(tv("content", &["--policy", "content"]));
+    if o.peers {
+        v.push(Variant::peer(Peer::Nginx, hog));
+        v.push(Variant::peer(Peer::Apache, hog));
+    }
+    if let Some(only) = &o.only {
+        v.retain(|x| only.iter().any(|n| n == &x.name));
+    }
+    v
+}
+
+/// The arrivals of one run as a `triage load` trace (same for every variant and repetition
+/// of one browser count).
+pub fn trace(p: &Params, browsers: usize, seed: u64) -> String {
+    let mut lines = Vec::new();
+    let iv = p.interval_s * 1e3;
+    let lead = lead_ms(p);
+    match p.arrivals.as_str() {
+        "burst" => {
+            let st = p.stagger_ms.unwrap_or(0.0);
+            for k in 0..p.pages_per_browser {
+                for b in 0..browsers {
+                    lines.push((lead + k as f64 * iv + b as f64 * st, b));
+                }
+            }
+        }
+        _ => {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+            for k in 0..p.pages_per_browser {
+                for b in 0..browsers {
+                    lines.push((lead + k as f64 * iv + rng.gen_range(0.0..iv), b));
+                }
+            }
+        }
+    }
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut s = String::from("# <ms offset> <path> <browser>, written by triage lab pos\n");
+    for (t, b) in lines {
+        s.push_str(&format!("{t:.1} /b{b}/index.html {b}\n"));
+    }
+    s
+}
+
+/// When the first request of a run is sent, in ms after the load generator starts: 200 ms so
+/// the first requests do not race its start, plus the SLP in force (the fixed SLP, or the
+/// policy's SLP before its first prediction). The paper's server had been idle for a long time
+/// when an experiment began; with a shorter lead-in the prefork workers of a server started a
+/// moment ago have not yet waited longer than SLP, so characteristic 1 cannot mark the first
+/// page's HTML (measured: `--exp 1 --quick --stagger 40ms`, pos-rw1's first-page t1 was 2-6x
+/// content's while its second page's was close to it).
+pub fn lead_ms(p: &Params) -> f64 {
+    let slp_s = p
+        .slp_s
+        .unwrap_or(policy::pos::DEFAULT_SLP as f64 / policy::SEC as f64);
+    200.0 + slp_s * 1e3
+}
+
+/// How long the load generator schedules pages: the lead-in, every interval and the last
+/// burst's stagger.
+pub fn trace_span(p: &Params) -> Duration {
+    let st =
+        p.stagger_ms.unwrap_or(0.0) * p.browser_counts.iter().max().copied().unwrap_or(1) as f64;
+    Duration::from_secs_f64(
+        (lead_ms(p) + p.interval_s * 1e3 * p.pages_per_browser as f64 + st) / 1e3,
+    )
+}
+
+/// The title of experiment `exp` in reports.
+pub fn title(exp: u8) -> &'static str {
+    match exp {
+        1 => "Seed 001 experiment 1: bursts of clicks beside a CPU-bound process, SLP fixed",
+        2 => "Seed 001 experiment 2: random accesses, no CPU hog, SLP fixed",
+        3 => "Seed 001 experiment 3: random accesses, no CPU hog, SLP (and RW) predicted",
+        _ => "Seed 001 experiment 4: more and more simultaneous browsers (PL, LRQ, mean t1)",
+    }
+}
