@@ -83,6 +83,12 @@ pub fn stat_state(stat: &str) -> Option<char> {
     rest.trim_start().chars().next()
 }
 
+/// The state letter of process `pid` (see [`stat_state`]); `None` if it is gone.
+pub fn state(pid: i32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_state(&s)
+}
+
 /// The state letters of every thread of process `pid` (from `/proc/<pid>/task/*/stat`); empty
 /// if it is gone.
 pub fn thread_states(pid: i32) -> Vec<char> {
@@ -247,6 +253,7 @@ mod tests {
         let (v, nv) = context_switches(me).unwrap();
         assert!(v + nv > 0);
         assert!(comm(me).is_some_and(|c| !c.is_empty()));
+        assert!(state(me).is_some() && state(i32::MAX).is_none());
         let cmd = cmdline(me).unwrap();
         assert!(!cmd.is_empty() && !cmd.contains('\0'), "{cmd:?}");
         assert!(!cpu_times().is_empty());
