@@ -40,8 +40,8 @@ pub mod run;
 pub mod summary;
 
 pub use opts::ContainersOpts;
-pub use plan::{Params, Variant};
 pub use plan::CgiPoint;
+pub use plan::{Params, Variant};
 pub use summary::{Point, Summary};
 
 /// `triage lab containers` as an [`Experiment`].

@@ -29,7 +29,6 @@ pub struct Setup<'a> {
     pub bin: &'a Path,
 }
 
-
 /// Start the server of variant `v`.
 pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
     match &v.kind {

@@ -25,6 +25,8 @@ fn stat_series(vs: &[&VariantSummary], f: fn(&VariantSummary) -> Option<Stats>) 
 }
 
 /// The HTML report.
+/// The HTML report: conditions, goals, results, the paper's figures beside ours, and the
+/// paper's figures redrawn from our data.
 pub fn report(s: &Summary, cells: &[Cell]) -> String {
     let mut r = Report::new(&s.title);
     r.p(&format!(
@@ -32,6 +34,21 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
         s.started_utc, s.duration_s, s.params.seed
     ));
     r.pre(&s.command);
+    conditions(&mut r, s);
+    goals(&mut r, s);
+    results(&mut r, s);
+    paper_beside_ours(&mut r, s);
+    figures(&mut r, s, cells);
+    if s.exp == 4 {
+        figures_exp4(&mut r, s);
+    }
+    r.h2("Files");
+    r.p("raw.csv: one row per page per variant per repetition; summary.json: the numbers above.");
+    r.to_html()
+}
+
+/// The conditions of the run, and what it could not do as asked.
+fn conditions(r: &mut Report, s: &Summary) {
     r.h2("Conditions");
     let tb = &s.testbed;
     r.table(
@@ -87,6 +104,10 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
     for sk in &s.skipped {
         r.verdict(false, &format!("Not measured: {sk}"));
     }
+}
+
+/// The goals and whether they were met.
+fn goals(r: &mut Report, s: &Summary) {
     if !s.goals.is_empty() {
         r.h2("Goals");
         for g in &s.goals {
@@ -101,6 +122,10 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
             );
         }
     }
+}
+
+/// The results table and the spread over repetitions.
+fn results(r: &mut Report, s: &Summary) {
     r.h2("Results");
     r.p(
         "Improvements are the paper's (a-b)/a against fifo in the same run (positive = faster). \
@@ -150,7 +175,10 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
         ],
         &spread_rows,
     );
-    // Paper beside ours.
+}
+
+/// The paper's figures beside ours.
+fn paper_beside_ours(r: &mut Report, s: &Summary) {
     r.h2("The paper's figures beside ours");
     let ours = |name: &str, b: Option<usize>| -> (Option<f64>, Option<f64>) {
         s.variants
@@ -250,7 +278,10 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
             );
         }
     }
-    // Figures.
+}
+
+/// Fig. 2-5 and the predicted SLP, at the largest browser count.
+fn figures(r: &mut Report, s: &Summary, cells: &[Cell]) {
     r.h2("Figures");
     let bmax = *s.params.browser_counts.iter().max().unwrap_or(&1);
     let at_b: Vec<&VariantSummary> = s.variants.iter().filter(|v| v.browsers == bmax).collect();
@@ -336,68 +367,67 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
             "SLP as predicted by pos every 500 ms (first repetition).",
         );
     }
-    if s.exp == 4 {
-        let xs: Vec<f64> = s.params.browser_counts.iter().map(|&b| b as f64).collect();
-        let mut fig6 = vec![
-            (
-                "PL ratio (ours, fifo)".into(),
-                s.pl_ratio.iter().map(|x| x.unwrap_or(f64::NAN)).collect(),
-            ),
-            (
-                "LRQ ratio (ours, fifo)".into(),
-                s.lrq_ratio.iter().map(|x| x.unwrap_or(f64::NAN)).collect(),
-            ),
-        ];
-        if s.params.browser_counts == [3, 6, 9, 12] {
-            fig6.push(("PL ratio (paper)".into(), PAPER.fig6_pl_ratio.to_vec()));
-            fig6.push(("LRQ ratio (paper)".into(), PAPER.fig6_lrq_ratio.to_vec()));
-        }
-        r.figure(
-            &lines(
-                "PL and LRQ ratios vs simultaneous browsers (cf. Fig. 6)",
-                "browsers",
-                "ratio to the first",
-                &xs,
-                &fig6,
-            ),
-            "Ratios of PL and LRQ to those at the smallest browser count.",
-        );
-        let mut seen: Vec<String> = Vec::new();
-        for v in &s.variants {
-            if !seen.contains(&v.name) {
-                seen.push(v.name.clone());
-            }
-        }
-        let fig7: Vec<Series> = seen
-            .iter()
-            .map(|n| {
-                let vals = s
-                    .params
-                    .browser_counts
-                    .iter()
-                    .map(|&b| {
-                        s.variants
-                            .iter()
-                            .find(|v| &v.name == n && v.browsers == b)
-                            .and_then(|v| v.t1)
-                            .map_or(f64::NAN, |t| t.mean_ms)
-                    })
-                    .collect();
-                (n.clone(), vals)
-            })
-            .collect();
-        r.figure(
-            &lines(
-                "Mean t1 vs simultaneous browsers (cf. Fig. 7)",
-                "browsers",
-                "mean t1 (ms)",
-                &xs,
-                &fig7,
-            ),
-            "Mean response time of text data per variant and browser count.",
-        );
+}
+
+/// Exp 4: Fig. 6 and 7 against the browser count.
+fn figures_exp4(r: &mut Report, s: &Summary) {
+    let xs: Vec<f64> = s.params.browser_counts.iter().map(|&b| b as f64).collect();
+    let mut fig6 = vec![
+        (
+            "PL ratio (ours, fifo)".into(),
+            s.pl_ratio.iter().map(|x| x.unwrap_or(f64::NAN)).collect(),
+        ),
+        (
+            "LRQ ratio (ours, fifo)".into(),
+            s.lrq_ratio.iter().map(|x| x.unwrap_or(f64::NAN)).collect(),
+        ),
+    ];
+    if s.params.browser_counts == [3, 6, 9, 12] {
+        fig6.push(("PL ratio (paper)".into(), PAPER.fig6_pl_ratio.to_vec()));
+        fig6.push(("LRQ ratio (paper)".into(), PAPER.fig6_lrq_ratio.to_vec()));
     }
-    r.h2("Files");
-    r.p("raw.csv: one row per page per variant per repetition; summary.json: the numbers above.");
-    r.to_html()
+    r.figure(
+        &lines(
+            "PL and LRQ ratios vs simultaneous browsers (cf. Fig. 6)",
+            "browsers",
+            "ratio to the first",
+            &xs,
+            &fig6,
+        ),
+        "Ratios of PL and LRQ to those at the smallest browser count.",
+    );
+    let mut seen: Vec<String> = Vec::new();
+    for v in &s.variants {
+        if !seen.contains(&v.name) {
+            seen.push(v.name.clone());
+        }
+    }
+    let fig7: Vec<Series> = seen
+        .iter()
+        .map(|n| {
+            let vals = s
+                .params
+                .browser_counts
+                .iter()
+                .map(|&b| {
+                    s.variants
+                        .iter()
+                        .find(|v| &v.name == n && v.browsers == b)
+                        .and_then(|v| v.t1)
+                        .map_or(f64::NAN, |t| t.mean_ms)
+                })
+                .collect();
+            (n.clone(), vals)
+        })
+        .collect();
+    r.figure(
+        &lines(
+            "Mean t1 vs simultaneous browsers (cf. Fig. 7)",
+            "browsers",
+            "mean t1 (ms)",
+            &xs,
+            &fig7,
+        ),
+        "Mean response time of text data per variant and browser count.",
+    );
 }

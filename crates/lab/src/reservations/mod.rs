@@ -43,8 +43,8 @@ pub mod run;
 pub mod summary;
 
 pub use opts::ReservationsOpts;
-pub use plan::{schedule, Params, Variant};
 pub use plan::ResPoint;
+pub use plan::{schedule, Params, Variant};
 pub use summary::{Point, Summary};
 
 /// `triage lab reservations` as an [`Experiment`].

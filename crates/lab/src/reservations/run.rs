@@ -28,7 +28,6 @@ pub struct Setup<'a> {
     pub bin: &'a Path,
 }
 
-
 /// Start the server of variant `v`.
 pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
     let site = |name: &str, container: &str, weight: Option<u32>| TriageSite {
