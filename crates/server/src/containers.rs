@@ -12,12 +12,12 @@
 //! name = "cgi"
 //! parent = "site-a"        # default: the root container
 //! cpu_max = 0.3            # optional cap, in CPUs (0.3 = 30% of one CPU), in (0, ncpus]
-//! policy = "fifo"          # optional inner ready-queue policy (default: the server's `policy`)
+//! policy = "fifo"          # optional inner ready-queue policy (default: `[policy] name`)
 //! ```
 //!
 //! With containers, the gate's policy is [`policy::share::Share`]: hierarchical weighted fair
 //! sharing of the CPU slots between containers, with caps, each container ordering its own
-//! workers with the inner policy (the server's `policy` key unless the container says
+//! workers with the inner policy (the server's `[policy] name` unless the container says
 //! otherwise). Site work not mapped to a container is charged to the root container (id 0).
 //!
 //! At start the server mirrors the tree in cgroups through [`os::CgroupRoot`] (one cgroup per
@@ -74,7 +74,7 @@ pub struct ContainerConfig {
     /// Sites (by `name`) whose work is charged here.
     #[serde(default)]
     pub sites: Vec<String>,
-    /// Inner ready-queue policy; none = the server's `policy`.
+    /// Inner ready-queue policy; none = the server's `[policy] name`.
     #[serde(default)]
     pub policy: Option<String>,
 }
@@ -332,7 +332,7 @@ impl Tree {
     }
 
     /// The `share` policy specification: containers with their weights and caps, inner
-    /// policy `inner` (the server's `policy`) unless a container names its own.
+    /// policy `inner` (the server's `[policy] name`) unless a container names its own.
     pub fn share_spec(&self, inner: &str, cfg: &PolicyConfig, window: Nanos) -> ShareSpec {
         ShareSpec {
             containers: self
@@ -515,7 +515,7 @@ impl Containers {
         o
     }
 
-    /// The gate's policy: `share` over this tree, `inner` (the server's `policy`) ordering
+    /// The gate's policy: `share` over this tree, `inner` (the server's `[policy] name`) ordering
     /// each container's workers unless the container names its own.
     pub fn share_policy(
         &self,
