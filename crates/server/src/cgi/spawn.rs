@@ -156,6 +156,10 @@ struct ChildPlan {
 /// # Safety
 /// Must only be called in a freshly forked child; every pointer in `plan` must be valid.
 unsafe fn child(plan: &ChildPlan) -> ! {
+    /// Report `errno` and the failed step on `err`, then exit.
+    ///
+    /// # Safety
+    /// Same as `child`: only in the forked child (async-signal-safe calls only).
     unsafe fn fail(err: RawFd, step: u8) -> ! {
         let errno = *libc::__errno_location();
         let mut msg = [0u8; 5];
