@@ -299,31 +299,42 @@ impl Gate {
 
     /// `worker`, marked, became ready: it holds the boost until its burst ends.
     fn boost_on(&self, g: &mut Inner, worker: WorkerId) {
-        let Some(b) = g.boost.as_mut() else { return };
-        let mut failed = b.see_current_thread();
-        let w = &mut g.wake[worker as usize];
-        if !w.boosting {
-            w.boosting = true;
-            if let Some(b) = g.boost.as_mut() {
-                failed += b.hold();
-            }
+        let Inner {
+            wake,
+            boost: Some(boost),
+            ..
+        } = g
+        else {
+            return;
+        };
+        let mut failed = boost.see_current_thread();
+        if !std::mem::replace(&mut wake[worker as usize].boosting, true) {
+            failed += boost.hold();
         }
-        self.boost_errors.fetch_add(failed, Relaxed);
+        self.count_boost_errors(failed);
     }
 
     /// `worker`'s burst ended (or it gave up): it no longer holds the boost.
     fn boost_off(&self, g: &mut Inner, worker: WorkerId) {
-        if g.boost.is_none() {
-            return;
-        }
-        let Some(w) = g.wake.get_mut(worker as usize) else {
+        let Inner {
+            wake,
+            boost: Some(boost),
+            ..
+        } = g
+        else {
             return;
         };
-        if !std::mem::take(&mut w.boosting) {
-            return;
+        if wake
+            .get_mut(worker as usize)
+            .is_some_and(|w| std::mem::take(&mut w.boosting))
+        {
+            self.count_boost_errors(boost.release());
         }
-        if let Some(b) = g.boost.as_mut() {
-            self.boost_errors.fetch_add(b.release(), Relaxed);
+    }
+
+    fn count_boost_errors(&self, n: u64) {
+        if n > 0 {
+            self.boost_errors.fetch_add(n, Relaxed);
         }
     }
 
