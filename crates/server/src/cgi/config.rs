@@ -95,6 +95,16 @@ impl CgiConfig {
     }
 }
 
+/// A CGI configuration that cannot be used, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("cgi: `{key}`: {msg}")]
+pub struct CgiError {
+    /// The key (`cgi.timeout`, `cgi.dirs[0].url`, ...).
+    pub key: String,
+    /// What is wrong with its value.
+    pub msg: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,10 +2,7 @@
 //! (synchronous: a CPU burst for the server's gate); [`Cgi::run`] starts it in its request
 //! cgroup and waits for its header block (a wait), then hands its body to a [`CgiRelay`].
 
-use std::ffi::OsStr;
 use std::net::SocketAddr;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -18,9 +15,10 @@ use http_body::Body;
 use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 
-use super::config::CgiConfig;
+use super::config::{CgiConfig, CgiError};
 use super::outcome::{text, Outcome, Reply};
 use super::relay::{self, CgiRelay};
+use super::script::{Located, ScriptDirs};
 use super::spawn::{self, Placed};
 use super::stats::{AbortOnDrop, CgiStats, Tracker};
 use super::{env, parse};
@@ -29,16 +27,6 @@ use super::{env, parse};
 pub const MAX_HEADER_BLOCK: usize = 64 * 1024;
 /// Most stderr bytes logged per request (the rest is read and dropped).
 pub const MAX_STDERR_LOG: usize = 8 * 1024;
-
-/// A CGI configuration that cannot be used, naming the key.
-#[derive(Debug, thiserror::Error)]
-#[error("cgi: `{key}`: {msg}")]
-pub struct CgiError {
-    /// The key (`cgi.timeout`, `cgi.dirs[0].url`, ...).
-    pub key: String,
-    /// What is wrong with its value.
-    pub msg: String,
-}
 
 /// What the site tells CGI about itself.
 #[derive(Debug, Clone)]
@@ -79,12 +67,6 @@ impl<B> Prepared<B> {
     }
 }
 
-struct Dir {
-    url: String,
-    segs: Vec<Vec<u8>>,
-    path: PathBuf,
-}
-
 struct Container {
     root: os::CgroupRoot,
     rel: String,
@@ -93,7 +75,7 @@ struct Container {
 
 /// A site's CGI handler. See the module docs.
 pub struct Cgi {
-    dirs: Vec<Dir>,
+    dirs: ScriptDirs,
     timeout: Duration,
     max_output: u64,
     max_request_body: u64,
@@ -115,61 +97,16 @@ pub struct Cgi {
 impl std::fmt::Debug for Cgi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cgi")
-            .field(
-                "dirs",
-                &self
-                    .dirs
-                    .iter()
-                    .map(|d| (&d.url, &d.path))
-                    .collect::<Vec<_>>(),
-            )
+            .field("dirs", &self.dirs)
             .field("container", &self.container.as_ref().map(|c| &c.rel))
             .finish()
     }
 }
 
-fn join_segs(segs: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for s in segs {
-        out.push(b'/');
-        out.extend_from_slice(s);
-    }
-    out
-}
-
 impl Cgi {
     /// Check the configuration (directories exist; prefixes are sane and distinct).
     pub fn new(cfg: &CgiConfig, site: SiteInfo) -> Result<Self, CgiError> {
-        let mut dirs: Vec<Dir> = Vec::new();
-        for (i, d) in cfg.dirs.iter().enumerate() {
-            let bad = |k: &str, msg: String| CgiError {
-                key: format!("cgi.dirs[{i}].{k}"),
-                msg,
-            };
-            let r = crate::resolve::resolve(&d.url)
-                .map_err(|_| bad("url", format!("{:?} is not a clean absolute path", d.url)))?;
-            if r.segments.is_empty() {
-                return Err(bad(
-                    "url",
-                    "`/` would make every file of the site a script".into(),
-                ));
-            }
-            let url = String::from_utf8(join_segs(&r.segments))
-                .map_err(|_| bad("url", "not UTF-8".into()))?;
-            let path = std::fs::canonicalize(&d.dir)
-                .map_err(|e| bad("dir", format!("{}: {e}", d.dir.display())))?;
-            if !path.is_dir() {
-                return Err(bad("dir", format!("{} is not a directory", path.display())));
-            }
-            if dirs.iter().any(|o| o.segs == r.segments) {
-                return Err(bad("url", format!("{url} is listed twice")));
-            }
-            dirs.push(Dir {
-                url,
-                segs: r.segments,
-                path,
-            });
-        }
+        let dirs = ScriptDirs::new(&cfg.dirs)?;
         if let Some(f) = cfg.cpu_max {
             if !(f.is_finite() && f > 0.0) {
                 return Err(CgiError {
@@ -206,8 +143,6 @@ impl Cgi {
                 msg: "must be positive".into(),
             });
         }
-        // Longest prefix first.
-        dirs.sort_by_key(|d| std::cmp::Reverse(d.segs.len()));
         Ok(Self {
             dirs,
             timeout: cfg.timeout,
@@ -342,99 +277,22 @@ impl Cgi {
             .unwrap_or(false)
     }
 
-    /// The site's CGI counters.
-    pub fn stats(&self) -> &Arc<CgiStats> {
-        &self.stats
-    }
-
     /// Whether a request path (decoded segments, from [`crate::resolve::resolve`]) is under a
     /// script directory. The router asks this before anything else, so a script is never
     /// served as a file.
     pub fn handles(&self, segments: &[Vec<u8>]) -> bool {
-        self.dirs
-            .iter()
-            .any(|d| segments.len() >= d.segs.len() && segments[..d.segs.len()] == d.segs[..])
+        self.dirs.handles(segments)
+    }
+
+    /// The site's CGI counters.
+    pub fn stats(&self) -> &Arc<CgiStats> {
+        &self.stats
     }
 
     fn reject(&self, status: StatusCode, path: &str, why: &str) -> Outcome {
         self.stats.rejected.fetch_add(1, Relaxed);
         tracing::info!(path, "cgi: {} {why}", status.as_u16());
         text(status, why)
-    }
-
-    /// Find the script for a decoded path: (dir, script file, script name, path info).
-    fn locate(
-        &self,
-        path: &str,
-    ) -> Result<(PathBuf, PathBuf, String, String), (StatusCode, &'static str)> {
-        let r = match crate::resolve::resolve(path) {
-            Ok(r) => r,
-            Err(crate::resolve::Reject::BadRequest) => {
-                return Err((StatusCode::BAD_REQUEST, "malformed path"))
-            }
-            Err(crate::resolve::Reject::Forbidden) => {
-                return Err((StatusCode::FORBIDDEN, "path refused"))
-            }
-        };
-        let Some(dir) = self
-            .dirs
-            .iter()
-            .find(|d| r.segments.len() >= d.segs.len() && r.segments[..d.segs.len()] == d.segs[..])
-        else {
-            return Err((StatusCode::NOT_FOUND, "not a script path"));
-        };
-        let rest = &r.segments[dir.segs.len()..];
-        let mut file = dir.path.clone();
-        let mut found = None;
-        for (i, seg) in rest.iter().enumerate() {
-            if seg.first() == Some(&b'.') {
-                return Err((StatusCode::NOT_FOUND, "no such script"));
-            }
-            file.push(OsStr::from_bytes(seg));
-            match std::fs::metadata(&file) {
-                Ok(m) if m.is_dir() => continue,
-                Ok(m) if m.is_file() => {
-                    found = Some((i, m));
-                    break;
-                }
-                Ok(_) => return Err((StatusCode::FORBIDDEN, "not a regular file")),
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Err((StatusCode::FORBIDDEN, "permission denied"))
-                }
-                Err(_) => return Err((StatusCode::NOT_FOUND, "no such script")),
-            }
-        }
-        let Some((i, meta)) = found else {
-            return Err((StatusCode::FORBIDDEN, "a script directory is not a script"));
-        };
-        let real =
-            std::fs::canonicalize(&file).map_err(|_| (StatusCode::NOT_FOUND, "no such script"))?;
-        if !real.starts_with(&dir.path) {
-            return Err((StatusCode::FORBIDDEN, "script leaves its directory"));
-        }
-        if meta.permissions().mode() & 0o111 == 0 {
-            return Err((StatusCode::FORBIDDEN, "script is not executable"));
-        }
-        if rest[i].starts_with(b"nph-") {
-            return Err((
-                StatusCode::NOT_IMPLEMENTED,
-                "non-parsed-header (nph-) scripts are not supported",
-            ));
-        }
-        let mut name = dir.url.as_bytes().to_vec();
-        name.extend_from_slice(&join_segs(&rest[..=i]));
-        let mut info = join_segs(&rest[i + 1..]);
-        if r.trailing_slash && (i + 1 < rest.len() || info.is_empty()) {
-            info.push(b'/');
-        }
-        let (Ok(name), Ok(info)) = (String::from_utf8(name), String::from_utf8(info)) else {
-            return Err((StatusCode::BAD_REQUEST, "path is not UTF-8"));
-        };
-        let cwd = real
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| dir.path.clone());
-        Ok((cwd, real, name, info))
     }
 
     /// The request cgroup; `None` without containers (warned once).
@@ -481,7 +339,12 @@ impl Cgi {
     {
         let (parts, body) = req.into_parts();
         let path = parts.uri.path().to_owned();
-        let (cwd, script, script_name, path_info) = match self.locate(&path) {
+        let Located {
+            cwd,
+            script,
+            script_name,
+            path_info,
+        } = match self.dirs.locate(&path) {
             Ok(x) => x,
             Err((status, why)) => return Err(Box::new(self.reject(status, &path, why))),
         };

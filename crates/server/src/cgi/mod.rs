@@ -35,7 +35,7 @@
 
 //!
 //! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`] (meta-variables), [`parse`] (the
-//! header block), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
+//! header block), [`script`] (script directories), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
 //! cgroup), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
 
 pub mod config;
@@ -46,13 +46,14 @@ pub mod outcome;
 pub mod parse;
 pub mod peer;
 pub mod relay;
+pub mod script;
 pub mod spawn;
 pub mod stats;
 
-pub use config::{CgiConfig, CgiDirConfig};
+pub use config::{CgiConfig, CgiDirConfig, CgiError};
 pub use handler::{
-    cgroup_root, default_container, Cgi, CgiError, Conn, Prepared, SiteInfo, CPU_PERIOD,
-    MAX_HEADER_BLOCK, MAX_STDERR_LOG,
+    cgroup_root, default_container, Cgi, Conn, Prepared, SiteInfo, CPU_PERIOD, MAX_HEADER_BLOCK,
+    MAX_STDERR_LOG,
 };
 pub use metrics::render_metrics;
 pub use outcome::{Outcome, Reply};
