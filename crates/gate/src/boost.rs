@@ -4,7 +4,7 @@
 //! While any worker the policy marked when it became ready (`Sched::marked`: POS's predicted
 //! text workers) waits for a slot or runs its burst, it *holds* the boost. The first holder
 //! raises every runtime thread that has run a burst ([`Raise`]); when the last holder's burst
-//! ends, each thread goes back to how it was. [`Boost`] keeps that count and the threads; the
+//! ends, each thread goes back to how it was. `Boost` keeps that count and the threads; the
 //! gate calls it under its lock, so raising and restoring never cross.
 
 use os::prio::{PrioError, Tid};

@@ -14,7 +14,7 @@
 //! - **How**: the file is executed directly (`execve` on the file: the kernel reads its `#!`
 //!   line; no shell, so no metacharacter in a name or query is ever interpreted; no command
 //!   line arguments, the RFC's "indexed query" form is not used), in the script's directory,
-//!   with exactly the meta-variables of [`env`] as environment, the request body on stdin
+//!   with exactly the meta-variables of [`env`](mod@env) as environment, the request body on stdin
 //!   (`CONTENT_LENGTH` always set when there is a body; a chunked request body is read first,
 //!   up to `max_request_body`, to know its length), stderr logged (at most 8 KiB per request).
 //!   The script leads its own session and process group (`setsid` between fork and exec).
@@ -34,7 +34,7 @@
 //!   group is killed (`killpg(SIGKILL)`) and its cgroup removed.
 
 //!
-//! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`] (meta-variables), [`parse`] (the
+//! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`](mod@env) (meta-variables), [`parse`] (the
 //! header block), [`script`] (script directories), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
 //! cgroup), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
 

@@ -1,4 +1,4 @@
-//! What CGI counts: [`CgiStats`] per site, the [`Tracker`] that counts a response that never
+//! What CGI counts: [`CgiStats`] per site, the `Tracker` that counts a response that never
 //! reached its end.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
