@@ -2,7 +2,7 @@
 //! per-thread state goes through here: cgroups ([`cgroup`]), `/proc` readers ([`procfs`]),
 //! CPU affinity ([`cpu`]), network namespaces ([`netns`], `setns`), kernel parameters
 //! ([`sysctl`]), thread priority and scheduler slice ([`prio`], `setpriority`,
-//! `sched_setattr`) and CPU clocks ([`cputime`]). Other crates call these; none reads `/proc` or
+//! `sched_setattr`), CPU clocks ([`cputime`]) and process liveness ([`task`]). Other crates call these; none reads `/proc` or
 //! `/sys`, or makes these system calls, itself (`scripts/check_layout.py` checks it).
 #![warn(missing_docs)]
 pub mod cgroup;
@@ -12,6 +12,7 @@ pub mod netns;
 pub mod prio;
 pub mod procfs;
 pub mod sysctl;
+pub mod task;
 
 pub use cgroup::{probe, Cgroup, CgroupError, CgroupRoot, CpuStat, Mounts, Version};
 pub use cputime::{process_cpu_time, thread_cpu_time};

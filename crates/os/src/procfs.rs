@@ -44,14 +44,23 @@ pub fn exists(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Ids of every process on the machine (the numeric entries of `/proc`).
+/// Ids of every process on the machine (the numeric entries of `/proc`); empty if `/proc`
+/// cannot be read.
 pub fn pids() -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
+    try_pids().unwrap_or_default()
+}
+
+/// [`pids`], or why `/proc` cannot be read.
+pub fn try_pids() -> io::Result<Vec<i32>> {
+    Ok(std::fs::read_dir("/proc")?
+        .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
+        .collect())
+}
+
+/// The working directory of process `pid`.
+pub fn cwd(pid: i32) -> io::Result<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd"))
 }
 
 /// The command line of process `pid`, its arguments joined by spaces (`None` if it is gone;

@@ -6,9 +6,6 @@ use lab::LabError;
 
 use super::UsageError;
 
-/// A flag value that may be `none`/`off` (the lab crate's; `serve` uses it too).
-pub use lab::util::OrNone;
-
 /// Arguments of `triage lab`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
