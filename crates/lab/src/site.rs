@@ -9,9 +9,9 @@
 //! so browser `i` fetches `/b{i}/index.html` and then `/b{i}/img{k}.bmp`: unique URLs, same
 //! bytes, and every server (triage, nginx, Apache) sees plain regular files.
 //!
-//! Images are real 24-bit BMP files whose pixels are smooth gradients plus seeded noise, so
-//! on-the-fly gzip compresses them (about 2:1) and costs real CPU, as on-the-fly compression
-//! of uncompressed media does; their content type is `image/bmp`, not text, so a
+//! Images are real 24-bit BMP files: a gradient in 4x4-pixel blocks with a quarter of the
+//! pixels dithered ([`bmp`]), which on-the-fly gzip takes to about a third at a real CPU cost,
+//! as it does a real image stored as BMP; their content type is `image/bmp`, not text, so a
 //! content-type policy and POS see them as media.
 
 use std::io::Write;
@@ -157,9 +157,8 @@ pub fn bmp(bytes: usize, seed: u64) -> Vec<u8> {
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     // A gradient in 4x4-pixel blocks with a quarter of the pixels dithered: gzip level 6 takes
-    // it to about a third, as it does a real image stored as BMP. (A noisy gradient, the first
-    // form, does not compress: a burst of exp 1 then needed the 10 Mbit/s link as long as the
-    // CPU, and the link, not the CPU, was the bottleneck; docs/lab.md.)
+    // it to about a third, as it does a real image stored as BMP. (Images that do not compress
+    // would make the 10 Mbit/s link, not the CPU, the bottleneck of a burst; docs/lab.md.)
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for y in 0..h {
         let yb = y / 4 * 4;

@@ -8,7 +8,7 @@
 //!   with the CPU time it used (seed 003's "CGI request process consumed about 2 seconds of CPU
 //!   time");
 //! - `rand.pl` computes half a million random numbers with `rand()` and returns 1 KB (seed
-//!   000); about 25 ms of CPU on this machine (measured by the lab and reported).
+//!   000); the lab measures its CPU per request and reports it.
 
 pub mod clients;
 pub mod cpu;

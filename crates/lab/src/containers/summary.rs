@@ -186,9 +186,9 @@ pub(crate) fn spread_1_to_5(cgi: &[usize], rps: &[f64]) -> Option<f64> {
 }
 
 /// Static throughput per CGI count with the drift between repetitions removed (a randomized
-/// block estimate). On a shared machine the server's requests per CPU-millisecond drift by
-/// 10-40% over tens of seconds (other tenants' builds on the same CPUs), while the points of one
-/// repetition of a variant are measured back to back with one server (about 20 s). So each
+/// block estimate). On a shared machine the server's requests per CPU-millisecond drift over
+/// tens of seconds (other tenants' work on the same CPUs), while the points of one repetition
+/// of a variant are measured back to back with one server (about 20 s). So each
 /// repetition is a block: its points are divided by the block's mean (complete blocks only:
 /// every count measured), the median ratio per count is taken over the blocks, and multiplied
 /// by the median block mean to give requests/s again.

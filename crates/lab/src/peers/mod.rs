@@ -80,9 +80,8 @@ impl Prefork {
     /// once, plus [`Prefork::default`]'s spares (never smaller than the default). prefork
     /// serves one connection per child and keeps it through the keep-alive timeout; with fewer
     /// children than connections the rest wait in the listen backlog until the parent forks
-    /// more (one, two, four... per second), which measured whole seconds of t1 in seed 001
-    /// exp 1 (36 connections against 16 children: the first burst's last four browsers waited
-    /// 1-4 s).
+    /// more (one, two, four... per second), and the last browsers of a burst wait whole
+    /// seconds for their HTML.
     pub fn for_connections(conns: usize) -> Self {
         let d = Prefork::default();
         let start = d.start.max(conns + d.min_spare);

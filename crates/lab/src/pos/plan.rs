@@ -328,9 +328,8 @@ pub fn trace(p: &Params, browsers: usize, seed: u64) -> String {
 /// the first requests do not race its start, plus the SLP in force (the fixed SLP, or the
 /// policy's SLP before its first prediction). The paper's server had been idle for a long time
 /// when an experiment began; with a shorter lead-in the prefork workers of a server started a
-/// moment ago have not yet waited longer than SLP, so characteristic 1 cannot mark the first
-/// page's HTML (measured: `--exp 1 --quick --stagger 40ms`, pos-rw1's first-page t1 was 2-6x
-/// content's while its second page's was close to it).
+/// moment ago have not yet waited longer than SLP, so characteristic 1 could not mark the
+/// first page's HTML.
 pub fn lead_ms(p: &Params) -> f64 {
     let slp_s = p
         .slp_s
