@@ -43,12 +43,12 @@ pub fn write(key: &str, value: &str) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("setting {key} = {value}: {e}")))
 }
 
-/// [`read`] from a thread inside the network namespace `ns`.
+/// [`read()`] from a thread inside the network namespace `ns`.
 pub fn read_in(ns: &NetNs, key: &str) -> io::Result<String> {
     ns.run(|| read(key))?
 }
 
-/// [`write`] from a thread inside the network namespace `ns` (for `net.` keys, which each
+/// [`write()`] from a thread inside the network namespace `ns` (for `net.` keys, which each
 /// network namespace holds for itself).
 pub fn write_in(ns: &NetNs, key: &str, value: &str) -> io::Result<()> {
     ns.run(|| write(key, value))?

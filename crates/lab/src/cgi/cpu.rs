@@ -40,7 +40,7 @@ const QUIET: Duration = Duration::from_millis(300);
 /// kills a script's process group when its client goes away), then kill the rest (Apache
 /// leaves a script whose client went away running until it writes) and wait until none is
 /// left (at most 5 s more). Returns how many had to be killed. Returns once no script was
-/// seen for [`QUIET`].
+/// seen for `QUIET` (300 ms).
 pub fn kill_strays(cg: &os::Cgroup, srv: &Running, grace: Duration) -> usize {
     let t0 = Instant::now();
     let mut empty_since: Option<Instant> = None;

@@ -19,7 +19,7 @@
 //! `apache`. Results: raw.csv (one row per point), summary.json (`cap_error_pp`,
 //! `static_spread_pct_cap30`, per-point data and curves), report.html.
 //!
-//! The lab runs on the harness ([`crate::harness`]): [`opts`], [`plan`], [`run`] (one point),
+//! The lab runs on the harness ([`crate::harness`]): [`opts`], [`plan`], [`run`](mod@run) (one point),
 //! [`summary`] and [`report`], tied together by [`ContainersLab`]. A session is one variant's
 //! server in one repetition, measured at every CGI count.
 

@@ -56,7 +56,7 @@ pub struct ContainersOpts {
     /// How to emulate the network.
     #[arg(long, value_enum, default_value = "auto")]
     pub net: NetMode,
-    /// Results directory [default: results/containers/<UTC timestamp>].
+    /// Results directory [default: results/containers/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// The `triage` binary the lab runs as the server.

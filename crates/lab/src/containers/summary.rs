@@ -82,7 +82,7 @@ pub struct Curve {
     /// Static throughput with the machine's drift between repetitions removed: each
     /// repetition's points (all CGI counts, measured back to back with one server) divided by
     /// that repetition's mean, the median of those ratios over the repetitions, times the median
-    /// of the repetitions' means. See [`blocked`].
+    /// of the repetitions' means. See `blocked`.
     pub static_rps_blocked: Vec<f64>,
 }
 

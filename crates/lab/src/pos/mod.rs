@@ -13,7 +13,7 @@
 //! arrivals. Results: `raw.csv`, `summary.json`, `report.html`.
 //!
 //! The lab runs on the harness ([`crate::harness`]): [`opts`] (its flags), [`plan`] (parameters,
-//! variants, arrivals), [`run`] (one run), [`summary`] and [`report`]; [`PosLab`] ties them
+//! variants, arrivals), [`run`](mod@run) (one run), [`summary`] and [`report`]; [`PosLab`] ties them
 //! together. Each run starts its own server, so each session of the plan holds one run.
 
 use std::path::{Path, PathBuf};

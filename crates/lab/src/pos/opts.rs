@@ -100,7 +100,7 @@ pub struct PosOpts {
     /// Extra flag for every load run (repeatable).
     #[arg(long = "load-flag", allow_hyphen_values = true)]
     pub load_extra: Vec<String>,
-    /// Results directory [default: results/pos-expN/<UTC timestamp>].
+    /// Results directory [default: results/pos-expN/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// The `triage` binary the lab runs as server and load generator.

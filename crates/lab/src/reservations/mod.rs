@@ -23,7 +23,7 @@
 //! Results: raw.csv (one row per point and site), summary.json (`reserved_kept_pct`,
 //! `apache_kept_pct`, their paired forms, per-point data and curves), report.html.
 //!
-//! The lab runs on the harness ([`crate::harness`]): [`opts`], [`plan`], [`run`] (one point),
+//! The lab runs on the harness ([`crate::harness`]): [`opts`], [`plan`], [`run`](mod@run) (one point),
 //! [`summary`] and [`report`], tied together by [`ReservationsLab`]. A session is one variant's
 //! server in one repetition, measured at every competitor count.
 

@@ -46,7 +46,7 @@ pub struct ReservationsOpts {
     /// How to emulate the network.
     #[arg(long, value_enum, default_value = "auto")]
     pub net: NetMode,
-    /// Results directory [default: results/reservations/<UTC timestamp>].
+    /// Results directory [default: results/reservations/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Seed of the random order of the competitor counts within each repetition (a point

@@ -181,7 +181,7 @@ const ORDER: &str = "per repetition and variant: the competitor counts >= 1 in a
 /// shuffled with a generator seeded by `seed` and `rep`, in pairs with a point alone (0)
 /// between the two of each pair (`x 0 y x 0 y ...`, an odd last one followed by a 0), so that
 /// every count is measured directly before or after a point alone. Drift then hits the points
-/// alone and under competition alike, and [`paired`] can divide each point by its neighbour.
+/// alone and under competition alike, and `summary::paired` can divide each point by its neighbour.
 /// Counts given twice are measured twice.
 pub fn schedule(counts: &[usize], rep: usize, seed: u64) -> Vec<usize> {
     let mut nz: Vec<usize> = counts.iter().copied().filter(|&n| n > 0).collect();

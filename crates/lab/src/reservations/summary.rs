@@ -64,7 +64,7 @@ pub struct Curve {
     /// `a_rps / (0.5 * a_rps at 0 competitors) * 100`.
     pub kept_pct: Vec<f64>,
     /// Paired: each point's `a_rps / (0.5 * a_rps of the point alone next to it) * 100`,
-    /// median over repetitions ([`paired`]); NaN at 0.
+    /// median over repetitions (`paired`); NaN at 0.
     pub kept_pct_paired: Vec<f64>,
     /// CPU of the site of interest's container per request (ms), median over repetitions.
     pub a_cpu_ms_per_req: Vec<f64>,
@@ -135,7 +135,7 @@ pub struct Summary {
     pub reserved_cpu_per_req_ratio_paired: Option<f64>,
     /// The reservation itself, in CPU rather than requests: the smallest over competitor
     /// counts >= 1 of the site of interest's container CPU (median over repetitions) / (0.5 x
-    /// its CPU alone) x 100, under the 50% reservation ([`cpu_kept`]).
+    /// its CPU alone) x 100, under the 50% reservation (`cpu_kept`).
     pub reserved_cpu_kept_pct: Option<f64>,
     /// Mean response time of the site of interest under the 50% reservation at the largest
     /// competitor count / at none.
