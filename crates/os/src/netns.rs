@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::Path;
 
 use nix::sched::{setns, CloneFlags};
@@ -56,6 +56,13 @@ impl NetNs {
         })
     }
 
+    /// Whether `other` is a handle on the same namespace.
+    pub fn same_as(&self, other: &NetNs) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let (a, b) = (self.file.metadata()?, other.file.metadata()?);
+        Ok(a.dev() == b.dev() && a.ino() == b.ino())
+    }
+
     /// The descriptor, for [`enter_raw`] in a child between fork and exec.
     pub fn raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
@@ -85,9 +92,13 @@ impl NetNs {
 /// Enter the network namespace open at `fd`, in the calling thread: one `setns`, no
 /// allocation, so it may run between fork and exec.
 pub fn enter_raw(fd: RawFd) -> io::Result<()> {
-    // SAFETY: the caller keeps `fd` open (it belongs to a `NetNs` that outlives the fork).
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    setns(fd, CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
+    // SAFETY: setns takes a plain descriptor number and touches no memory of ours; a closed or
+    // foreign descriptor fails with EBADF or EINVAL.
+    if unsafe { libc::setns(fd, libc::CLONE_NEWNET) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// A new network namespace for the calling thread alone (`unshare(CLONE_NEWNET)`): for tests
@@ -132,6 +143,17 @@ mod tests {
         let again = ns.try_clone().unwrap();
         assert!(again.raw_fd() != ns.raw_fd());
         again.run(|| ()).unwrap();
+        // Entering by descriptor, as a child does between fork and exec.
+        let fd = ns.raw_fd();
+        let now = std::thread::spawn(move || {
+            enter_raw(fd).unwrap();
+            NetNs::of_current_thread().unwrap()
+        })
+        .join()
+        .unwrap();
+        assert!(now.same_as(&ns).unwrap());
+        assert!(!NetNs::of_current_thread().unwrap().same_as(&ns).unwrap());
+        assert!(enter_raw(-1).is_err());
         assert!(NetNs::open("no-such-namespace-of-triage").is_err());
     }
 }
