@@ -2,7 +2,8 @@
 
 use std::collections::VecDeque;
 
-use crate::{Ctx, Hints, Policy, WorkerId};
+use crate::queue::{Ctx, Hints, Policy};
+use crate::worker::WorkerId;
 
 /// First come, first served.
 #[derive(Debug, Default)]
@@ -53,7 +54,7 @@ impl Policy for Fifo {
 }
 
 /// Registry entry.
-pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
+pub const ENTRY: crate::config::Entry = crate::config::Entry {
     name: "fifo",
     about: "conventional first-come first-served ready queue",
     build: |_| Ok(Box::new(Fifo::new())),

@@ -5,7 +5,8 @@
 //! objects are driven by the real server's gate (`server`), by Linux mechanisms (`os`) and by
 //! the discrete-event simulator (`sim`).
 //!
-//! The layers:
+//! The layers, leaves first (no module uses one listed after it):
+//! - [`config`]: what a policy is configured with ([`PolicyConfig`]) and how it registers.
 //! - [`worker`]: the worker log (worker, state, time) and the PFS built from it (seed 001 §3.1).
 //! - [`queue`]: the [`Policy`] trait, a ready-queue discipline.
 //! - [`sched`]: [`Sched`], the slot accounting every mechanism shares: N slots, a ready queue
@@ -15,6 +16,7 @@
 //! - the policies themselves, one file each ([`fifo`], [`pos`], [`content`], ...), listed in
 //!   [`registry`]; adding a policy is one file plus one line there.
 
+pub mod config;
 pub mod content;
 pub mod delayed;
 pub mod dispatch;
@@ -30,8 +32,9 @@ pub mod share;
 pub mod timeshare;
 pub mod worker;
 
+pub use config::{PolicyConfig, PolicyError, PosTail, RwRule, Tunable};
 pub use queue::{ContentClass, Ctx, Hints, Policy, PolicyStats};
-pub use registry::{build, PolicyConfig, PolicyError, Tunable};
+pub use registry::build;
 pub use sched::{Grant, Sched, Snapshot};
 pub use worker::{Event, Pfs, State, WorkerId};
 

@@ -6,7 +6,8 @@
 
 use serde::Serialize;
 
-use crate::{Nanos, State, WorkerId};
+use crate::worker::{State, WorkerId};
+use crate::Nanos;
 
 /// What the mechanism knows when it calls the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,8 @@
 
 use std::collections::VecDeque;
 
-use crate::{Nanos, WorkerId};
+use crate::worker::WorkerId;
+use crate::Nanos;
 
 /// Where one queued worker is.
 #[derive(Debug, Clone, Copy)]

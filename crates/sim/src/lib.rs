@@ -34,9 +34,9 @@ pub mod web;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-/// A `HashMap` with a fixed hasher: no per-process random state.
-pub type DetMap<K, V> =
-    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<policy::dispatch::TargetHasher>>;
+/// A `HashMap` with a fixed hasher, no per-process random state: the policy crate's
+/// [`policy::idhash::IdMap`].
+pub type DetMap<K, V> = policy::idhash::IdMap<K, V>;
 
 /// The random generator of a scenario: ChaCha8 from `seed`, on an independent `stream` per use
 /// (trial, trace...), so adding a use never shifts another's numbers.

@@ -12,8 +12,10 @@
 //! Load = active connections (passed in). Ties in "least loaded" go to the lowest index.
 
 use super::{check_thresholds, least_loaded, load, Dispatch, DispatchConfig, DispatchStats, Entry};
-use super::{NodeId, Target, TargetMap};
-use crate::{Nanos, PolicyError};
+use super::{NodeId, Target};
+use crate::config::PolicyError;
+use crate::idhash::IdMap;
+use crate::Nanos;
 
 /// Basic LARD. See the module docs.
 #[derive(Debug, Clone)]
@@ -21,7 +23,7 @@ pub struct Lard {
     nodes: usize,
     t_low: u32,
     t_high: u32,
-    server: TargetMap<NodeId>,
+    server: IdMap<Target, NodeId>,
     reassignments: u64,
 }
 
@@ -32,7 +34,7 @@ impl Lard {
             nodes: nodes.max(1),
             t_low: cfg.t_low,
             t_high: cfg.t_high,
-            server: TargetMap::default(),
+            server: IdMap::default(),
             reassignments: 0,
         })
     }

@@ -15,8 +15,10 @@
 
 use super::lard::{least, overloaded};
 use super::{check_thresholds, load, Dispatch, DispatchConfig, DispatchStats, Entry};
-use super::{NodeId, Target, TargetMap};
-use crate::{Nanos, PolicyError};
+use super::{NodeId, Target};
+use crate::config::PolicyError;
+use crate::idhash::IdMap;
+use crate::Nanos;
 
 #[derive(Debug, Clone)]
 struct ServerSet {
@@ -31,7 +33,7 @@ pub struct LardR {
     t_low: u32,
     t_high: u32,
     ttl: Nanos,
-    sets: TargetMap<ServerSet>,
+    sets: IdMap<Target, ServerSet>,
     replications: u64,
     shrinks: u64,
 }
@@ -44,7 +46,7 @@ impl LardR {
             t_low: cfg.t_low,
             t_high: cfg.t_high,
             ttl: cfg.replica_ttl,
-            sets: TargetMap::default(),
+            sets: IdMap::default(),
             replications: 0,
             shrinks: 0,
         })
