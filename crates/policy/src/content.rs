@@ -46,6 +46,7 @@ pub struct Content {
 }
 
 impl Content {
+    /// An empty queue with the starvation guard at `starvation_bound` (`None`: off).
     pub fn new(starvation_bound: Option<Nanos>) -> Self {
         Self {
             q: ReadyQueue::new(LEVELS, starvation_bound),
@@ -54,6 +55,7 @@ impl Content {
         }
     }
 
+    /// From a configuration (only `starvation_bound` is used).
     pub fn from_config(cfg: &PolicyConfig) -> Self {
         Self::new(cfg.starvation_bound)
     }

@@ -1,4 +1,4 @@
-//! `delayed`: the delayed-switch POS of seed 001's reference [19] (Taniguchi, "POS: Program
+//! `delayed`: the delayed-switch POS of seed 001's reference \[19\] (Taniguchi, "POS: Program
 //! oriented schedule", 1996), illustrated by seed 001 §2, Fig. 1.
 //!
 //! When a worker's time quantum expires, a conventional scheduler preempts it "no matter how

@@ -12,6 +12,7 @@ pub struct Fifo {
 }
 
 impl Fifo {
+    /// An empty queue.
     pub fn new() -> Self {
         Self::default()
     }

@@ -93,10 +93,12 @@ impl ReadyQueue {
         self.live.len()
     }
 
+    /// Whether no worker is queued.
     pub fn is_empty(&self) -> bool {
         self.live.is_empty()
     }
 
+    /// Whether `worker` is queued.
     pub fn contains(&self, worker: WorkerId) -> bool {
         self.live.contains_key(&worker)
     }

@@ -114,6 +114,7 @@ pub struct Timeshare {
 }
 
 impl Timeshare {
+    /// No worker, load average 0.
     pub fn new() -> Self {
         Self::default()
     }

@@ -28,6 +28,7 @@ pub struct Lard {
 }
 
 impl Lard {
+    /// For `nodes` back ends, with `cfg`'s thresholds (T_low < T_high).
     pub fn new(nodes: usize, cfg: &DispatchConfig) -> Result<Self, PolicyError> {
         check_thresholds("lard", cfg)?;
         Ok(Self {

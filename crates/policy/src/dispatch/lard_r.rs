@@ -39,6 +39,7 @@ pub struct LardR {
 }
 
 impl LardR {
+    /// For `nodes` back ends, with `cfg`'s thresholds (T_low < T_high) and shrink time.
     pub fn new(nodes: usize, cfg: &DispatchConfig) -> Result<Self, PolicyError> {
         check_thresholds("lard-r", cfg)?;
         Ok(Self {

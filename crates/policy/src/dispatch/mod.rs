@@ -84,6 +84,7 @@ pub trait Dispatch: Send {
     /// connections) *before* this request; the mechanism adds it to the chosen node.
     fn assign(&mut self, target: Target, loads: &[u32], now: Nanos) -> NodeId;
 
+    /// Counters (default: none).
     fn stats(&self) -> DispatchStats {
         DispatchStats::default()
     }
@@ -135,8 +136,11 @@ pub type BuildFn = fn(usize, &DispatchConfig) -> Result<Box<dyn Dispatch>, Polic
 
 /// One registered distribution policy.
 pub struct Entry {
+    /// Registry name (`wrr`, `lard`, ...).
     pub name: &'static str,
+    /// One line for `--help` and docs.
     pub about: &'static str,
+    /// Builds the policy.
     pub build: BuildFn,
 }
 

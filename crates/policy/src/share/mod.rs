@@ -90,16 +90,19 @@ impl ContainerSpec {
         }
     }
 
+    /// With weight `w` (1..=[`MAX_WEIGHT`]).
     pub fn weight(mut self, w: u32) -> Self {
         self.weight = w;
         self
     }
 
+    /// With a cap of `c` CPUs.
     pub fn cap(mut self, c: f64) -> Self {
         self.cap = Some(c);
         self
     }
 
+    /// With inner policy `name`.
     pub fn inner(mut self, name: &str) -> Self {
         self.inner = Some(name.to_owned());
         self
