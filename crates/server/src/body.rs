@@ -11,15 +11,15 @@
 
 use std::io::{self, Write};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use gate::AcquireState;
 use http_body::{Body, Frame, SizeHint};
 use policy::{Hints, WorkerId};
 
-use crate::gate::{AcquireState, Gate};
-use crate::server::{ConnState, Shared};
+use crate::ctx::{Conn, Ctx};
+use crate::logs::AccessRecord;
 
 /// Produces a body chunk by chunk. `produce` runs while the worker holds a CPU slot: keep it
 /// synchronous and bounded (one chunk of work).
@@ -43,6 +43,7 @@ pub struct Gzip {
 }
 
 impl Gzip {
+    /// A compressor at `level` (0..=9).
     pub fn new(level: u32) -> Self {
         Self {
             enc: flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level)),
@@ -64,22 +65,18 @@ impl Gzip {
 
 /// Records a finished request (metrics, access log, connection idle) when dropped.
 pub struct Completion {
-    shared: Arc<Shared>,
-    conn: Arc<ConnState>,
+    ctx: Ctx,
+    conn: Conn,
     status: u16,
     bytes: u64,
-    access: Option<Box<crate::logs::AccessRecord>>,
+    access: Option<Box<AccessRecord>>,
 }
 
 impl Completion {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        conn: Arc<ConnState>,
-        status: u16,
-        access: Option<Box<crate::logs::AccessRecord>>,
-    ) -> Self {
+    /// The record of a response with `status` on `conn` (`access`: its access-log line).
+    pub fn new(ctx: Ctx, conn: Conn, status: u16, access: Option<Box<AccessRecord>>) -> Self {
         Self {
-            shared,
+            ctx,
             conn,
             status,
             bytes: 0,
@@ -90,11 +87,8 @@ impl Completion {
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        self.shared.metrics.record(self.status, self.bytes);
-        if let (Some(rec), Some(log)) = (self.access.take(), &self.shared.access_log) {
-            log.write(*rec, self.status, self.bytes);
-        }
-        self.conn.response_done(self.shared.gate.now());
+        self.ctx
+            .response_done(&self.conn, self.status, self.bytes, self.access.take());
     }
 }
 
@@ -142,7 +136,7 @@ impl Producer {
 
 /// A gated chunk stream.
 pub struct Gated {
-    gate: Arc<Gate>,
+    ctx: Ctx,
     worker: WorkerId,
     hints: Hints,
     acq: AcquireState,
@@ -152,15 +146,17 @@ pub struct Gated {
 }
 
 impl Gated {
+    /// `worker`'s stream of `source`'s chunks, each produced under a slot of `ctx`'s gate with
+    /// `hints` (and compressed by `gzip`, if any).
     pub fn new(
-        gate: Arc<Gate>,
+        ctx: Ctx,
         worker: WorkerId,
         hints: Hints,
         source: Box<dyn ChunkSource>,
         gzip: Option<Gzip>,
     ) -> Self {
         Self {
-            gate,
+            ctx,
             worker,
             hints,
             acq: AcquireState::default(),
@@ -200,7 +196,7 @@ impl Gated {
                 }
                 self.acquiring = true;
             }
-            let permit = std::task::ready!(self.gate.poll_acquire(
+            let permit = std::task::ready!(self.ctx.gate().poll_acquire(
                 &mut self.acq,
                 self.worker,
                 &self.hints,
@@ -221,7 +217,7 @@ impl Gated {
 
 impl Drop for Gated {
     fn drop(&mut self) {
-        self.gate.cancel(&mut self.acq, self.worker);
+        self.ctx.gate().cancel(&mut self.acq, self.worker);
     }
 }
 
@@ -238,6 +234,7 @@ pub struct ServeBody {
 }
 
 impl ServeBody {
+    /// No body.
     pub fn empty() -> Self {
         Self {
             kind: Kind::Empty,
@@ -245,6 +242,7 @@ impl ServeBody {
         }
     }
 
+    /// A body sent in one frame.
     pub fn once(b: impl Into<Bytes>) -> Self {
         let b = b.into();
         Self {

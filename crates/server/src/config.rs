@@ -1,30 +1,47 @@
-//! Server configuration: a TOML file (`--config FILE`, unknown keys rejected) and the values
-//! the CLI may override. Durations are strings with a unit (`"500ms"`, `"2s"`, `"100us"`) or
-//! integers meaning milliseconds; sizes are integers (bytes) or strings with a unit
-//! (`"16KiB"`, `"1MiB"`, `"4k"`).
+//! Server configuration: a TOML file (`--config FILE`, unknown keys rejected with their line)
+//! and the defaults of every key. Durations and sizes follow the `units` rules: a duration
+//! always has a unit (`"500ms"`, `"2s"`), a size is bytes when bare (`65536`) or has a unit
+//! (`"16KiB"`, `"64KB"`). The policy and its tuning are the `[policy]` table, read as
+//! `policy::PolicyConfig` reads it. [`crate::overrides`] lays command-line flags over a
+//! [`Config`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use policy::registry::{PosTail, RwRule};
-use policy::{PolicyConfig, Tunable};
-use serde::de::{self, Deserializer};
+use policy::PolicyConfig;
+use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
+
+use crate::cgi::CgiConfig;
+use crate::containers::{ContainerConfig, Tree};
 
 /// A configuration problem, naming the key (and line, for files).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file cannot be read or parsed; `msg` names the key and line.
     #[error("{path}: {msg}")]
-    File { path: String, msg: String },
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong, and where.
+        msg: String,
+    },
+    /// A value is out of range or inconsistent with another.
     #[error("`{key}`: {msg}")]
-    Value { key: String, msg: String },
+    Value {
+        /// The key (`chunk`, `policy.period`, `container[2].parent`, ...).
+        key: String,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 /// Whether and how a marked worker's burst is raised in kernel priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Boost {
+    /// No kernel boost.
     #[default]
     Off,
     /// setpriority on the thread running the burst (nice = `boost_nice`).
@@ -49,18 +66,19 @@ impl std::str::FromStr for Boost {
 pub const TOKIO_EVENT_INTERVAL: u32 = 61;
 
 /// Default most bytes of the first burst of a response longer than a chunk (capped at the chunk
-/// size). Under the POS lab's CPU quota it took mean t1 from 105 to 84 ms for fifo and from 56
-/// to 40 ms for pos-rw1 (docs/server.md).
+/// size); docs/server.md says why it is short.
 pub const DEFAULT_FIRST_CHUNK: u64 = 4096;
 
-/// Whether the gate collects scheduling rounds (see `gate.rs`).
+/// Whether the gate collects scheduling rounds (see the `gate` crate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rounds {
     /// On when the policy may reorder (not for `fifo`, whose order rounds cannot change).
     #[default]
     Auto,
+    /// Always collect rounds.
     On,
+    /// Grant a free slot to the first worker to ask.
     Off,
 }
 
@@ -76,17 +94,18 @@ impl std::str::FromStr for Rounds {
     }
 }
 
-/// On-the-fly gzip settings.
+/// On-the-fly gzip settings (`[gzip]`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GzipConfig {
+    /// Compress when the client accepts gzip.
     pub enabled: bool,
     /// flate2 level 0..=9.
     pub level: u32,
     /// MIME types (without parameters) to compress; `type/*` matches a whole type.
     pub types: Vec<String>,
     /// Smaller files are sent as they are.
-    #[serde(deserialize_with = "de_size")]
+    #[serde(with = "units::serde::size")]
     pub min_size: u64,
 }
 
@@ -110,12 +129,13 @@ impl Default for GzipConfig {
     }
 }
 
-/// One virtual host.
+/// One virtual host (`[[site]]`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
     /// Host name matched against the `Host` header (case-insensitive, port ignored).
     pub name: String,
+    /// Other host names of the site.
     #[serde(default)]
     pub aliases: Vec<String>,
     /// Document root.
@@ -125,46 +145,107 @@ pub struct SiteConfig {
     pub index: Option<Vec<String>>,
     /// CGI script directories, limits and container (`[site.cgi]`, see docs/cgi.md).
     #[serde(default)]
-    pub cgi: Option<crate::cgi::CgiConfig>,
+    pub cgi: Option<CgiConfig>,
+}
+
+/// `[policy]`: which ready-queue policy orders the gate, and its tuning.
+///
+/// ```toml
+/// [policy]
+/// name = "pos"          # policy::registry::names()
+/// slp = "auto"          # and every other key of policy::PolicyConfig
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySection {
+    /// The policy's name in the registry (`fifo`, `pos`, `content`, `share`, ...).
+    pub name: String,
+    /// Its tuning: SLP, RW, period, starvation bound, ... (`policy::PolicyConfig`).
+    pub config: PolicyConfig,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        Self {
+            name: "fifo".into(),
+            config: PolicyConfig::default(),
+        }
+    }
+}
+
+/// The keys of `policy::PolicyConfig`, as its derived `Deserialize` names them.
+fn policy_config_keys() -> &'static [&'static str] {
+    crate::fields::of::<PolicyConfig>()
+}
+
+impl<'de> Deserialize<'de> for PolicySection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Name(String),
+            Table(toml::Table),
+        }
+        let mut table = match Written::deserialize(d)? {
+            Written::Table(t) => t,
+            Written::Name(n) => {
+                return Err(D::Error::custom(format!(
+                    "the policy is a table: write `[policy]` and, below it, `name = \"{n}\"` \
+                     (its tuning keys, such as slp and rw, go in the same table)"
+                )))
+            }
+        };
+        let name = match table.remove("name") {
+            None => PolicySection::default().name,
+            Some(toml::Value::String(s)) => s,
+            Some(v) => {
+                return Err(D::Error::custom(format!(
+                    "`name` is a policy name such as \"pos\", not {}",
+                    v.type_str()
+                )))
+            }
+        };
+        let keys = policy_config_keys();
+        if let Some(k) = table.keys().find(|k| !keys.contains(&k.as_str())) {
+            return Err(D::Error::custom(format!(
+                "unknown key `{k}` in [policy] (known: name, {})",
+                keys.join(", ")
+            )));
+        }
+        let config = PolicyConfig::deserialize(toml::Value::Table(table))
+            .map_err(|e| D::Error::custom(format!("[policy]: {}", e.to_string().trim_end())))?;
+        Ok(Self { name, config })
+    }
 }
 
 /// Everything `triage serve` can be configured with. See docs/server.md for each key.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// Address serving HTTP.
     pub listen: SocketAddr,
     /// Admin address serving `/metrics`; `None` = no admin listener.
     pub admin: Option<SocketAddr>,
     /// Document root of the default site; `None` (and no `site`) = the built-in demo site.
     pub root: Option<PathBuf>,
+    /// Index files for directory requests.
     pub index: Vec<String>,
+    /// Virtual hosts (`[[site]]`).
     #[serde(rename = "site")]
     pub sites: Vec<SiteConfig>,
 
-    pub policy: String,
-    #[serde(deserialize_with = "de_slp")]
-    pub slp: Tunable<u64>,
-    #[serde(deserialize_with = "de_rw")]
-    pub rw: Tunable<u32>,
-    pub rw_rule: RwRule,
-    /// POS: order of the workers not put at the head (`fifo` as the paper, or `episode`).
-    pub pos_tail: PosTail,
-    #[serde(deserialize_with = "de_duration")]
-    pub period: Duration,
-    #[serde(deserialize_with = "de_opt_duration")]
-    pub starvation_bound: Option<Duration>,
+    /// `[policy]`: the ready-queue policy and its tuning.
+    pub policy: PolicySection,
 
     /// `false` bypasses the gate entirely (benchmark baseline).
     pub gate: bool,
     /// Collect scheduling rounds so the policy chooses among every worker ready at once
-    /// (see `gate.rs`); `off` grants a free slot to the first worker to ask; `auto` (default)
-    /// is on for policies that reorder.
+    /// (see the `gate` crate); `off` grants a free slot to the first worker to ask; `auto`
+    /// (default) is on for policies that reorder.
     pub rounds: Rounds,
     /// Runtime ticks between two looks at the kernel's readiness events (tokio's
     /// `event_interval`); `None` = 1 when rounds are on, tokio's default (61) otherwise.
     /// With one runtime thread busy with bursts, a request that has arrived is not seen (and
-    /// cannot join the ready queue) until the runtime next looks: at 61 ticks that was
-    /// hundreds of milliseconds under the POS lab's CPU quota (docs/server.md).
+    /// cannot join the ready queue) until the runtime next looks (docs/server.md).
     pub event_interval: Option<u32>,
     /// CPU slots; `None` = CPUs this process may run on.
     pub slots: Option<usize>,
@@ -172,51 +253,63 @@ pub struct Config {
     pub threads: Option<usize>,
     /// Workers created at start (the prefork pool); it grows as connections need.
     pub workers: usize,
-    #[serde(deserialize_with = "de_size")]
+    /// Body chunk: one burst each.
+    #[serde(with = "units::serde::size")]
     pub chunk: u64,
     /// Most bytes of the first burst of a static response longer than `chunk` (`None`:
     /// [`DEFAULT_FIRST_CHUNK`] or `chunk` if smaller; read it through [`Config::first_chunk`];
     /// a response that fits in one chunk is one burst): a short first burst sends the head and
     /// the first bytes sooner, and costs less where a policy puts it at the head of the ready
     /// queue.
-    #[serde(deserialize_with = "de_opt_size")]
+    #[serde(with = "units::serde::opt_size")]
     pub first_chunk: Option<u64>,
     /// SO_SNDBUF of accepted sockets; `None` = kernel default.
-    #[serde(deserialize_with = "de_opt_size")]
+    #[serde(with = "units::serde::opt_size")]
     pub sndbuf: Option<u64>,
+    /// Kernel boost of a marked worker's burst.
     pub boost: Boost,
+    /// Nice value of `boost = "nice"`.
     pub boost_nice: i32,
     /// Slice of `boost = "slice"` (the kernel clamps it to 0.1..100 ms).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(with = "units::serde::duration")]
     pub boost_slice: Duration,
 
+    /// Most simultaneous connections; more are answered 503 and closed.
     pub max_conns: usize,
-    #[serde(deserialize_with = "de_size")]
+    /// Largest request head (hyper's buffer; at least 8192).
+    #[serde(with = "units::serde::size")]
     pub max_header_size: u64,
-    #[serde(deserialize_with = "de_duration")]
+    /// Time allowed to send a request head (also the wait for a connection's first request).
+    #[serde(with = "units::serde::duration")]
     pub header_timeout: Duration,
-    #[serde(deserialize_with = "de_duration")]
+    /// Idle time after which a keep-alive connection is closed.
+    #[serde(with = "units::serde::duration")]
     pub keepalive_timeout: Duration,
-    #[serde(deserialize_with = "de_duration")]
+    /// Time a response may go without the client reading anything.
+    #[serde(with = "units::serde::duration")]
     pub send_timeout: Duration,
-    #[serde(deserialize_with = "de_duration")]
+    /// Longest wait for responses in flight when stopping.
+    #[serde(with = "units::serde::duration")]
     pub shutdown_timeout: Duration,
 
     /// Files up to this size are kept in memory (0 = no content cache).
-    #[serde(deserialize_with = "de_size")]
+    #[serde(with = "units::serde::size")]
     pub cache_max_file: u64,
-    #[serde(deserialize_with = "de_size")]
+    /// Memory of the content cache, all files together.
+    #[serde(with = "units::serde::size")]
     pub cache_budget: u64,
 
+    /// `[gzip]`: on-the-fly compression.
     pub gzip: GzipConfig,
 
+    /// Worker log (JSON lines).
     pub pfs_log: Option<PathBuf>,
     /// Combined Log Format; `-` = stdout.
     pub access_log: Option<PathBuf>,
 
     /// Resource containers (`[[container]]`, see docs/containers.md); none = no `share`.
     #[serde(rename = "container")]
-    pub containers: Vec<crate::containers::ContainerConfig>,
+    pub containers: Vec<ContainerConfig>,
 }
 
 impl Default for Config {
@@ -227,13 +320,7 @@ impl Default for Config {
             root: None,
             index: vec!["index.html".into(), "index.htm".into()],
             sites: Vec::new(),
-            policy: "fifo".into(),
-            slp: Tunable::Auto,
-            rw: Tunable::Fixed(3),
-            rw_rule: RwRule::Paper,
-            pos_tail: PosTail::Fifo,
-            period: Duration::from_millis(500),
-            starvation_bound: Some(Duration::from_millis(200)),
+            policy: PolicySection::default(),
             gate: true,
             rounds: Rounds::Auto,
             event_interval: None,
@@ -262,6 +349,34 @@ impl Default for Config {
     }
 }
 
+/// If `text` spells the policy the old way (a top-level `policy = "name"`, or a `[policy]`
+/// key such as `slp` at the top level), what to write instead, with the first such line.
+fn old_policy_spelling(text: &str) -> Option<String> {
+    let top: std::collections::BTreeMap<String, toml::Spanned<toml::Value>> =
+        toml::from_str(text).ok()?;
+    let keys = policy_config_keys();
+    let line = |v: &toml::Spanned<toml::Value>| text[..v.span().start].matches('\n').count() + 1;
+    let mut first = usize::MAX;
+    let mut moved = Vec::new();
+    if let Some(v) = top.get("policy") {
+        if let toml::Value::String(name) = v.get_ref() {
+            first = first.min(line(v));
+            moved.push(format!("name = \"{name}\""));
+        }
+    }
+    for (k, v) in top.iter().filter(|(k, _)| keys.contains(&k.as_str())) {
+        first = first.min(line(v));
+        moved.push(format!("{k} = {}", v.get_ref()));
+    }
+    (!moved.is_empty()).then(|| {
+        format!(
+            "line {first}: the policy and its tuning are the [policy] table: write `[policy]` \
+             on a line of its own, then below it: {}",
+            moved.join(", ")
+        )
+    })
+}
+
 impl Config {
     /// Most bytes of a static response's first burst.
     pub fn first_chunk(&self) -> u64 {
@@ -272,9 +387,14 @@ impl Config {
 
     /// Parse a TOML text; errors name the key and line.
     pub fn from_toml(text: &str, path: &str) -> Result<Self, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::File {
+        let file_error = |msg: String| ConfigError::File {
             path: path.to_owned(),
-            msg: e.to_string().trim_end().to_owned(),
+            msg,
+        };
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            file_error(
+                old_policy_spelling(text).unwrap_or_else(|| e.to_string().trim_end().to_owned()),
+            )
         })?;
         cfg.validate()?;
         Ok(cfg)
@@ -295,13 +415,14 @@ impl Config {
             key: key.into(),
             msg,
         };
-        if !policy::registry::names().contains(&self.policy.as_str()) {
+        let names = policy::registry::names();
+        if !names.contains(&self.policy.name.as_str()) {
             return Err(bad(
-                "policy",
+                "policy.name",
                 format!(
                     "unknown policy `{}` (known: {})",
-                    self.policy,
-                    policy::registry::names().join(", ")
+                    self.policy.name,
+                    names.join(", ")
                 ),
             ));
         }
@@ -334,6 +455,16 @@ impl Config {
                 format!("{} is below hyper's minimum of 8192", self.max_header_size),
             ));
         }
+        for (key, d) in [
+            ("header_timeout", self.header_timeout),
+            ("keepalive_timeout", self.keepalive_timeout),
+            ("send_timeout", self.send_timeout),
+            ("shutdown_timeout", self.shutdown_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(bad(key, "must be longer than zero".into()));
+            }
+        }
         if self.gzip.level > 9 {
             return Err(bad(
                 "gzip.level",
@@ -346,8 +477,8 @@ impl Config {
                 format!("{} is not in -20..=19", self.boost_nice),
             ));
         }
-        if self.period.is_zero() {
-            return Err(bad("period", "must be positive".into()));
+        if self.policy.config.period == 0 {
+            return Err(bad("policy.period", "must be longer than zero".into()));
         }
         for (i, s) in self.sites.iter().enumerate() {
             if s.name.is_empty() {
@@ -355,16 +486,17 @@ impl Config {
             }
         }
         self.container_tree()?;
-        policy::build(&self.policy, &self.policy_config())
+        policy::build(&self.policy.name, &self.policy.config)
             .map(|_| ())
             .map_err(|e| bad("policy", e.to_string()))
     }
 
     /// The validated resource-container tree (empty without `[[container]]`).
-    pub fn container_tree(&self) -> Result<crate::containers::Tree, ConfigError> {
-        crate::containers::Tree::build(
+    pub fn container_tree(&self) -> Result<Tree, ConfigError> {
+        let sites: Vec<&str> = self.sites.iter().map(|s| s.name.as_str()).collect();
+        Tree::build(
             &self.containers,
-            &crate::containers::site_names(&self.sites),
+            &sites,
             available_cpus(),
             &policy::registry::names(),
         )
@@ -374,28 +506,25 @@ impl Config {
         })
     }
 
-    /// The policy crate's view of this configuration.
-    pub fn policy_config(&self) -> PolicyConfig {
-        PolicyConfig {
-            slp: self.slp,
-            rw: self.rw,
-            rw_rule: self.rw_rule,
-            pos_tail: self.pos_tail,
-            period: self.period.as_nanos() as u64,
-            starvation_bound: self.starvation_bound.map(|d| d.as_nanos() as u64),
+    /// The gate's kernel boost, if any.
+    pub fn raise(&self) -> Option<gate::Raise> {
+        match self.boost {
+            Boost::Off => None,
+            Boost::Nice => Some(gate::Raise::Nice(self.boost_nice)),
+            Boost::Slice => Some(gate::Raise::Slice(self.boost_slice)),
         }
     }
 
-    /// Whether the gate will collect scheduling rounds (`auto`: when the policy may reorder,
-    /// as `Server::bind` decides; containers share through `share`, which reorders; a policy
-    /// that does not build counts as reordering, and `bind` reports its error).
+    /// Whether the gate will collect scheduling rounds (`auto`: when the policy may reorder;
+    /// containers share through `share`, which reorders; a policy that does not build counts
+    /// as reordering, and `Server::bind` reports its error).
     pub fn rounds_on(&self) -> bool {
         match self.rounds {
             Rounds::On => true,
             Rounds::Off => false,
             Rounds::Auto => {
                 !self.containers.is_empty()
-                    || policy::build(&self.policy, &self.policy_config())
+                    || policy::build(&self.policy.name, &self.policy.config)
                         .map_or(true, |p| p.reorders())
             }
         }
@@ -423,300 +552,5 @@ pub fn available_cpus() -> usize {
         .unwrap_or(1)
 }
 
-/// Parse a duration: `<number><unit>` with unit ns, us, ms, s, m, h; a bare number is
-/// milliseconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 500ms, 2s)"))?;
-    let scale = match unit.trim() {
-        "" | "ms" => 1e-3,
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        u => return Err(format!("`{s}`: unknown unit `{u}` (ns, us, ms, s, m, h)")),
-    };
-    let secs = v * scale;
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(format!("`{s}` is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parse a size: bytes, or with a unit k/KiB/m/MiB/g/GiB (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 16384, 16KiB)"))?;
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        u => return Err(format!("`{s}`: unknown unit `{u}` (KiB, MiB, GiB)")),
-    };
-    v.checked_mul(scale)
-        .ok_or_else(|| format!("`{s}` is out of range"))
-}
-
-/// Parse `auto` or a duration (SLP).
-pub fn parse_slp(s: &str) -> Result<Tunable<u64>, String> {
-    if s.trim() == "auto" {
-        return Ok(Tunable::Auto);
-    }
-    parse_duration(s).map(|d| Tunable::Fixed(d.as_nanos() as u64))
-}
-
-/// Parse `auto` or a count (RW).
-pub fn parse_rw(s: &str) -> Result<Tunable<u32>, String> {
-    if s.trim() == "auto" {
-        return Ok(Tunable::Auto);
-    }
-    s.trim()
-        .parse()
-        .map(Tunable::Fixed)
-        .map_err(|_| format!("`{s}` is neither `auto` nor a count"))
-}
-
-/// Parse `off` or a duration.
-pub fn parse_opt_duration(s: &str) -> Result<Option<Duration>, String> {
-    if s.trim() == "off" {
-        return Ok(None);
-    }
-    parse_duration(s).map(Some)
-}
-
-/// Parse a `pos_tail`.
-pub fn parse_pos_tail(s: &str) -> Result<PosTail, String> {
-    match s.trim() {
-        "fifo" => Ok(PosTail::Fifo),
-        "episode" => Ok(PosTail::Episode),
-        _ => Err(format!(
-            "unknown POS tail order `{s}` (known: fifo, episode)"
-        )),
-    }
-}
-
-/// Parse an `rw_rule`.
-pub fn parse_rw_rule(s: &str) -> Result<RwRule, String> {
-    match s.trim() {
-        "paper" => Ok(RwRule::Paper),
-        "split" => Ok(RwRule::Split),
-        _ => Err(format!("unknown rw rule `{s}` (known: paper, split)")),
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum StrOrInt {
-    Str(String),
-    Int(i64),
-    Float(f64),
-}
-
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    match StrOrInt::deserialize(d)? {
-        StrOrInt::Str(s) => parse_duration(&s).map_err(de::Error::custom),
-        StrOrInt::Int(i) if i >= 0 => Ok(Duration::from_millis(i as u64)),
-        StrOrInt::Float(f) if f >= 0.0 && f.is_finite() => Ok(Duration::from_secs_f64(f / 1e3)),
-        _ => Err(de::Error::custom("a duration must not be negative")),
-    }
-}
-
-fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    match StrOrInt::deserialize(d)? {
-        StrOrInt::Str(s) => parse_opt_duration(&s).map_err(de::Error::custom),
-        StrOrInt::Int(i) if i >= 0 => Ok(Some(Duration::from_millis(i as u64))),
-        _ => Err(de::Error::custom("expected `off` or a duration")),
-    }
-}
-
-fn de_slp<'de, D: Deserializer<'de>>(d: D) -> Result<Tunable<u64>, D::Error> {
-    match StrOrInt::deserialize(d)? {
-        StrOrInt::Str(s) => parse_slp(&s).map_err(de::Error::custom),
-        StrOrInt::Int(i) if i >= 0 => Ok(Tunable::Fixed(i as u64 * 1_000_000)),
-        _ => Err(de::Error::custom("expected `auto` or a duration")),
-    }
-}
-
-fn de_rw<'de, D: Deserializer<'de>>(d: D) -> Result<Tunable<u32>, D::Error> {
-    match StrOrInt::deserialize(d)? {
-        StrOrInt::Str(s) => parse_rw(&s).map_err(de::Error::custom),
-        StrOrInt::Int(i) if (0..=u32::MAX as i64).contains(&i) => Ok(Tunable::Fixed(i as u32)),
-        _ => Err(de::Error::custom("expected `auto` or a count")),
-    }
-}
-
-fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    match StrOrInt::deserialize(d)? {
-        StrOrInt::Str(s) => parse_size(&s).map_err(de::Error::custom),
-        StrOrInt::Int(i) if i >= 0 => Ok(i as u64),
-        _ => Err(de::Error::custom("a size must be a non-negative integer")),
-    }
-}
-
-fn de_opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    de_size(d).map(Some)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn event_interval_follows_rounds_unless_set() {
-        let mut c = Config {
-            policy: "pos".into(),
-            ..Default::default()
-        };
-        assert!(c.rounds_on());
-        assert_eq!(c.effective_event_interval(), 1);
-        c.policy = "fifo".into();
-        assert!(!c.rounds_on());
-        assert_eq!(c.effective_event_interval(), TOKIO_EVENT_INTERVAL);
-        c.rounds = Rounds::On;
-        assert_eq!(c.effective_event_interval(), 1);
-        c.event_interval = Some(16);
-        assert_eq!(c.effective_event_interval(), 16);
-        c.event_interval = Some(0);
-        let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("event_interval"), "{e}");
-    }
-
-    #[test]
-    fn parses_every_key() {
-        let text = r#"
-listen = "127.0.0.1:0"
-admin = "127.0.0.1:0"
-root = "/srv"
-index = ["a.html"]
-policy = "fifo"
-slp = "200ms"
-rw = 4
-rw_rule = "split"
-pos_tail = "episode"
-period = "1s"
-starvation_bound = "off"
-gate = false
-slots = 2
-threads = 1
-workers = 8
-chunk = "8KiB"
-first_chunk = "2KiB"
-sndbuf = 65536
-boost = "nice"
-boost_nice = -5
-boost_slice = "1ms"
-rounds = "off"
-event_interval = 7
-max_conns = 100
-max_header_size = "16k"
-header_timeout = "5s"
-keepalive_timeout = 3000
-send_timeout = "1m"
-shutdown_timeout = "10s"
-cache_max_file = 0
-cache_budget = "1MiB"
-pfs_log = "pfs.jsonl"
-access_log = "-"
-[gzip]
-enabled = true
-level = 1
-types = ["text/html"]
-min_size = 0
-[[site]]
-name = "a.test"
-aliases = ["www.a.test"]
-root = "/srv/a"
-index = ["home.html"]
-"#;
-        let c = Config::from_toml(text, "t.toml").unwrap();
-        assert_eq!(c.slp, Tunable::Fixed(200_000_000));
-        assert_eq!(c.rw, Tunable::Fixed(4));
-        assert_eq!(c.rw_rule, RwRule::Split);
-        assert_eq!(c.pos_tail, PosTail::Episode);
-        assert_eq!(c.policy_config().pos_tail, PosTail::Episode);
-        assert_eq!(Config::default().pos_tail, PosTail::Fifo);
-        assert_eq!(c.first_chunk(), 2048);
-        assert_eq!(Config::default().first_chunk(), DEFAULT_FIRST_CHUNK);
-        let small = Config::from_toml("chunk = 1024\n", "t.toml").unwrap();
-        assert_eq!(small.first_chunk(), 1024, "capped at the chunk");
-        let e = Config::from_toml("chunk = 1024\nfirst_chunk = 2048\n", "t.toml").unwrap_err();
-        assert!(e.to_string().contains("first_chunk"), "{e}");
-        assert!(parse_pos_tail("lifo").unwrap_err().contains("episode"));
-        assert_eq!(c.starvation_bound, None);
-        assert_eq!(c.chunk, 8192);
-        assert_eq!(c.first_chunk, Some(2048));
-        assert_eq!(c.keepalive_timeout, Duration::from_secs(3));
-        assert_eq!(c.send_timeout, Duration::from_secs(60));
-        assert_eq!(c.max_header_size, 16384);
-        assert_eq!(c.boost, Boost::Nice);
-        assert_eq!(c.boost_slice, Duration::from_millis(1));
-        assert_eq!("slice".parse::<Boost>(), Ok(Boost::Slice));
-        assert_eq!(c.rounds, Rounds::Off);
-        assert_eq!(c.event_interval, Some(7));
-        assert_eq!(c.effective_event_interval(), 7);
-        assert_eq!(Config::default().rounds, Rounds::Auto);
-        assert!("sometimes"
-            .parse::<Rounds>()
-            .unwrap_err()
-            .contains("auto, on, off"));
-        assert!(c.gzip.enabled);
-        assert_eq!(c.sites[0].aliases, vec!["www.a.test"]);
-        assert!(!c.gate);
-    }
-
-    #[test]
-    fn unknown_key_is_named_with_its_line() {
-        let err = Config::from_toml("listen = \"127.0.0.1:1\"\nchunck = 5\n", "x.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("chunck"), "{err}");
-        assert!(err.contains("line 2"), "{err}");
-        assert!(err.contains("x.toml"), "{err}");
-    }
-
-    #[test]
-    fn bad_value_is_named_with_its_line() {
-        let err = Config::from_toml("\n\nperiod = \"5 parsecs\"\n", "x.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("line 3"), "{err}");
-        assert!(err.contains("parsecs"), "{err}");
-    }
-
-    #[test]
-    fn unknown_policy_lists_known_ones() {
-        let err = Config::from_toml("policy = \"lottery\"\n", "x.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("lottery") && err.contains("fifo"), "{err}");
-    }
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("100us"), Ok(Duration::from_micros(100)));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("").is_err());
-        assert_eq!(parse_size("16KiB"), Ok(16384));
-        assert_eq!(parse_size("2m"), Ok(2 << 20));
-        assert!(parse_size("99999999999999999999g").is_err());
-        assert_eq!(parse_slp("auto"), Ok(Tunable::Auto));
-        assert_eq!(parse_rw("3"), Ok(Tunable::Fixed(3)));
-        assert!(parse_rw("x").is_err());
-        assert_eq!(parse_opt_duration("off"), Ok(None));
-    }
-}
+mod tests;

@@ -12,12 +12,12 @@
 //! name = "cgi"
 //! parent = "site-a"        # default: the root container
 //! cpu_max = 0.3            # optional cap, in CPUs (0.3 = 30% of one CPU), in (0, ncpus]
-//! policy = "fifo"          # optional inner ready-queue policy (default: the server's `policy`)
+//! policy = "fifo"          # optional inner ready-queue policy (default: `[policy] name`)
 //! ```
 //!
 //! With containers, the gate's policy is [`policy::share::Share`]: hierarchical weighted fair
 //! sharing of the CPU slots between containers, with caps, each container ordering its own
-//! workers with the inner policy (the server's `policy` key unless the container says
+//! workers with the inner policy (the server's `[policy] name` unless the container says
 //! otherwise). Site work not mapped to a container is charged to the root container (id 0).
 //!
 //! At start the server mirrors the tree in cgroups through [`os::CgroupRoot`] (one cgroup per
@@ -33,7 +33,7 @@
 //!
 //! Accounting, exposed as `triage_container_cpu_seconds_total{container, source}`:
 //! - `source="server"`: thread CPU time (`CLOCK_THREAD_CPUTIME_ID`) measured around every gate
-//!   burst, charged to the container of the burst's hints ([`CpuAccount`]).
+//!   burst, charged to the container of the burst's hints (`gate::CpuAccount`).
 //! - `source="cgi"`: the container's cgroup CPU usage (v2 `cpu.stat usage_usec`, v1
 //!   `cpuacct.usage`) minus that of its child containers, so that the values of all containers
 //!   add up; the root's value is what ran in the server's cgroup tree outside every container.
@@ -41,10 +41,10 @@
 //! Both are *exclusive* (a container's own work, not its descendants').
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use gate::CpuAccount;
 use policy::share::{ContainerSpec, ShareSpec};
 use policy::{Nanos, PolicyConfig};
 use serde::Deserialize;
@@ -60,10 +60,12 @@ fn default_weight() -> u32 {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerConfig {
+    /// Unique, cgroup-safe name (it names the container's cgroup).
     pub name: String,
     /// Parent container name; none = the root container.
     #[serde(default)]
     pub parent: Option<String>,
+    /// Share among siblings when they compete, 1..=10000.
     #[serde(default = "default_weight")]
     pub weight: u32,
     /// Cap in CPUs.
@@ -72,7 +74,7 @@ pub struct ContainerConfig {
     /// Sites (by `name`) whose work is charged here.
     #[serde(default)]
     pub sites: Vec<String>,
-    /// Inner ready-queue policy; none = the server's `policy`.
+    /// Inner ready-queue policy; none = the server's `[policy] name`.
     #[serde(default)]
     pub policy: Option<String>,
 }
@@ -95,7 +97,9 @@ impl ContainerConfig {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("`{key}`: {msg}")]
 pub struct ContainerError {
+    /// The key (`container[2].parent`).
     pub key: String,
+    /// What is wrong with its value.
     pub msg: String,
 }
 
@@ -285,6 +289,7 @@ impl Tree {
         Ok(Tree { nodes, by_site })
     }
 
+    /// Whether no container is configured.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
@@ -327,7 +332,7 @@ impl Tree {
     }
 
     /// The `share` policy specification: containers with their weights and caps, inner
-    /// policy `inner` (the server's `policy`) unless a container names its own.
+    /// policy `inner` (the server's `[policy] name`) unless a container names its own.
     pub fn share_spec(&self, inner: &str, cfg: &PolicyConfig, window: Nanos) -> ShareSpec {
         ShareSpec {
             containers: self
@@ -349,56 +354,6 @@ impl Tree {
     }
 }
 
-/// Server CPU per container (thread CPU time of gate bursts), lock-free.
-#[derive(Debug)]
-pub struct CpuAccount {
-    ns: Vec<AtomicU64>,
-}
-
-impl CpuAccount {
-    /// Room for containers `0..=max_id`; larger ids are charged to the root.
-    pub fn new(max_id: u32) -> Self {
-        Self {
-            ns: (0..=max_id).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    pub fn charge(&self, container: u32, d: Duration) {
-        let i = if (container as usize) < self.ns.len() {
-            container as usize
-        } else {
-            0
-        };
-        self.ns[i].fetch_add(d.as_nanos() as u64, Relaxed);
-    }
-
-    pub fn get(&self, container: u32) -> Duration {
-        self.ns
-            .get(container as usize)
-            .map_or(Duration::ZERO, |a| Duration::from_nanos(a.load(Relaxed)))
-    }
-}
-
-/// Measures one burst's thread CPU time; [`BurstTimer::stop`] charges it.
-#[derive(Debug, Clone, Copy)]
-pub struct BurstTimer {
-    start: Duration,
-}
-
-impl BurstTimer {
-    pub fn start() -> Self {
-        Self {
-            start: os::thread_cpu_time(),
-        }
-    }
-
-    /// Charge the CPU this thread used since [`BurstTimer::start`] to `container`. Call on the
-    /// same thread (a burst never awaits).
-    pub fn stop(self, account: &CpuAccount, container: u32) {
-        account.charge(container, os::thread_cpu_time().saturating_sub(self.start));
-    }
-}
-
 /// The containers at run time: the tree, the server CPU account and the cgroups mirroring
 /// the tree (when usable).
 #[derive(Debug)]
@@ -413,6 +368,7 @@ pub struct Containers {
 }
 
 impl Containers {
+    /// The containers of `tree`, without cgroups yet ([`Containers::attach_cgroups`]).
     pub fn new(tree: Tree) -> Self {
         let account = Arc::new(CpuAccount::new(tree.max_id()));
         Self {
@@ -424,10 +380,12 @@ impl Containers {
         }
     }
 
+    /// The validated tree.
     pub fn tree(&self) -> &Tree {
         &self.tree
     }
 
+    /// The server CPU charged to each container (the gate charges every burst here).
     pub fn account(&self) -> &Arc<CpuAccount> {
         &self.account
     }
@@ -557,7 +515,7 @@ impl Containers {
         o
     }
 
-    /// The gate's policy: `share` over this tree, `inner` (the server's `policy`) ordering
+    /// The gate's policy: `share` over this tree, `inner` (the server's `[policy] name`) ordering
     /// each container's workers unless the container names its own.
     pub fn share_policy(
         &self,
@@ -579,11 +537,6 @@ impl Containers {
             }
         }
     }
-}
-
-/// Site names of a configuration, for [`Tree::build`].
-pub fn site_names(sites: &[crate::config::SiteConfig]) -> Vec<&str> {
-    sites.iter().map(|s| s.name.as_str()).collect()
 }
 
 /// Unused-container check helper: names never referenced by a site or as a parent (they can
@@ -711,22 +664,6 @@ sites = ["b.test"]
         let r = toml::from_str::<Doc>("[[container]]\nname = \"a\"\ncpu_limit = 1\n");
         let e = r.err().unwrap().to_string();
         assert!(e.contains("cpu_limit"), "{e}");
-    }
-
-    #[test]
-    fn account_and_timer() {
-        let acc = CpuAccount::new(2);
-        acc.charge(1, Duration::from_millis(5));
-        acc.charge(9, Duration::from_millis(1)); // unknown: root
-        assert_eq!(acc.get(1), Duration::from_millis(5));
-        assert_eq!(acc.get(0), Duration::from_millis(1));
-        let t = BurstTimer::start();
-        let t0 = os::thread_cpu_time();
-        while os::thread_cpu_time() - t0 < Duration::from_millis(5) {
-            std::hint::black_box(0);
-        }
-        t.stop(&acc, 2);
-        assert!(acc.get(2) >= Duration::from_millis(5), "{:?}", acc.get(2));
     }
 
     #[test]

@@ -1,28 +1,45 @@
-//! `server`: the HTTP/1.1 server whose CPU work passes through the policy-ordered gate.
+//! # server: the HTTP/1.1 server whose CPU work passes through the policy-ordered gate
 //!
-//! - [`config`]: TOML file and CLI-overridable settings.
-//! - [`gate`]: N CPU slots and the policy-ordered ready queue; worker identity (prefork pool).
-//! - [`server`]: accept loop, connections, timeouts, admin `/metrics`, graceful shutdown.
-//! - [`router`]: virtual hosts, routes, the [`router::Handler`] enum (extension point for CGI).
-//! - [`static_file`], [`store`], [`resolve`], [`headers`]: static files, safely.
-//! - [`body`]: bodies produced chunk by chunk, one gate burst per chunk (optional gzip).
-//! - [`metrics`], [`logs`]: Prometheus text, PL/LRQ samples, worker log, access log.
-//! - [`demo`]: the built-in demo site.
+//! `triage serve` is this crate behind clap. Modules, leaves first (each uses only modules
+//! above it in this list; the gate itself is the `gate` crate):
+//! - [`headers`], [`resolve`], [`store`], [`logs`], [`demo`], [`fields`]: pure request-header
+//!   logic, safe path resolution, the files of a site, the log writers, the built-in demo site,
+//!   struct field names for config checks;
+//! - [`cgi`]: CGI/1.1 (RFC 3875) scripts run in per-request cgroups;
+//! - [`containers`]: resource containers (seed 003) mirrored in cgroups and in the gate;
+//! - [`config`], [`overrides`]: the TOML configuration and the flags laid over it;
+//! - [`site`]: virtual hosts; [`metrics`]: counters and the Prometheus text;
+//! - [`ctx`]: what connections and requests share ([`ctx::Ctx`], [`ctx::Conn`]);
+//! - [`body`]: response bodies produced chunk by chunk, one gate burst per chunk;
+//! - [`static_file`], [`cgi_route`]: the two ways a request is answered;
+//! - [`router`]: picks the site and the handler; [`conn`]: one connection; [`admin`]: the
+//!   admin listener;
+//! - [`server`]: binding, the accept loop, background tasks, graceful shutdown.
 
+#![warn(missing_docs)]
+
+pub mod admin;
 pub mod body;
 pub mod cgi;
+pub mod cgi_route;
 pub mod config;
+pub mod conn;
 pub mod containers;
+pub mod ctx;
 pub mod demo;
-pub mod gate;
+pub mod fields;
 pub mod headers;
 pub mod logs;
 pub mod metrics;
+pub mod overrides;
 pub mod resolve;
 pub mod router;
 pub mod server;
+pub mod site;
 pub mod static_file;
 pub mod store;
 
 pub use config::Config;
+pub use ctx::Ctx;
+pub use overrides::Overrides;
 pub use server::{runtime, Server, ServerError};

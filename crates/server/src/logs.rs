@@ -72,6 +72,7 @@ impl<T: Send + 'static> Writer<T> {
 pub struct PfsLog(Writer<Vec<Event>>);
 
 impl PfsLog {
+    /// Start writing to `path`.
     pub fn create(path: &Path) -> io::Result<Self> {
         Writer::spawn(path, "pfs-log", |w, events: Vec<Event>| {
             for e in events {
@@ -91,6 +92,7 @@ impl PfsLog {
         .map(Self)
     }
 
+    /// Queue events for writing.
     pub fn write(&self, events: Vec<Event>) {
         if !events.is_empty() {
             self.0.send(events);
@@ -106,10 +108,15 @@ impl PfsLog {
 /// What the access log needs from a request, captured when it arrives.
 #[derive(Debug, Clone)]
 pub struct AccessRecord {
+    /// The client.
     pub remote: std::net::IpAddr,
+    /// When the request arrived.
     pub time: SystemTime,
+    /// `METHOD target VERSION`.
     pub request_line: String,
+    /// The `Referer` header (empty if none).
     pub referer: String,
+    /// The `User-Agent` header (empty if none).
     pub user_agent: String,
 }
 
@@ -117,6 +124,7 @@ pub struct AccessRecord {
 pub struct AccessLog(Writer<(AccessRecord, u16, u64)>);
 
 impl AccessLog {
+    /// Start writing to `path` (`-` = stdout).
     pub fn create(path: &Path) -> io::Result<Self> {
         Writer::spawn(path, "access-log", |w, (r, status, bytes)| {
             w.write_all(combined_line(&r, status, bytes).as_bytes())
@@ -124,10 +132,12 @@ impl AccessLog {
         .map(Self)
     }
 
+    /// Log one finished request (its status and body bytes).
     pub fn write(&self, rec: AccessRecord, status: u16, bytes: u64) {
         self.0.send((rec, status, bytes));
     }
 
+    /// Flush and stop the writer.
     pub fn close(&self) -> io::Result<()> {
         self.0.close()
     }

@@ -1,19 +1,21 @@
-//! Counters and the Prometheus text exposition served on the admin address (`/metrics`), plus a
-//! JSON view of recent PL/LRQ samples (`/samples`).
+//! The server's request and connection counters, and the Prometheus text exposition of
+//! them and of the gate served on the admin address (`/metrics`), plus a JSON view of recent
+//! PL/LRQ samples (`/samples`).
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::gate::Gate;
+use gate::Gate;
 
-/// Request and connection counters.
+/// Request and connection counters, written through its methods.
+#[derive(Debug)]
 pub struct Metrics {
     requests: Vec<AtomicU64>,
     bytes: Vec<AtomicU64>,
-    pub conns_accepted: AtomicU64,
-    pub conns_refused: AtomicU64,
-    pub conns_timed_out: AtomicU64,
-    pub conns_open: AtomicU64,
+    conns_accepted: AtomicU64,
+    conns_refused: AtomicU64,
+    conns_timed_out: AtomicU64,
+    conns_open: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -30,6 +32,32 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// A connection was accepted: it is open until [`Metrics::conn_closed`].
+    pub fn conn_accepted(&self) {
+        self.conns_accepted.fetch_add(1, Relaxed);
+        self.conns_open.fetch_add(1, Relaxed);
+    }
+
+    /// An accepted connection was closed.
+    pub fn conn_closed(&self) {
+        self.conns_open.fetch_sub(1, Relaxed);
+    }
+
+    /// A connection was refused (over `max_conns`).
+    pub fn conn_refused(&self) {
+        self.conns_refused.fetch_add(1, Relaxed);
+    }
+
+    /// A connection was closed by a timeout (it is still counted open until closed).
+    pub fn conn_timed_out(&self) {
+        self.conns_timed_out.fetch_add(1, Relaxed);
+    }
+
+    /// Connections open now.
+    pub fn open_conns(&self) -> u64 {
+        self.conns_open.load(Relaxed)
+    }
+
     /// One finished response.
     pub fn record(&self, status: u16, bytes: u64) {
         let i = (status as usize).min(599);
@@ -55,7 +83,8 @@ fn secs(ns: u64) -> f64 {
 /// The Prometheus text exposition.
 pub fn render(gate: &Gate, m: &Metrics) -> String {
     let snap = gate.snapshot();
-    let s = &gate.samples;
+    let s = gate.samples();
+    let counters = gate.counters();
     let mut o = String::with_capacity(4096);
     let policy = gate.policy_name();
     macro_rules! metric {
@@ -89,25 +118,25 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
         "triage_pl_samples_total",
         "counter",
         "PL/LRQ samples taken (every 10 ms).",
-        s.count.load(Relaxed)
+        s.count()
     );
     metric!(
         "triage_pl_busy_sum",
         "counter",
         "Sum of busy slots over all samples (PL).",
-        s.sum_busy.load(Relaxed)
+        s.sum_busy()
     );
     metric!(
         "triage_lrq_sum",
         "counter",
         "Sum of ready-queue lengths over all samples (LRQ).",
-        s.sum_queued.load(Relaxed)
+        s.sum_queued()
     );
     metric!(
         "triage_bottleneck_samples_total",
         "counter",
-        "Samples with all slots busy and more than one worker ready.",
-        s.bottleneck.load(Relaxed)
+        "Samples with more workers wanting a slot than slots, and more than one ready.",
+        s.bottleneck()
     );
     let slp = snap
         .stats
@@ -148,25 +177,25 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
         "triage_bursts_total",
         "counter",
         "Bursts run (slots granted).",
-        gate.bursts.load(Relaxed)
+        counters.bursts
     );
     metric!(
         "triage_queued_bursts_total",
         "counter",
         "Bursts that waited in the ready queue.",
-        gate.queued_bursts.load(Relaxed)
+        counters.queued_bursts
     );
     metric!(
         "triage_rounds_total",
         "counter",
         "Scheduling rounds opened (an idle gate collecting every worker ready at once).",
-        gate.rounds_opened.load(Relaxed)
+        counters.rounds
     );
     metric!(
         "triage_boost_errors_total",
         "counter",
         "Kernel priority changes that failed.",
-        gate.boost_errors.load(Relaxed)
+        counters.boost_errors
     );
     metric!(
         "triage_workers",
@@ -220,18 +249,14 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
 
 /// Recent PL/LRQ samples as JSON: `{"slots":1,"samples":[[t_ns,busy,queued],...]}`.
 pub fn samples_json(gate: &Gate) -> String {
-    let r = gate
-        .samples
-        .recent
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let r = gate.samples().recent();
     let mut o = String::with_capacity(32 + r.len() * 24);
     let _ = write!(o, "{{\"slots\":{},\"samples\":[", gate.slots());
-    for (i, (t, b, q)) in r.iter().enumerate() {
+    for (i, s) in r.iter().enumerate() {
         if i > 0 {
             o.push(',');
         }
-        let _ = write!(o, "[{t},{b},{q}]");
+        let _ = write!(o, "[{},{},{}]", s.t_ns, s.busy, s.queued);
     }
     o.push_str("]}");
     o

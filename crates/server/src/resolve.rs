@@ -19,7 +19,9 @@ pub enum Reject {
 /// ended with `/` (a directory request).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
+    /// Decoded segments, none of them `.`, `..` or empty.
     pub segments: Vec<Vec<u8>>,
+    /// Whether the request path ended with `/`.
     pub trailing_slash: bool,
 }
 

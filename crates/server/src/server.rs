@@ -1,221 +1,68 @@
-//! The server: accept loop, per-connection tasks (hyper HTTP/1.1 with keep-alive), timeouts,
-//! connection limit, the admin listener (`/metrics`), background tasks (PL/LRQ sampling every
-//! 10 ms, the policy tick every period, draining the worker log) and graceful shutdown.
+//! The server: [`Server::bind`] builds everything a configuration asks for (sites, CGI,
+//! containers, the gate, logs, listeners); [`Server::run`] accepts connections, runs the
+//! background tasks (PL/LRQ sampling every 10 ms, the policy tick every period, draining the
+//! worker log) and the admin listener, and stops gracefully.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::Full;
-use hyper::body::Incoming;
+use gate::Gate;
 use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use policy::Sched;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
-use crate::config::{Boost, Config, GzipConfig};
-use crate::gate::Gate;
+use crate::cgi::Cgi;
+use crate::config::{Config, ConfigError};
+use crate::conn::Serving;
+use crate::containers::Containers;
+use crate::ctx::{Bodies, Ctx, Timeouts};
 use crate::logs::{AccessLog, PfsLog};
-use crate::metrics::Metrics;
-use crate::router::{Site, Sites};
+use crate::site::{Site, Sites};
 use crate::store::{DirStore, Store};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The configuration is not usable.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] ConfigError),
+    /// A listener could not be bound.
     #[error("binding {what} address {addr}: {err}")]
     Bind {
+        /// `listen` or `admin`.
         what: &'static str,
+        /// The address.
         addr: SocketAddr,
+        /// Why.
         err: io::Error,
     },
+    /// A document root cannot be opened.
     #[error("document root {path}: {err}")]
-    Root { path: String, err: io::Error },
+    Root {
+        /// The root.
+        path: String,
+        /// Why.
+        err: io::Error,
+    },
+    /// A site's CGI settings are not usable.
     #[error(transparent)]
     Cgi(#[from] crate::cgi::CgiError),
+    /// A log file cannot be created.
     #[error("{what} {path}: {err}")]
     Log {
+        /// `pfs log` or `access log`.
         what: &'static str,
+        /// The file.
         path: String,
+        /// Why.
         err: io::Error,
     },
-}
-
-/// State shared by every connection.
-pub struct Shared {
-    pub gate: Arc<Gate>,
-    pub sites: Sites,
-    pub metrics: Metrics,
-    pub access_log: Option<AccessLog>,
-    pub chunk: usize,
-    /// Most bytes of the first burst of a static response longer than `chunk` (at most
-    /// `chunk`).
-    pub first_chunk: usize,
-    pub gzip: GzipConfig,
-    /// Resource containers (empty tree without `[[container]]`).
-    pub containers: crate::containers::Containers,
-}
-
-/// Per-connection state: the worker serving it and what the watchdog needs.
-pub struct ConnState {
-    pub worker: policy::WorkerId,
-    pub remote: SocketAddr,
-    /// The server's address of this connection.
-    pub local: SocketAddr,
-    /// The connection's socket (valid while the connection lives; CGI watches it for the
-    /// client going away).
-    pub fd: std::os::fd::RawFd,
-    busy: AtomicBool,
-    requests: AtomicU64,
-    idle_since: AtomicU64,
-    head_since: AtomicU64,
-    last_write: AtomicU64,
-}
-
-impl ConnState {
-    fn new(
-        worker: policy::WorkerId,
-        remote: SocketAddr,
-        local: SocketAddr,
-        fd: std::os::fd::RawFd,
-        now: u64,
-    ) -> Self {
-        Self {
-            worker,
-            remote,
-            local,
-            fd,
-            busy: AtomicBool::new(false),
-            requests: AtomicU64::new(0),
-            idle_since: AtomicU64::new(now),
-            head_since: AtomicU64::new(0),
-            last_write: AtomicU64::new(now),
-        }
-    }
-
-    pub(crate) fn request_started(&self, now: u64) {
-        self.busy.store(true, Relaxed);
-        self.head_since.store(0, Relaxed);
-        self.last_write.store(now, Relaxed);
-        self.requests.fetch_add(1, Relaxed);
-    }
-
-    pub(crate) fn response_done(&self, now: u64) {
-        self.idle_since.store(now, Relaxed);
-        self.busy.store(false, Relaxed);
-    }
-
-    /// When the connection must be closed if nothing happens meanwhile (ns since start).
-    fn deadline(&self, t: &Timeouts) -> u64 {
-        if self.busy.load(Relaxed) {
-            self.last_write.load(Relaxed) + t.send
-        } else {
-            let head = self.head_since.load(Relaxed);
-            if head != 0 {
-                head + t.header
-            } else if self.requests.load(Relaxed) == 0 {
-                self.idle_since.load(Relaxed) + t.header
-            } else {
-                self.idle_since.load(Relaxed) + t.keepalive
-            }
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Timeouts {
-    header: u64,
-    keepalive: u64,
-    send: u64,
-}
-
-/// The socket, noting when a request head starts arriving and when writes progress.
-struct ConnIo {
-    stream: TcpStream,
-    conn: Arc<ConnState>,
-    epoch: Instant,
-}
-
-impl ConnIo {
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-}
-
-impl AsyncRead for ConnIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let r = Pin::new(&mut this.stream).poll_read(cx, buf);
-        if buf.filled().len() > before
-            && !this.conn.busy.load(Relaxed)
-            && this.conn.head_since.load(Relaxed) == 0
-        {
-            this.conn.head_since.store(this.now().max(1), Relaxed);
-        }
-        r
-    }
-}
-
-impl AsyncWrite for ConnIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.stream).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = r {
-            if n > 0 {
-                this.conn.last_write.store(this.now(), Relaxed);
-            }
-        }
-        r
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = r {
-            if n > 0 {
-                this.conn.last_write.store(this.now(), Relaxed);
-            }
-        }
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
-    }
 }
 
 /// A bound, ready-to-run server.
@@ -223,7 +70,7 @@ pub struct Server {
     cfg: Config,
     listener: TcpListener,
     admin: Option<TcpListener>,
-    shared: Arc<Shared>,
+    ctx: Ctx,
     pfs_log: Option<PfsLog>,
 }
 
@@ -246,10 +93,8 @@ pub fn runtime(cfg: &Config) -> io::Result<tokio::runtime::Runtime> {
     }
 }
 
-fn build_sites(
-    cfg: &Config,
-    containers: &mut crate::containers::Containers,
-) -> Result<Sites, ServerError> {
+/// The sites of `cfg` with their stores and CGI handlers (the demo site if none).
+fn build_sites(cfg: &Config, containers: &mut Containers) -> Result<Sites, ServerError> {
     let open = |p: &std::path::Path| {
         DirStore::open(p, cfg.cache_max_file, cfg.cache_budget)
             .map(Store::Dir)
@@ -261,20 +106,16 @@ fn build_sites(
     let mut sites = Vec::new();
     // One cgroup root for the containers and the CGI request cgroups.
     let cg_root = if containers.tree().is_empty() {
-        crate::cgi::cgroup_root(&cfg.sites)
+        crate::cgi::cgroup_root(cfg.sites.iter().filter_map(|s| s.cgi.as_ref()))
     } else {
         containers.attach_cgroups(os::CgroupRoot::open("triage").map_err(|e| e.to_string()));
         containers.cgroup_root().cloned()
     };
     if let Some(root) = &cfg.root {
-        sites.push(Arc::new(Site::new(
-            "default",
-            open(root)?,
-            cfg.index.clone(),
-        )));
+        sites.push(Site::new("default", open(root)?, cfg.index.clone()));
     }
     // Sites first, their CGI handlers beside them: sites sharing a CGI container must share
-    // its `max_running` places before the handlers are frozen in their `Arc`.
+    // its `max_running` places.
     let mut built = Vec::new();
     for s in &cfg.sites {
         let mut site = Site::new(
@@ -285,45 +126,45 @@ fn build_sites(
         site.aliases = s.aliases.clone();
         site.container = containers.tree().site_container(&s.name);
         let cgi = match &s.cgi {
-            Some(c) => Some(crate::cgi::Cgi::for_site(
-                c,
-                &s.name,
-                &s.root,
-                cg_root.as_ref(),
-            )?),
+            Some(c) => Some(Cgi::for_site(c, &s.name, &s.root, cg_root.as_ref())?),
             None => None,
         };
         built.push((site, cgi));
     }
-    let mut cgis: Vec<&mut crate::cgi::Cgi> =
-        built.iter_mut().filter_map(|(_, c)| c.as_mut()).collect();
-    crate::cgi::Cgi::share_places(&mut cgis)?;
+    let mut cgis: Vec<&mut Cgi> = built.iter_mut().filter_map(|(_, c)| c.as_mut()).collect();
+    Cgi::share_places(&mut cgis)?;
     for (mut site, cgi) in built {
-        site.cgi = cgi.map(Arc::new);
-        sites.push(Arc::new(site));
+        site.cgi = cgi;
+        sites.push(site);
     }
     if sites.is_empty() {
-        sites.push(Arc::new(Site::new(
+        sites.push(Site::new(
             "demo",
             Store::Mem(crate::demo::site()),
             cfg.index.clone(),
-        )));
+        ));
     }
-    Ok(Sites(sites))
+    Ok(Sites::new(sites))
+}
+
+fn log_error(what: &'static str, path: &std::path::Path) -> impl FnOnce(io::Error) -> ServerError {
+    let path = path.display().to_string();
+    move |err| ServerError::Log { what, path, err }
 }
 
 impl Server {
     /// Validate `cfg`, open roots and logs, and bind the listeners (port 0 allowed).
     pub async fn bind(cfg: Config) -> Result<Self, ServerError> {
         cfg.validate()?;
-        let mut containers = crate::containers::Containers::new(cfg.container_tree()?);
+        let mut containers = Containers::new(cfg.container_tree()?);
         let sites = build_sites(&cfg, &mut containers)?;
+        let p = &cfg.policy;
         let policy = if containers.tree().is_empty() {
-            policy::build(&cfg.policy, &cfg.policy_config())
+            policy::build(&p.name, &p.config)
         } else {
-            containers.share_policy(&cfg.policy, &cfg.policy_config())
+            containers.share_policy(&p.name, &p.config)
         }
-        .map_err(|e| crate::config::ConfigError::Value {
+        .map_err(|e| ConfigError::Value {
             key: "policy".into(),
             msg: e.to_string(),
         })?;
@@ -331,29 +172,18 @@ impl Server {
         let pfs_log = match &cfg.pfs_log {
             Some(p) => {
                 sched = sched.with_log();
-                Some(PfsLog::create(p).map_err(|err| ServerError::Log {
-                    what: "pfs log",
-                    path: p.display().to_string(),
-                    err,
-                })?)
+                Some(PfsLog::create(p).map_err(log_error("pfs log", p))?)
             }
             None => None,
         };
-        let boost = match cfg.boost {
-            Boost::Off => None,
-            Boost::Nice => Some(crate::gate::Raise::Nice(cfg.boost_nice)),
-            Boost::Slice => Some(crate::gate::Raise::Slice(cfg.boost_slice)),
-        };
         // One decision for the gate and the runtime's event interval (`Config::rounds_on`).
-        let rounds = cfg.rounds_on();
-        let gate = Arc::new(Gate::new(sched, cfg.gate, boost).with_rounds(rounds));
+        let gate = Gate::new(sched, cfg.gate, cfg.raise()).with_rounds(cfg.rounds_on());
         gate.prefork(cfg.workers);
+        if !containers.tree().is_empty() {
+            gate.set_account(containers.account().clone());
+        }
         let access_log = match &cfg.access_log {
-            Some(p) => Some(AccessLog::create(p).map_err(|err| ServerError::Log {
-                what: "access log",
-                path: p.display().to_string(),
-                err,
-            })?),
+            Some(p) => Some(AccessLog::create(p).map_err(log_error("access log", p))?),
             None => None,
         };
         let listener = bind_listener(cfg.listen, "listen")?;
@@ -361,70 +191,72 @@ impl Server {
             Some(a) => Some(bind_listener(a, "admin")?),
             None => None,
         };
-        if !containers.tree().is_empty() {
-            gate.set_account(containers.account().clone());
-        }
-        let shared = Arc::new(Shared {
-            gate,
-            sites,
-            metrics: Metrics::default(),
-            access_log,
+        let bodies = Bodies {
             chunk: cfg.chunk as usize,
             first_chunk: cfg.first_chunk() as usize,
             gzip: cfg.gzip.clone(),
-            containers,
-        });
+        };
+        let ctx = Ctx::new(gate, sites, access_log, bodies, containers);
         Ok(Self {
             cfg,
             listener,
             admin,
-            shared,
+            ctx,
             pfs_log,
         })
     }
 
+    /// The address serving HTTP.
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("bound listener")
     }
 
+    /// The admin address, if there is one.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin
             .as_ref()
             .map(|l| l.local_addr().expect("bound listener"))
     }
 
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The state the server's tasks share (its gate, sites, counters, containers).
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
     }
 
     /// Serve until `shutdown` completes, then stop accepting, let in-flight responses finish
-    /// (up to `shutdown_timeout`), flush the logs and return.
+    /// (up to `shutdown_timeout`: every connection task holds a sender of one channel, and
+    /// the wait ends when the last is dropped), flush the logs and return.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let Server {
             cfg,
             listener,
             admin,
-            shared,
+            ctx,
             pfs_log,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
+        let (running, mut all_closed) = mpsc::channel::<()>(1);
         let pfs_log = pfs_log.map(Arc::new);
-        let bg = spawn_background(&shared, pfs_log.clone(), stop_rx.clone());
+        let bg = spawn_background(&ctx, pfs_log.clone(), stop_rx.clone());
         let admin_task =
-            admin.map(|l| tokio::spawn(admin_loop(l, shared.clone(), stop_rx.clone())));
+            admin.map(|l| tokio::spawn(crate::admin::serve(l, ctx.clone(), stop_rx.clone())));
 
-        let mut builder = http1::Builder::new();
-        builder
-            .keep_alive(true)
+        let mut http = http1::Builder::new();
+        http.keep_alive(true)
             .half_close(false)
             .max_buf_size(cfg.max_header_size as usize);
-        let builder = Arc::new(builder);
-        let t = Timeouts {
-            header: cfg.header_timeout.as_nanos() as u64,
-            keepalive: cfg.keepalive_timeout.as_nanos() as u64,
-            send: cfg.send_timeout.as_nanos() as u64,
+        let serving = Serving {
+            ctx: ctx.clone(),
+            http: Arc::new(http),
+            timeouts: Timeouts {
+                header: cfg.header_timeout.as_nanos() as u64,
+                keepalive: cfg.keepalive_timeout.as_nanos() as u64,
+                send: cfg.send_timeout.as_nanos() as u64,
+            },
+            epoch: Instant::now() - Duration::from_nanos(ctx.now()),
+            stop: stop_rx,
+            running,
         };
-        let epoch = Instant::now() - Duration::from_nanos(shared.gate.now());
         let mut shutdown = pin!(shutdown);
         loop {
             let accepted = tokio::select! {
@@ -440,35 +272,24 @@ impl Server {
                     continue;
                 }
             };
-            let m = &shared.metrics;
-            if m.conns_open.load(Relaxed) >= cfg.max_conns as u64 {
-                m.conns_refused.fetch_add(1, Relaxed);
+            let m = ctx.metrics();
+            if m.open_conns() >= cfg.max_conns as u64 {
+                m.conn_refused();
                 tokio::spawn(refuse(stream));
                 continue;
             }
-            m.conns_accepted.fetch_add(1, Relaxed);
-            m.conns_open.fetch_add(1, Relaxed);
+            m.conn_accepted();
             let _ = stream.set_nodelay(true);
             if let Some(n) = cfg.sndbuf {
                 let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n as usize);
             }
-            tokio::spawn(connection(
-                shared.clone(),
-                builder.clone(),
-                stream,
-                peer,
-                stop_rx.clone(),
-                t,
-                epoch,
-            ));
+            tokio::spawn(crate::conn::serve(serving.clone(), stream, peer));
         }
         drop(listener);
         let _ = stop_tx.send(true);
-        let deadline = tokio::time::Instant::now() + cfg.shutdown_timeout;
-        while shared.metrics.conns_open.load(Relaxed) > 0 && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        drop(serving);
+        // `None` once every connection task has dropped its sender.
+        let _ = tokio::time::timeout(cfg.shutdown_timeout, all_closed.recv()).await;
         for h in bg {
             let _ = h.await;
         }
@@ -476,13 +297,13 @@ impl Server {
             let _ = a.await;
         }
         if let Some(l) = &pfs_log {
-            l.write(shared.gate.drain_log());
+            l.write(ctx.gate().drain_log());
             l.close()?;
         }
-        if let Some(l) = &shared.access_log {
+        if let Some(l) = ctx.access_log() {
             l.close()?;
         }
-        shared.containers.cleanup();
+        ctx.containers().cleanup();
         Ok(())
     }
 }
@@ -513,76 +334,8 @@ async fn refuse(mut stream: TcpStream) {
     let _ = stream.shutdown().await;
 }
 
-async fn connection(
-    shared: Arc<Shared>,
-    builder: Arc<http1::Builder>,
-    stream: TcpStream,
-    peer: SocketAddr,
-    mut stop: watch::Receiver<bool>,
-    t: Timeouts,
-    epoch: Instant,
-) {
-    let worker = shared.gate.checkout();
-    let local = stream.local_addr().unwrap_or(peer);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let conn = Arc::new(ConnState::new(worker, peer, local, fd, shared.gate.now()));
-    let io = TokioIo::new(ConnIo {
-        stream,
-        conn: conn.clone(),
-        epoch,
-    });
-    let svc = {
-        let shared = shared.clone();
-        let conn = conn.clone();
-        service_fn(move |req: Request<Incoming>| {
-            let shared = shared.clone();
-            let conn = conn.clone();
-            async move { Ok::<_, Infallible>(crate::router::dispatch(&shared, &conn, req).await) }
-        })
-    };
-    {
-        let mut c = pin!(builder.serve_connection(io, svc));
-        let at = |ns: u64| tokio::time::Instant::from_std(epoch + Duration::from_nanos(ns));
-        // The watchdog wakes at the current deadline but at least every `min` (a state change can
-        // move the deadline earlier), so a timeout fires between 1x and 2x its value.
-        let min = t.header.min(t.keepalive).min(t.send).max(1_000_000);
-        let next = |now: u64| at(conn.deadline(&t).min(now + min));
-        let watchdog = tokio::time::sleep_until(next(shared.gate.now()));
-        let mut watchdog = pin!(watchdog);
-        let mut stopping = *stop.borrow();
-        if stopping {
-            c.as_mut().graceful_shutdown();
-        }
-        loop {
-            tokio::select! {
-                biased;
-                r = c.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                    break;
-                }
-                _ = stop.changed(), if !stopping => {
-                    stopping = true;
-                    c.as_mut().graceful_shutdown();
-                }
-                _ = &mut watchdog => {
-                    let now = shared.gate.now();
-                    if now >= conn.deadline(&t) {
-                        shared.metrics.conns_timed_out.fetch_add(1, Relaxed);
-                        break;
-                    }
-                    watchdog.as_mut().reset(next(now));
-                }
-            }
-        }
-    } // the connection (and its socket) is dropped here
-    shared.gate.checkin(worker);
-    shared.metrics.conns_open.fetch_sub(1, Relaxed);
-}
-
 fn spawn_background(
-    shared: &Arc<Shared>,
+    ctx: &Ctx,
     pfs_log: Option<Arc<PfsLog>>,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -600,76 +353,29 @@ fn spawn_background(
             }
         })
     };
-    let g = shared.gate.clone();
+    let c = ctx.clone();
     tasks.push(every(
         Duration::from_millis(10),
         stop.clone(),
-        Box::new(move || g.sample()),
+        Box::new(move || c.gate().sample()),
     ));
-    if shared.gate.enabled() {
-        if let Some(p) = shared.gate.period() {
-            let g = shared.gate.clone();
+    if ctx.gate().enabled() {
+        if let Some(p) = ctx.gate().period() {
+            let c = ctx.clone();
             tasks.push(every(
                 Duration::from_nanos(p.max(1_000_000)),
                 stop.clone(),
-                Box::new(move || g.tick()),
+                Box::new(move || c.gate().tick()),
             ));
         }
     }
     if let Some(log) = pfs_log {
-        let g = shared.gate.clone();
+        let c = ctx.clone();
         tasks.push(every(
             Duration::from_millis(50),
             stop,
-            Box::new(move || log.write(g.drain_log())),
+            Box::new(move || log.write(c.gate().drain_log())),
         ));
     }
     tasks
-}
-
-async fn admin_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    loop {
-        let (stream, _) = tokio::select! {
-            r = listener.accept() => match r { Ok(x) => x, Err(_) => { tokio::time::sleep(Duration::from_millis(10)).await; continue } },
-            _ = stop.changed() => break,
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(admin(&shared, &req)) }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
-}
-
-fn admin(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let (status, ctype, body) = match req.uri().path() {
-        "/metrics" => (
-            StatusCode::OK,
-            "text/plain; version=0.0.4",
-            crate::metrics::render(&shared.gate, &shared.metrics)
-                + &crate::cgi::metrics(&shared.sites)
-                + &shared.containers.render_metrics(),
-        ),
-        "/samples" => (
-            StatusCode::OK,
-            "application/json",
-            crate::metrics::samples_json(&shared.gate),
-        ),
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "404 Not Found (try /metrics, /samples, /healthz)\n".to_string(),
-        ),
-    };
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-    r
 }

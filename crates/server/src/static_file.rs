@@ -10,10 +10,10 @@ use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode
 use policy::Hints;
 
 use crate::body::{ChunkSource, Gated, Gzip, ServeBody};
+use crate::ctx::{Conn, Ctx};
 use crate::headers::{self, RangeReq};
 use crate::resolve::{resolve, Reject};
-use crate::router::Site;
-use crate::server::{ConnState, Shared};
+use crate::site::Site;
 use crate::store::{Entry, Lookup};
 
 /// MIME type for a file name's extension.
@@ -46,12 +46,7 @@ pub fn simple(status: StatusCode) -> Response<ServeBody> {
 }
 
 /// Serve a request from `site`'s store.
-pub async fn serve<B>(
-    shared: &Arc<Shared>,
-    conn: &Arc<ConnState>,
-    site: &Arc<Site>,
-    req: Request<B>,
-) -> Response<ServeBody> {
+pub async fn serve<B>(ctx: &Ctx, conn: &Conn, site: &Site, req: Request<B>) -> Response<ServeBody> {
     let mime = mime_for(ext_of(req.uri().path()));
     let hints = Hints {
         class: headers::content_class(mime),
@@ -62,15 +57,15 @@ pub async fn serve<B>(
             .and_then(headers::urgency),
         container: site.container,
     };
-    let permit = shared.gate.acquire(conn.worker, hints).await;
-    let resp = burst(shared, conn, site, &req, hints, mime);
+    let permit = ctx.gate().acquire(conn.worker(), hints).await;
+    let resp = burst(ctx, conn, site, &req, hints, mime);
     drop(permit);
     resp
 }
 
 fn burst<B>(
-    shared: &Arc<Shared>,
-    conn: &ConnState,
+    ctx: &Ctx,
+    conn: &Conn,
     site: &Site,
     req: &Request<B>,
     hints: Hints,
@@ -137,7 +132,7 @@ fn burst<B>(
             return simple(StatusCode::INTERNAL_SERVER_ERROR);
         }
     };
-    respond(shared, conn, req, entry, mime, head, hints)
+    respond(ctx, conn, req, entry, mime, head, hints)
 }
 
 fn header_str(h: &HeaderMap, n: header::HeaderName) -> Option<&str> {
@@ -145,8 +140,8 @@ fn header_str(h: &HeaderMap, n: header::HeaderName) -> Option<&str> {
 }
 
 fn respond<B>(
-    shared: &Arc<Shared>,
-    conn: &ConnState,
+    ctx: &Ctx,
+    conn: &Conn,
     req: &Request<B>,
     entry: Arc<Entry>,
     mime: &'static str,
@@ -155,7 +150,8 @@ fn respond<B>(
 ) -> Response<ServeBody> {
     let rh = req.headers();
     let etag = entry.etag.to_str().unwrap_or("");
-    let gz_cfg = &shared.gzip;
+    let bodies = ctx.bodies();
+    let gz_cfg = &bodies.gzip;
     let gzippable = gz_cfg.enabled
         && entry.len >= gz_cfg.min_size
         && headers::mime_matches(mime, &gz_cfg.types);
@@ -230,26 +226,20 @@ fn respond<B>(
     } else {
         // A response that fits in one chunk is one burst; a longer one starts with a short
         // burst (`first_chunk`), so that its first burst costs little wherever a policy puts it.
-        let first = if end - start <= shared.chunk as u64 {
-            shared.chunk
+        let first = if end - start <= bodies.chunk as u64 {
+            bodies.chunk
         } else {
-            shared.first_chunk
+            bodies.first_chunk
         };
         let source = EntrySource {
             entry,
             pos: start,
             end,
             chunk: first,
-            next_chunk: shared.chunk,
+            next_chunk: bodies.chunk,
         };
-        let gz = gzip.then(|| Gzip::new(shared.gzip.level));
-        let mut gated = Gated::new(
-            shared.gate.clone(),
-            conn.worker,
-            hints,
-            Box::new(source),
-            gz,
-        );
+        let gz = gzip.then(|| Gzip::new(gz_cfg.level));
+        let mut gated = Gated::new(ctx.clone(), conn.worker(), hints, Box::new(source), gz);
         match gated.produce_now() {
             Ok(first) => ServeBody::gated(first, gated),
             Err(e) => {

@@ -25,18 +25,26 @@ use http::HeaderValue;
 /// memory, or an open file to read chunk by chunk).
 #[derive(Debug)]
 pub struct Entry {
+    /// Size in bytes.
     pub len: u64,
+    /// Modification time.
     pub mtime: SystemTime,
+    /// `ETag` value.
     pub etag: HeaderValue,
+    /// `Last-Modified` value.
     pub last_modified: HeaderValue,
+    /// `Content-Length` value of the whole file.
     pub content_length: HeaderValue,
+    /// The bytes.
     pub content: Content,
 }
 
 /// Where the bytes are.
 #[derive(Debug)]
 pub enum Content {
+    /// In memory (small files, the cache, the demo site).
     Mem(Bytes),
+    /// An open file, read with `pread`.
     File(File),
 }
 
@@ -95,18 +103,24 @@ impl Entry {
 /// Result of looking a path up.
 #[derive(Debug)]
 pub enum Lookup {
+    /// A regular file.
     File(Arc<Entry>),
+    /// A directory.
     Dir,
+    /// No such file.
     NotFound,
     /// Outside the root (symlink escape), or not readable.
     Forbidden,
+    /// Any other failure.
     Error(io::Error),
 }
 
 /// A site's files.
 #[derive(Debug)]
 pub enum Store {
+    /// A document root on disk.
     Dir(DirStore),
+    /// Files in memory.
     Mem(MemStore),
 }
 
@@ -161,6 +175,7 @@ impl DirStore {
         })
     }
 
+    /// The document root.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -169,6 +184,8 @@ impl DirStore {
         let rel: &[u8] = if rel.is_empty() { b"." } else { rel };
         let c = CString::new(rel)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+        // SAFETY: `open_how` is a plain C struct of integers, for which all zeroes is a valid
+        // value (no flags, no mode, no resolve restrictions) before the fields are set below.
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
         how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
         how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
@@ -262,6 +279,7 @@ pub struct MemStore {
 }
 
 impl MemStore {
+    /// An empty store (its root directory exists).
     pub fn new() -> Self {
         let mut s = Self::default();
         s.dirs.insert(Vec::new());

@@ -28,7 +28,7 @@ mod harness {
     pub struct Running {
         pub addr: SocketAddr,
         pub admin: SocketAddr,
-        pub gate: Arc<server::gate::Gate>,
+        pub ctx: server::Ctx,
         pub stats: Arc<CgiStats>,
         /// Every site's CGI counters, in configuration order (`stats` is the first's).
         pub all_stats: Vec<Arc<CgiStats>>,
@@ -70,14 +70,17 @@ mod harness {
             let server = server::Server::bind(config).await.expect("server starts");
             let addr = server.local_addr();
             let admin = server.admin_addr().expect("admin listener");
-            let gate = server.shared().gate.clone();
-            let all_stats: Vec<_> = server.shared().sites.0[..]
+            let ctx = server.ctx().clone();
+            let all_stats: Vec<_> = ctx
+                .sites()
                 .iter()
                 .filter_map(|s| s.cgi.as_ref().map(|c| c.stats().clone()))
                 .collect();
-            let cgi = server.shared().sites.0[0]
-                .cgi
-                .clone()
+            let cgi = ctx
+                .sites()
+                .iter()
+                .next()
+                .and_then(|s| s.cgi.as_ref())
                 .expect("the site has CGI");
             let stats = cgi.stats().clone();
             let container = cgi.container().cloned();
@@ -92,7 +95,7 @@ mod harness {
             Running {
                 addr,
                 admin,
-                gate,
+                ctx,
                 stats,
                 all_stats,
                 container,
@@ -270,13 +273,7 @@ async fn get_with(addr: SocketAddr, target: &str, extra_headers: &str) -> Resp {
 
 /// Whether `pid` has ended (gone, or a zombie waiting for its reaper).
 fn dead(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(s) => s
-            .rsplit_once(')')
-            .map(|(_, r)| r.trim_start().starts_with('Z'))
-            .unwrap_or(true),
-    }
+    os::task::ended(pid)
 }
 
 async fn wait_dead(pids: &[i32], within: Duration) {
@@ -294,16 +291,11 @@ async fn wait_dead(pids: &[i32], within: Duration) {
 /// Live (non-zombie) processes whose working directory is `dir` (scripts run in theirs).
 fn processes_in(dir: &Path) -> Vec<i32> {
     let dir = std::fs::canonicalize(dir).unwrap();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if std::fs::read_link(e.path().join("cwd")).is_ok_and(|c| c == dir) && !dead(pid) {
-            out.push(pid);
-        }
-    }
-    out
+    os::task::pids()
+        .unwrap()
+        .into_iter()
+        .filter(|&pid| os::task::cwd(pid).is_ok_and(|c| c == dir) && !dead(pid))
+        .collect()
 }
 
 /// Pids a sleep.sh/flood.py run recorded in `pids-<tag>`.
@@ -841,11 +833,6 @@ async fn each_request_runs_in_its_own_cgroup() {
         .container
         .clone()
         .expect("as root with cgroups, the site has a CGI container");
-    let rel = site_cgi
-        .path()
-        .strip_prefix(cpu_mount(&site_cgi))
-        .unwrap()
-        .to_owned();
     let v1 = !site_cgi.path().join("cgroup.controllers").exists();
     let mut seen = Vec::new();
     for _ in 0..3 {
@@ -865,9 +852,17 @@ async fn each_request_runs_in_its_own_cgroup() {
             })
             .unwrap_or_else(|| panic!("no cpu line in {}", r.text()))
             .to_owned();
+        // The path relative to the hierarchy's mount point: a `req-N` whose parent is the
+        // site's CGI container.
         let path = line.splitn(3, ':').nth(2).unwrap().to_owned();
-        let want = format!("/{}/req-", rel.display());
-        assert!(path.contains(&want), "{path} is not below {want}");
+        let p = Path::new(path.trim_start_matches('/'));
+        assert!(
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("req-"))
+                && p.parent().is_some_and(|d| site_cgi.path().ends_with(d)),
+            "{path} is not a req- cgroup below {}",
+            site_cgi.path().display()
+        );
         seen.push(path);
     }
     seen.dedup();
@@ -894,20 +889,6 @@ async fn each_request_runs_in_its_own_cgroup() {
     drop(srv);
 }
 
-/// The mount point of the hierarchy holding `cg` (paths in /proc/self/cgroup are relative to
-/// it).
-fn cpu_mount(cg: &os::Cgroup) -> PathBuf {
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mi.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let p = PathBuf::from(f.get(4)?);
-            (cg.path().starts_with(&p) && l.contains(" - cgroup")).then_some(p)
-        })
-        .max_by_key(|p| p.as_os_str().len())
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relayed_output_passes_the_gate_chunk_by_chunk() {
     let site = Site::new();
@@ -919,11 +900,11 @@ async fn relayed_output_passes_the_gate_chunk_by_chunk() {
     )
     .into_bytes();
     req.extend_from_slice(&body);
-    let before = srv.gate.bursts.load(std::sync::atomic::Ordering::Relaxed);
+    let before = srv.ctx.gate().counters().bursts;
     let r = exchange(srv.addr, &req).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body.len(), 300_000);
-    let bursts = srv.gate.bursts.load(std::sync::atomic::Ordering::Relaxed) - before;
+    let bursts = srv.ctx.gate().counters().bursts - before;
     // One burst to prepare, then one per chunk read from the pipe (at most 16 KiB each).
     assert!(bursts > 300_000 / 16_384, "only {bursts} bursts");
 }

@@ -36,8 +36,9 @@ listen = "127.0.0.1:0"
 admin = "127.0.0.1:0"
 slots = 1
 workers = 4
-policy = "pos"
 cache_max_file = 0
+[policy]
+name = "pos"
 [gzip]
 enabled = true
 [[site]]
@@ -77,18 +78,18 @@ cpu_max = 0.5
     assert!(line(&m, "root", "server").is_some(), "{m}");
 
     // The cgroup tree mirrors the containers while the server runs.
-    let cgroup_dir = s.shared.containers.cgroup_root().map(|r| r.path());
+    let cgroup_dir = s.ctx.containers().cgroup_root().map(|r| r.path());
     match &cgroup_dir {
         Some(dir) => {
             assert!(dir.join("site-a/cgi").is_dir());
             assert!(dir.join("site-b").is_dir());
-            let cg = s.shared.containers.cgroup(3).unwrap();
+            let cg = s.ctx.containers().cgroup(3).unwrap();
             assert_eq!(cg.cpu_max().unwrap().0, Some(0.5));
             assert!(line(&m, "site-a", "cgi").is_some(), "{m}");
         }
         None => eprintln!(
             "SKIP site_work_is_charged_to_its_container (cgroup part): {:?}",
-            s.shared.containers.warnings()
+            s.ctx.containers().warnings()
         ),
     }
     s.stop().await;

@@ -35,7 +35,7 @@ async fn small_and_large_bursts(first_chunk: Option<u64>) -> ((usize, usize), (u
     std::fs::write(t.path().join("large.bmp"), vec![7u8; 400_000]).unwrap();
     let log = t.path().join("pfs.jsonl");
     let mut cfg = config(Some(t.path()));
-    cfg.policy = "pos".into();
+    cfg.policy.name = "pos".into();
     cfg.pfs_log = Some(log.clone());
     cfg.first_chunk = first_chunk;
     cfg.workers = 0; // only the workers the two connections create
@@ -125,7 +125,7 @@ async fn concurrent_clients_share_one_slot() {
     let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
     std::fs::write(t.path().join("img.bmp"), &data).unwrap();
     let mut cfg = config(Some(t.path()));
-    cfg.policy = "pos".into();
+    cfg.policy.name = "pos".into();
     cfg.threads = Some(2);
     cfg.chunk = 4096;
     cfg.gzip.enabled = true;

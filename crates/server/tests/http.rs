@@ -371,7 +371,7 @@ async fn connection_limit_answers_503() {
 async fn metrics_show_pl_lrq_slp_rw() {
     let t = site();
     let mut cfg = config(Some(t.path()));
-    cfg.policy = "pos".into();
+    cfg.policy.name = "pos".into();
     cfg.admin = Some("127.0.0.1:0".parse().unwrap());
     let s = start(cfg).await;
     for _ in 0..3 {

@@ -243,7 +243,7 @@ pub fn format_duration(d: Duration) -> String {
         ("ms", 1_000_000),
         ("us", 1_000),
     ] {
-        if ns != 0 && ns % per == 0 {
+        if ns != 0 && ns.is_multiple_of(per) {
             return format!("{}{unit}", ns / per);
         }
     }
@@ -254,7 +254,7 @@ pub fn format_duration(d: Duration) -> String {
 /// it whole (`16KiB`, `4096` stays `4KiB`, `1000` stays `1000`).
 pub fn format_size(bytes: u64) -> String {
     for (unit, per) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes != 0 && bytes % per == 0 {
+        if bytes != 0 && bytes.is_multiple_of(per) {
             return format!("{}{unit}", bytes / per);
         }
     }

@@ -21,12 +21,15 @@ pub const SCRIPT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Everything the meta-variables are made of.
 #[derive(Debug, Clone)]
 pub struct EnvInput<'a> {
+    /// `REQUEST_METHOD`.
     pub method: &'a Method,
+    /// `SERVER_PROTOCOL`.
     pub version: Version,
     /// Request target as received (path and query, still encoded): `REQUEST_URI`.
     pub request_uri: &'a str,
     /// The query string, encoded, without `?`.
     pub query: &'a str,
+    /// The request headers (`HTTP_*`, `CONTENT_TYPE`).
     pub headers: &'a HeaderMap,
     /// Decoded URL path of the script (`SCRIPT_NAME`).
     pub script_name: &'a str,
@@ -34,11 +37,15 @@ pub struct EnvInput<'a> {
     pub script_filename: &'a Path,
     /// Decoded extra path after the script (`PATH_INFO`), empty if none.
     pub path_info: &'a str,
+    /// `DOCUMENT_ROOT`.
     pub document_root: &'a Path,
+    /// `SERVER_SOFTWARE`.
     pub server_software: &'a str,
     /// Used for `SERVER_NAME` when the request has no usable `Host`.
     pub default_server_name: &'a str,
+    /// The server's address of the connection (`SERVER_ADDR`, `SERVER_PORT`).
     pub local: SocketAddr,
+    /// The client's address (`REMOTE_ADDR`, `REMOTE_PORT`).
     pub remote: SocketAddr,
     /// The request body length, if the request has a body.
     pub content_length: Option<u64>,

@@ -38,7 +38,9 @@ pub fn header_end(buf: &[u8]) -> Option<(usize, usize)> {
 pub enum Parsed {
     /// A document (or a client redirect, which is a document with `Location`).
     Document {
+        /// From `Status`, or 302 for a client redirect, else 200.
         status: StatusCode,
+        /// The headers to send to the client.
         headers: HeaderMap,
         /// From the script's `Content-Length`, enforced by the relay.
         content_length: Option<u64>,

@@ -1,6 +1,6 @@
 //! Relaying a script's output after its header block, chunk by chunk.
 //!
-//! [`CgiRelay`] is a chunk source in the server's sense ([`crate::body::ChunkSource`]):
+//! [`CgiRelay`] is a chunk source in the server's sense (the server's gated body drives it):
 //! [`CgiRelay::poll_input`] waits for the next read from the script's stdout *without* a CPU
 //! slot (the worker is blocked on the pipe: a wait in the log), and [`CgiRelay::produce`] hands
 //! over the chunk while the worker holds a slot (a burst). Limits are enforced here:
@@ -28,7 +28,7 @@ use tokio::net::unix::pipe;
 use tokio::time::Sleep;
 
 use super::spawn::ProcGuard;
-use super::{AbortOnDrop, CgiStats, Tracker};
+use super::stats::{AbortOnDrop, CgiStats, Tracker};
 
 /// Read size from the script's stdout.
 pub const READ_CHUNK: usize = 16 * 1024;

@@ -54,7 +54,9 @@ pub enum Placement {
     /// directory fd) is given and the kernel accepts it; otherwise the child writes itself into
     /// the group's `cgroup.procs` files (`join`) between fork and exec.
     Cgroup {
+        /// The cgroup v2 directory, for `clone3(CLONE_INTO_CGROUP)`.
         dir: Option<OwnedFd>,
+        /// Joins the group between fork and exec when `clone3` cannot.
         join: os::cgroup::JoinHook,
     },
 }
@@ -72,7 +74,9 @@ pub enum Placed {
 
 /// What to execute.
 pub struct Command<'a> {
+    /// The script file, executed directly.
     pub program: &'a Path,
+    /// Its working directory.
     pub dir: &'a Path,
     /// `KEY=VALUE` entries; the environment is exactly this.
     pub env: &'a [(String, String)],
@@ -82,10 +86,15 @@ pub struct Command<'a> {
 
 /// A started script.
 pub struct Spawned {
+    /// The script's stdin.
     pub stdin: pipe::Sender,
+    /// The script's stdout.
     pub stdout: pipe::Receiver,
+    /// The script's stderr.
     pub stderr: pipe::Receiver,
+    /// Kills the script's process group when dropped.
     pub guard: ProcGuard,
+    /// Where it was placed.
     pub placed: Placed,
 }
 
@@ -95,15 +104,19 @@ pub enum SpawnError {
     /// The kernel refused to execute the file (`errno` of `execve`).
     #[error("exec {program}: {source}")]
     Exec {
+        /// The script file.
         program: String,
         #[source]
+        /// Why.
         source: io::Error,
     },
     /// Resources (pipes, fork) or the cgroup move failed.
     #[error("{what}: {source}")]
     Os {
+        /// What failed.
         what: &'static str,
         #[source]
+        /// Why.
         source: io::Error,
     },
     /// A path or variable holds a NUL byte.
@@ -143,6 +156,10 @@ struct ChildPlan {
 /// # Safety
 /// Must only be called in a freshly forked child; every pointer in `plan` must be valid.
 unsafe fn child(plan: &ChildPlan) -> ! {
+    /// Report `errno` and the failed step on `err`, then exit.
+    ///
+    /// # Safety
+    /// Same as `child`: only in the forked child (async-signal-safe calls only).
     unsafe fn fail(err: RawFd, step: u8) -> ! {
         let errno = *libc::__errno_location();
         let mut msg = [0u8; 5];
@@ -394,7 +411,9 @@ async fn read_status(fd: OwnedFd) -> io::Result<Option<(i32, u8)>> {
 /// How a script ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// It exited with this status.
     Code(i32),
+    /// A signal ended it.
     Signal(i32),
 }
 
@@ -731,16 +750,8 @@ mod tests {
         let grandchild: i32 = String::from_utf8_lossy(&buf[..n]).trim().parse().unwrap();
         let leader = sp.guard.pid();
         drop(sp.guard);
-        let gone = |pid: i32| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| {
-                    s.rsplit_once(')')
-                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(true)
-        };
         for _ in 0..500 {
-            if gone(leader) && gone(grandchild) {
+            if os::task::ended(leader) && os::task::ended(grandchild) {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;

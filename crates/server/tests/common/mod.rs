@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 pub struct Running {
     pub addr: SocketAddr,
     pub admin: Option<SocketAddr>,
-    pub shared: std::sync::Arc<server::server::Shared>,
+    pub ctx: server::Ctx,
     stop: Option<oneshot::Sender<()>>,
     join: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
@@ -48,7 +48,7 @@ pub async fn start(cfg: Config) -> Running {
     let srv = Server::bind(cfg).await.expect("bind");
     let addr = srv.local_addr();
     let admin = srv.admin_addr();
-    let shared = srv.shared().clone();
+    let ctx = srv.ctx().clone();
     let (tx, rx) = oneshot::channel::<()>();
     let join = tokio::spawn(srv.run(async move {
         let _ = rx.await;
@@ -56,7 +56,7 @@ pub async fn start(cfg: Config) -> Running {
     Running {
         addr,
         admin,
-        shared,
+        ctx,
         stop: Some(tx),
         join: Some(join),
     }

@@ -1,10 +1,10 @@
-//! CGI inside the server: the gate's bursts around a CGI request and local redirects.
+//! CGI inside the server: the gate's bursts around a CGI request, and local redirects.
 //!
 //! A CGI request is one worker (the connection's) going through:
-//! 1. a burst (holding a slot): [`super::Cgi::prepare`] finds the script and checks the request;
+//! 1. a burst (holding a slot): [`Cgi::prepare`] finds the script and checks the request;
 //! 2. a wait: the script is started and the worker waits on its pipe for the header block;
-//! 3. the body: [`super::CgiRelay`] as the gated body's chunk source, so every read from the
-//!    pipe is a wait and every chunk relayed is a burst holding a slot (`body::Gated`).
+//! 3. the body: [`CgiRelay`] as the gated body's chunk source, so every read from the
+//!    pipe is a wait and every chunk relayed is a burst holding a slot ([`Gated`]).
 //!
 //! The policy is told nothing about content before the script's `Content-Type` is known (POS
 //! must work on opaque handlers); once it is, the relay's bursts carry its content class.
@@ -12,7 +12,6 @@
 //! same site: to CGI again (at most [`MAX_LOCAL_REDIRECTS`] times) or to the static files.
 
 use std::io;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,10 +19,11 @@ use http::{header, Request, Response, StatusCode};
 use http_body::Body;
 use policy::{ContentClass, Hints};
 
-use super::{CgiRelay, Conn, Outcome, Reply};
 use crate::body::{ChunkSource, Gated, ServeBody};
-use crate::router::Site;
-use crate::server::{ConnState, Shared};
+use crate::cgi::peer::PeerWatch;
+use crate::cgi::{Cgi, CgiRelay, Outcome, Prepared, Reply};
+use crate::ctx::{Conn, Ctx};
+use crate::site::Site;
 
 /// Local redirects followed for one request before answering 500.
 pub const MAX_LOCAL_REDIRECTS: usize = 10;
@@ -50,10 +50,10 @@ fn hints_for(site: &Site, class: ContentClass, req_urgency: Option<u8>) -> Hints
 
 /// Serve a request for a path under one of `site`'s script directories.
 pub async fn serve<B>(
-    shared: &Arc<Shared>,
-    conn: &Arc<ConnState>,
-    site: &Arc<Site>,
-    cgi: &Arc<super::Cgi>,
+    ctx: &Ctx,
+    conn: &Conn,
+    site: &Site,
+    cgi: &Cgi,
     req: Request<B>,
 ) -> Response<ServeBody>
 where
@@ -67,17 +67,20 @@ where
         .and_then(crate::headers::urgency);
     let head = req.method() == http::Method::HEAD;
     let host = req.headers().get(header::HOST).cloned();
-    let info = Conn {
-        local: conn.local,
-        remote: conn.remote,
+    let info = crate::cgi::Conn {
+        local: conn.local(),
+        remote: conn.remote(),
     };
-    let permit = shared
-        .gate
-        .acquire(conn.worker, hints_for(site, ContentClass::Unknown, urgency))
+    let permit = ctx
+        .gate()
+        .acquire(
+            conn.worker(),
+            hints_for(site, ContentClass::Unknown, urgency),
+        )
         .await;
     let prepared = cgi.prepare(req, info);
     drop(permit);
-    let mut peer = super::peer::PeerWatch::new(conn.fd)
+    let mut peer = PeerWatch::new(conn.fd())
         .map_err(|e| tracing::debug!("cgi: cannot watch the connection: {e}"))
         .ok();
     let mut outcome = match prepared {
@@ -89,7 +92,7 @@ where
     };
     for _ in 0..MAX_LOCAL_REDIRECTS {
         let loc = match outcome {
-            Outcome::Response(r) => return respond(shared, conn, site, r, urgency, head, peer),
+            Outcome::Response(r) => return respond(ctx, conn, site, r, urgency, head, peer),
             Outcome::LocalRedirect(loc) => loc,
         };
         let mut b = Request::builder()
@@ -107,11 +110,14 @@ where
             .map(|r| cgi.handles(&r.segments))
             .unwrap_or(false);
         if !is_cgi {
-            return crate::static_file::serve(shared, conn, site, next).await;
+            return crate::static_file::serve(ctx, conn, site, next).await;
         }
-        let permit = shared
-            .gate
-            .acquire(conn.worker, hints_for(site, ContentClass::Unknown, urgency))
+        let permit = ctx
+            .gate()
+            .acquire(
+                conn.worker(),
+                hints_for(site, ContentClass::Unknown, urgency),
+            )
             .await;
         let prepared = cgi.prepare(next, info);
         drop(permit);
@@ -127,12 +133,8 @@ where
     crate::static_file::simple(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-/// [`super::Cgi::run`], abandoned (the script killed) if the client goes away first: `None`.
-async fn run_watched<B>(
-    cgi: &super::Cgi,
-    p: super::Prepared<B>,
-    peer: &mut Option<super::peer::PeerWatch>,
-) -> Option<Outcome>
+/// [`Cgi::run`], abandoned (the script killed) if the client goes away first: `None`.
+async fn run_watched<B>(cgi: &Cgi, p: Prepared<B>, peer: &mut Option<PeerWatch>) -> Option<Outcome>
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display + Send,
@@ -158,15 +160,14 @@ fn gone() -> Response<ServeBody> {
     r
 }
 
-#[allow(clippy::too_many_arguments)]
 fn respond(
-    shared: &Arc<Shared>,
-    conn: &Arc<ConnState>,
+    ctx: &Ctx,
+    conn: &Conn,
     site: &Site,
     r: Response<Reply>,
     urgency: Option<u8>,
     head: bool,
-    peer: Option<super::peer::PeerWatch>,
+    peer: Option<PeerWatch>,
 ) -> Response<ServeBody> {
     let (parts, reply) = r.into_parts();
     let body = match reply {
@@ -187,8 +188,8 @@ fn respond(
                 .map(crate::headers::content_class)
                 .unwrap_or_default();
             let gated = Gated::new(
-                shared.gate.clone(),
-                conn.worker,
+                ctx.clone(),
+                conn.worker(),
                 hints_for(site, class, urgency),
                 relay,
                 None,

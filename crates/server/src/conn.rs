@@ -1,0 +1,197 @@
+//! One client connection: hyper's HTTP/1.1 state machine over the socket, a [`ConnService`]
+//! handing each request to the router, and a watchdog closing the connection when a timeout
+//! passes (one timer per connection, none per request).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+use crate::body::ServeBody;
+use crate::ctx::{Conn, Ctx, Timeouts};
+
+/// The socket, telling its [`Conn`] when a request head starts arriving and when writes
+/// progress (what the watchdog reads).
+struct ConnIo {
+    stream: TcpStream,
+    conn: Conn,
+    epoch: Instant,
+}
+
+impl ConnIo {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+}
+
+impl AsyncRead for ConnIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.conn.read_some(this.now());
+        }
+        r
+    }
+}
+
+impl AsyncWrite for ConnIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                this.conn.wrote_some(this.now());
+            }
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                this.conn.wrote_some(this.now());
+            }
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// hyper's service for one connection: each request goes to [`crate::router::dispatch`].
+#[derive(Debug, Clone)]
+pub struct ConnService {
+    ctx: Ctx,
+    conn: Conn,
+}
+
+impl hyper::service::Service<Request<Incoming>> for ConnService {
+    type Response = Response<ServeBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let (ctx, conn) = (self.ctx.clone(), self.conn.clone());
+        Box::pin(async move { Ok(crate::router::dispatch(&ctx, &conn, req).await) })
+    }
+}
+
+/// What every connection task is given besides its socket.
+#[derive(Clone)]
+pub struct Serving {
+    /// The server's state.
+    pub ctx: Ctx,
+    /// hyper's HTTP/1.1 settings.
+    pub http: Arc<http1::Builder>,
+    /// The connection's timeouts.
+    pub timeouts: Timeouts,
+    /// The server's clock origin (`ctx.now()` is nanoseconds since then).
+    pub epoch: Instant,
+    /// Turns `true` when the server stops: finish the response in flight, then close.
+    pub stop: watch::Receiver<bool>,
+    /// Held by every connection task: the server's shutdown waits until all are dropped.
+    pub running: mpsc::Sender<()>,
+}
+
+/// Serve `stream` until the client closes, a timeout passes, or the server stops.
+pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
+    let Serving {
+        ctx,
+        http,
+        timeouts: t,
+        epoch,
+        mut stop,
+        running,
+    } = s;
+    let worker = ctx.gate().checkout();
+    let local = stream.local_addr().unwrap_or(peer);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let conn = Conn::new(worker, peer, local, fd, ctx.now());
+    let io = TokioIo::new(ConnIo {
+        stream,
+        conn: conn.clone(),
+        epoch,
+    });
+    let svc = ConnService {
+        ctx: ctx.clone(),
+        conn: conn.clone(),
+    };
+    {
+        let mut c = pin!(http.serve_connection(io, svc));
+        let at = |ns: u64| tokio::time::Instant::from_std(epoch + Duration::from_nanos(ns));
+        // The watchdog wakes at the current deadline but at least every `min` (a state change
+        // can move the deadline earlier), so a timeout fires between 1x and 2x its value.
+        let min = t.header.min(t.keepalive).min(t.send).max(1_000_000);
+        let next = |now: u64| at(conn.deadline(&t).min(now + min));
+        let watchdog = tokio::time::sleep_until(next(ctx.now()));
+        let mut watchdog = pin!(watchdog);
+        let mut stopping = *stop.borrow();
+        if stopping {
+            c.as_mut().graceful_shutdown();
+        }
+        loop {
+            tokio::select! {
+                biased;
+                r = c.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    break;
+                }
+                _ = stop.changed(), if !stopping => {
+                    stopping = true;
+                    c.as_mut().graceful_shutdown();
+                }
+                _ = &mut watchdog => {
+                    let now = ctx.now();
+                    if now >= conn.deadline(&t) {
+                        ctx.metrics().conn_timed_out();
+                        break;
+                    }
+                    watchdog.as_mut().reset(next(now));
+                }
+            }
+        }
+    } // the connection (and its socket) is dropped here
+    ctx.gate().checkin(worker);
+    ctx.metrics().conn_closed();
+    drop(running);
+}

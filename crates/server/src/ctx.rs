@@ -1,0 +1,278 @@
+//! What connections and requests share, behind narrow handles (as mini-redis's `Db` hides its
+//! `Shared`):
+//! - [`Ctx`]: the server's state (gate, sites, counters, access log, body settings,
+//!   containers), one `Arc` to clone;
+//! - [`Conn`]: one connection (its worker, addresses and socket, and the clocks its watchdog
+//!   reads), one `Arc` to clone.
+
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use gate::Gate;
+use policy::WorkerId;
+
+use crate::config::GzipConfig;
+use crate::containers::Containers;
+use crate::logs::{AccessLog, AccessRecord};
+use crate::metrics::Metrics;
+use crate::site::Sites;
+
+/// How responses are cut into bursts and compressed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bodies {
+    /// Bytes per body chunk (one burst each).
+    pub chunk: usize,
+    /// Most bytes of the first burst of a static response longer than `chunk` (at most
+    /// `chunk`).
+    pub first_chunk: usize,
+    /// On-the-fly compression.
+    pub gzip: GzipConfig,
+}
+
+struct Shared {
+    gate: Gate,
+    sites: Sites,
+    metrics: Metrics,
+    access_log: Option<AccessLog>,
+    bodies: Bodies,
+    containers: Containers,
+}
+
+/// The server's shared state; cloning it is one `Arc` clone.
+#[derive(Clone)]
+pub struct Ctx(Arc<Shared>);
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("gate", &self.0.gate)
+            .field("sites", &self.0.sites)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    /// Assemble the state the server's tasks share.
+    pub fn new(
+        gate: Gate,
+        sites: Sites,
+        access_log: Option<AccessLog>,
+        bodies: Bodies,
+        containers: Containers,
+    ) -> Self {
+        Self(Arc::new(Shared {
+            gate,
+            sites,
+            metrics: Metrics::default(),
+            access_log,
+            bodies,
+            containers,
+        }))
+    }
+
+    /// The CPU gate.
+    pub fn gate(&self) -> &Gate {
+        &self.0.gate
+    }
+
+    /// The virtual hosts.
+    pub fn sites(&self) -> &Sites {
+        &self.0.sites
+    }
+
+    /// Request and connection counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+
+    /// How bodies are cut and compressed.
+    pub fn bodies(&self) -> &Bodies {
+        &self.0.bodies
+    }
+
+    /// Resource containers (an empty tree without `[[container]]`).
+    pub fn containers(&self) -> &Containers {
+        &self.0.containers
+    }
+
+    /// The access log, if one is written.
+    pub fn access_log(&self) -> Option<&AccessLog> {
+        self.0.access_log.as_ref()
+    }
+
+    /// Monotonic nanoseconds since the server started (the gate's clock).
+    pub fn now(&self) -> u64 {
+        self.0.gate.now()
+    }
+
+    /// A response on `conn` is over (sent, or abandoned): count it, log it, and mark the
+    /// connection idle.
+    pub fn response_done(
+        &self,
+        conn: &Conn,
+        status: u16,
+        bytes: u64,
+        access: Option<Box<AccessRecord>>,
+    ) {
+        self.0.metrics.record(status, bytes);
+        if let (Some(rec), Some(log)) = (access, &self.0.access_log) {
+            log.write(*rec, status, bytes);
+        }
+        conn.response_done(self.now());
+    }
+}
+
+/// A connection's timeouts, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// To send a request head (and, on a new connection, the first one).
+    pub header: u64,
+    /// Idle between two requests.
+    pub keepalive: u64,
+    /// A response without write progress.
+    pub send: u64,
+}
+
+struct ConnState {
+    worker: WorkerId,
+    remote: SocketAddr,
+    local: SocketAddr,
+    fd: RawFd,
+    busy: AtomicBool,
+    requests: AtomicU64,
+    idle_since: AtomicU64,
+    head_since: AtomicU64,
+    last_write: AtomicU64,
+}
+
+/// One connection: the worker serving it, its addresses and socket, and when it last made
+/// progress. Cloning it is one `Arc` clone.
+#[derive(Clone)]
+pub struct Conn(Arc<ConnState>);
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("worker", &self.0.worker)
+            .field("remote", &self.0.remote)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// A connection accepted at `now` (ns), served by `worker`; `fd` is its socket, valid
+    /// while the connection lives.
+    pub fn new(
+        worker: WorkerId,
+        remote: SocketAddr,
+        local: SocketAddr,
+        fd: RawFd,
+        now: u64,
+    ) -> Self {
+        Self(Arc::new(ConnState {
+            worker,
+            remote,
+            local,
+            fd,
+            busy: AtomicBool::new(false),
+            requests: AtomicU64::new(0),
+            idle_since: AtomicU64::new(now),
+            head_since: AtomicU64::new(0),
+            last_write: AtomicU64::new(now),
+        }))
+    }
+
+    /// The worker serving the connection.
+    pub fn worker(&self) -> WorkerId {
+        self.0.worker
+    }
+
+    /// The client's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.0.remote
+    }
+
+    /// The server's address of this connection.
+    pub fn local(&self) -> SocketAddr {
+        self.0.local
+    }
+
+    /// The connection's socket (CGI watches it for the client going away).
+    pub fn fd(&self) -> RawFd {
+        self.0.fd
+    }
+
+    /// A request's handler starts.
+    pub fn request_started(&self, now: u64) {
+        let s = &self.0;
+        s.busy.store(true, Relaxed);
+        s.head_since.store(0, Relaxed);
+        s.last_write.store(now, Relaxed);
+        s.requests.fetch_add(1, Relaxed);
+    }
+
+    /// Its response is over: the connection is idle from `now`.
+    pub fn response_done(&self, now: u64) {
+        self.0.idle_since.store(now, Relaxed);
+        self.0.busy.store(false, Relaxed);
+    }
+
+    /// Bytes arrived at `now`: between responses, a request head has started.
+    pub fn read_some(&self, now: u64) {
+        let s = &self.0;
+        if !s.busy.load(Relaxed) && s.head_since.load(Relaxed) == 0 {
+            s.head_since.store(now.max(1), Relaxed);
+        }
+    }
+
+    /// Bytes were written to the socket at `now`.
+    pub fn wrote_some(&self, now: u64) {
+        self.0.last_write.store(now, Relaxed);
+    }
+
+    /// When the connection must be closed if nothing happens meanwhile (ns since start).
+    pub fn deadline(&self, t: &Timeouts) -> u64 {
+        let s = &self.0;
+        if s.busy.load(Relaxed) {
+            s.last_write.load(Relaxed) + t.send
+        } else {
+            let head = s.head_since.load(Relaxed);
+            if head != 0 {
+                head + t.header
+            } else if s.requests.load(Relaxed) == 0 {
+                s.idle_since.load(Relaxed) + t.header
+            } else {
+                s.idle_since.load(Relaxed) + t.keepalive
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deadline_follows_the_connection_state() {
+        let t = Timeouts {
+            header: 10,
+            keepalive: 100,
+            send: 1000,
+        };
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let c = Conn::new(1, a, a, -1, 5);
+        assert_eq!(c.deadline(&t), 15, "first request: the header timeout");
+        c.request_started(20);
+        assert_eq!(c.deadline(&t), 1020, "busy: the send timeout");
+        c.wrote_some(30);
+        assert_eq!(c.deadline(&t), 1030);
+        c.read_some(35);
+        assert_eq!(c.deadline(&t), 1030, "reading while busy starts no head");
+        c.response_done(40);
+        assert_eq!(c.deadline(&t), 140, "idle: keep-alive");
+        c.read_some(50);
+        assert_eq!(c.deadline(&t), 60, "a head has started");
+    }
+}
