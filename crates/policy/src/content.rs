@@ -8,8 +8,11 @@
 //! urgency), [`ContentClass::Media`] -> 4. FIFO within a level. The starvation guard is the one
 //! POS uses ([`crate::ready::ReadyQueue`]).
 
+use crate::config::PolicyConfig;
+use crate::queue::{ContentClass, Ctx, Hints, Policy, PolicyStats};
 use crate::ready::ReadyQueue;
-use crate::{ContentClass, Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyStats, WorkerId};
+use crate::worker::WorkerId;
+use crate::Nanos;
 
 /// Number of levels: RFC 9218 urgencies 0..=7.
 pub const LEVELS: usize = 8;
@@ -43,6 +46,7 @@ pub struct Content {
 }
 
 impl Content {
+    /// An empty queue with the starvation guard at `starvation_bound` (`None`: off).
     pub fn new(starvation_bound: Option<Nanos>) -> Self {
         Self {
             q: ReadyQueue::new(LEVELS, starvation_bound),
@@ -51,6 +55,7 @@ impl Content {
         }
     }
 
+    /// From a configuration (only `starvation_bound` is used).
     pub fn from_config(cfg: &PolicyConfig) -> Self {
         Self::new(cfg.starvation_bound)
     }
@@ -114,7 +119,7 @@ impl Policy for Content {
 }
 
 /// Registry entry.
-pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
+pub const ENTRY: crate::config::Entry = crate::config::Entry {
     name: "content",
     about: "explicit priority: RFC 9218 urgency if the request has one, else text before \
             unknown before media",

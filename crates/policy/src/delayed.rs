@@ -1,4 +1,4 @@
-//! `delayed`: the delayed-switch POS of seed 001's reference [19] (Taniguchi, "POS: Program
+//! `delayed`: the delayed-switch POS of seed 001's reference \[19\] (Taniguchi, "POS: Program
 //! oriented schedule", 1996), illustrated by seed 001 §2, Fig. 1.
 //!
 //! When a worker's time quantum expires, a conventional scheduler preempts it "no matter how
@@ -20,17 +20,14 @@
 //! - **Queue order**: everything else is [`Timeshare`], the conventional scheduler POS was
 //!   added to.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
+use crate::idhash::IdMap;
+use crate::queue::{Ctx, Hints, Policy, PolicyStats};
 use crate::timeshare::Timeshare;
-use crate::{Ctx, Hints, Nanos, Policy, PolicyStats, State, WorkerId};
+use crate::worker::{State, WorkerId};
+use crate::Nanos;
 
 /// Largest extension, as a fraction (numerator, denominator) of the slice that just expired.
 pub const DEFAULT_FRACTION: (u64, u64) = (1, 4);
-
-type Det = BuildHasherDefault<DefaultHasher>;
 
 #[derive(Debug, Clone, Default)]
 struct Burst {
@@ -48,7 +45,7 @@ struct Burst {
 #[derive(Debug, Clone)]
 pub struct Delayed {
     inner: Timeshare,
-    bursts: HashMap<WorkerId, Burst, Det>,
+    bursts: IdMap<WorkerId, Burst>,
     fraction: (u64, u64),
     extensions: u64,
 }
@@ -69,7 +66,7 @@ impl Delayed {
     pub fn with_fraction((num, den): (u64, u64)) -> Self {
         Self {
             inner: Timeshare::new(),
-            bursts: HashMap::default(),
+            bursts: IdMap::default(),
             fraction: (num, den.max(1)),
             extensions: 0,
         }
@@ -172,7 +169,7 @@ impl Policy for Delayed {
 }
 
 /// Registry entry.
-pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
+pub const ENTRY: crate::config::Entry = crate::config::Entry {
     name: "delayed",
     about: "delayed-switch POS (seed 001 ref. [19]): timesharing, but a worker predicted to need \
             at most 1/4 quantum more keeps the CPU that long",

@@ -2,7 +2,8 @@
 
 use std::collections::VecDeque;
 
-use crate::{Ctx, Hints, Policy, WorkerId};
+use crate::queue::{Ctx, Hints, Policy};
+use crate::worker::WorkerId;
 
 /// First come, first served.
 #[derive(Debug, Default)]
@@ -11,6 +12,7 @@ pub struct Fifo {
 }
 
 impl Fifo {
+    /// An empty queue.
     pub fn new() -> Self {
         Self::default()
     }
@@ -53,7 +55,7 @@ impl Policy for Fifo {
 }
 
 /// Registry entry.
-pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
+pub const ENTRY: crate::config::Entry = crate::config::Entry {
     name: "fifo",
     about: "conventional first-come first-served ready queue",
     build: |_| Ok(Box::new(Fifo::new())),

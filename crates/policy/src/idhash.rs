@@ -1,7 +1,9 @@
-//! A fast hasher for maps keyed by worker ids ([`IdMap`]). `Sched` and the policies look a
-//! worker up several times per burst; SipHash (std's default) made those lookups the largest
-//! part of the server gate's cost. Ids are assigned by the mechanism, never by a client, so a
-//! DoS-resistant hash buys nothing here. Deterministic (no random seed).
+//! [`IdMap`], the one map type of the policy crate: a `HashMap` with a fast, deterministic
+//! hasher for integer keys (worker ids, container ids, request targets). `Sched` and the
+//! policies look a worker up several times per burst, where std's SipHash costs more than the
+//! rest of the lookup; the keys are assigned by the mechanism, never chosen by a client, so a
+//! DoS-resistant hash buys nothing here. No random seed: no behaviour can depend on a
+//! per-process iteration order.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

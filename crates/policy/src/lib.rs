@@ -5,16 +5,27 @@
 //! objects are driven by the real server's gate (`server`), by Linux mechanisms (`os`) and by
 //! the discrete-event simulator (`sim`).
 //!
-//! The layers:
+//! The modules form a DAG (`scripts/check_layout.py` checks it), listed here leaves first: a
+//! module uses only modules above it.
+//! - [`idhash`]: [`idhash::IdMap`], the one map type of the crate (deterministic, fast on ids).
 //! - [`worker`]: the worker log (worker, state, time) and the PFS built from it (seed 001 §3.1).
-//! - [`queue`]: the [`Policy`] trait, a ready-queue discipline.
+//! - [`predict`]: POS's SLP/RW predictors, pure functions of what a period observed.
+//! - [`queue`]: the [`Policy`] trait, a ready-queue discipline, and what it is told ([`Ctx`],
+//!   [`Hints`]).
+//! - [`ready`]: the multi-level ready queue with starvation guard shared by `pos` and `content`.
+//! - [`config`]: what a policy is configured with ([`PolicyConfig`]), its errors, and the
+//!   [`config::Entry`] each policy registers with.
 //! - [`sched`]: [`Sched`], the slot accounting every mechanism shares: N slots, a ready queue
 //!   ordered by a policy, every transition logged.
-//! - [`ready`]: the multi-level ready queue with starvation guard shared by `pos` and `content`;
-//!   [`predict`]: POS's SLP/RW predictors.
-//! - the policies themselves, one file each ([`fifo`], [`pos`], [`content`], ...), listed in
-//!   [`registry`]; adding a policy is one file plus one line there.
+//! - the policies, one file each: [`fifo`], [`pos`], [`content`], [`timeshare`], [`delayed`]
+//!   (on `timeshare`), [`share`] (resource containers; inner policies come from a builder it
+//!   is given, not from the registry); and [`dispatch`], the cluster distribution policies.
+//! - [`registry`]: the list of policies and [`build`]; adding a policy is one file plus one
+//!   line there.
 
+#![warn(missing_docs)]
+
+pub mod config;
 pub mod content;
 pub mod delayed;
 pub mod dispatch;
@@ -30,8 +41,9 @@ pub mod share;
 pub mod timeshare;
 pub mod worker;
 
+pub use config::{PolicyConfig, PolicyError, PosTail, RwRule, Tunable};
 pub use queue::{ContentClass, Ctx, Hints, Policy, PolicyStats};
-pub use registry::{build, PolicyConfig, PolicyError, Tunable};
+pub use registry::build;
 pub use sched::{Grant, Sched, Snapshot};
 pub use worker::{Event, Pfs, State, WorkerId};
 

@@ -18,12 +18,13 @@
 //! dequeue are O(1) amortized; `tick` is O(live workers) once per period.
 //! The rules and the design choices are written up in `docs/policy.md`.
 
+use crate::config::{PolicyConfig, PolicyError};
+use crate::config::{PosTail, RwRule, Tunable};
 use crate::predict::{rw_paper, slp_paper, SplitRw};
+use crate::queue::{Ctx, Hints, Policy, PolicyStats};
 use crate::ready::ReadyQueue;
-use crate::registry::{PosTail, RwRule, Tunable};
-use crate::{
-    Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyError, PolicyStats, State, WorkerId, SEC,
-};
+use crate::worker::{State, WorkerId};
+use crate::{Nanos, SEC};
 
 /// SLP used before the first prediction when SLP is [`Tunable::Auto`].
 pub const DEFAULT_SLP: Nanos = SEC;
@@ -377,7 +378,7 @@ impl Policy for Pos {
 }
 
 /// Registry entry.
-pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
+pub const ENTRY: crate::config::Entry = crate::config::Entry {
     name: "pos",
     about: "Program Oriented Schedule: workers that look like text (ready after a long wait, \
             few run/wait changes) go to the head of the queue in a bottleneck",

@@ -97,6 +97,7 @@ pub struct SplitRw {
 }
 
 impl SplitRw {
+    /// No episode seen yet.
     pub fn new() -> Self {
         Self::default()
     }

@@ -6,7 +6,8 @@
 
 use serde::Serialize;
 
-use crate::{Nanos, State, WorkerId};
+use crate::worker::{State, WorkerId};
+use crate::Nanos;
 
 /// What the mechanism knows when it calls the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,7 @@ pub enum ContentClass {
 /// Optional facts about a worker's current request, supplied by the mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Hints {
+    /// What the request serves, if the mechanism knows.
     pub class: ContentClass,
     /// RFC 9218 urgency `u=0..7` (lower is more urgent) from a `Priority` request header.
     pub urgency: Option<u8>,

@@ -18,7 +18,8 @@
 
 use std::collections::VecDeque;
 
-use crate::{Nanos, WorkerId};
+use crate::worker::WorkerId;
+use crate::Nanos;
 
 /// Where one queued worker is.
 #[derive(Debug, Clone, Copy)]
@@ -92,10 +93,12 @@ impl ReadyQueue {
         self.live.len()
     }
 
+    /// Whether no worker is queued.
     pub fn is_empty(&self) -> bool {
         self.live.is_empty()
     }
 
+    /// Whether `worker` is queued.
     pub fn contains(&self, worker: WorkerId) -> bool {
         self.live.contains_key(&worker)
     }

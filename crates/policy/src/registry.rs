@@ -1,206 +1,14 @@
 //! The one list of ready-queue policies. Adding a policy is one file defining a
 //! `pub const ENTRY: Entry` plus one line in [`REGISTRY`].
+//!
+//! The configuration types live in [`crate::config`]; they are re-exported here, where callers
+//! that build policies by name have always found them.
 
-use serde::{Deserialize, Serialize};
-
-use crate::{Nanos, Policy, MS};
-
-/// A parameter that is either fixed or predicted by the policy every period.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Tunable<T> {
-    Fixed(T),
-    Auto,
-}
-
-/// How POS predicts RW when it is [`Tunable::Auto`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RwRule {
-    /// Seed 001 §3.2 as written: per worker the fewest run/wait changes of a service episode in
-    /// the period; RW = the greatest of those.
-    #[default]
-    Paper,
-    /// triage's rule: split the period's episode lengths into two classes and put RW between
-    /// them (see `pos`).
-    Split,
-}
-
-/// How POS orders the workers it does not put at the head (the rest of the ready queue).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PosTail {
-    /// Seed 001 as written: the conventional queue, FIFO by the time each worker became ready,
-    /// so workers streaming bodies take turns burst by burst (processor sharing).
-    #[default]
-    Fifo,
-    /// triage's order: by when each worker's service episode began (it left its last wait
-    /// longer than SLP; a worker that never did: when it was first seen), FIFO among equal
-    /// times. Responses that are not text are then served first come, first served instead of
-    /// taking turns, so putting text first delays whole pages less (`docs/policy.md`).
-    Episode,
-}
-
-/// Everything a policy may be configured with. Fields a policy does not use are ignored by it.
-///
-/// It deserializes from a config file with the `units` rules (`slp = "auto"` or `"20s"`,
-/// `rw = "auto"` or `3`, `period = "500ms"`, `starvation_bound = "off"` or `"200ms"`); every
-/// field is optional and defaults as [`PolicyConfig::default`]. It serializes as plain numbers
-/// (nanoseconds), as reports record it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct PolicyConfig {
-    /// POS long-wait threshold.
-    #[serde(deserialize_with = "de::slp")]
-    pub slp: Tunable<Nanos>,
-    /// POS run/wait change threshold.
-    #[serde(deserialize_with = "de::rw")]
-    pub rw: Tunable<u32>,
-    /// Rule used when `rw` is `Auto`.
-    pub rw_rule: RwRule,
-    /// POS: order of the workers that are not put at the head.
-    pub pos_tail: PosTail,
-    /// Prediction period (seed 001: 500 ms).
-    #[serde(deserialize_with = "de::nanos")]
-    pub period: Nanos,
-    /// Longest time any ready worker may be overtaken; `None` turns the guard off (faithful
-    /// replication of the paper).
-    #[serde(deserialize_with = "de::opt_nanos")]
-    pub starvation_bound: Option<Nanos>,
-}
-
-/// Parse `auto` or a duration (SLP), e.g. from a command-line flag.
-pub fn parse_slp(s: &str) -> Result<Tunable<Nanos>, String> {
-    if s.trim() == "auto" {
-        return Ok(Tunable::Auto);
-    }
-    units::parse_duration(s)
-        .map(|d| Tunable::Fixed(d.as_nanos() as Nanos))
-        .map_err(|e| e.to_string())
-}
-
-/// Parse `auto` or a count (RW).
-pub fn parse_rw(s: &str) -> Result<Tunable<u32>, String> {
-    if s.trim() == "auto" {
-        return Ok(Tunable::Auto);
-    }
-    s.trim()
-        .parse()
-        .map(Tunable::Fixed)
-        .map_err(|_| format!("`{s}` is neither `auto` nor a count"))
-}
-
-impl std::str::FromStr for RwRule {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "paper" => Ok(Self::Paper),
-            "split" => Ok(Self::Split),
-            _ => Err(format!("unknown rw rule `{s}` (known: paper, split)")),
-        }
-    }
-}
-
-impl std::str::FromStr for PosTail {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "fifo" => Ok(Self::Fifo),
-            "episode" => Ok(Self::Episode),
-            _ => Err(format!(
-                "unknown POS tail order `{s}` (known: fifo, episode)"
-            )),
-        }
-    }
-}
-
-/// Deserializers of [`PolicyConfig`]'s fields from config files.
-mod de {
-    use serde::de::{Deserialize, Deserializer, Error};
-
-    use super::Tunable;
-    use crate::Nanos;
-
-    /// A value as written: a string or an integer.
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum Written {
-        Str(String),
-        Int(i64),
-    }
-
-    fn duration_nanos<E: Error>(s: &str) -> Result<Nanos, E> {
-        units::parse_duration(s)
-            .map(|d| d.as_nanos() as Nanos)
-            .map_err(E::custom)
-    }
-
-    fn needs_unit<E: Error>(i: i64) -> E {
-        E::custom(format!(
-            "a duration needs a unit: write \"{i}ms\" or \"{i}s\""
-        ))
-    }
-
-    pub fn slp<'de, D: Deserializer<'de>>(d: D) -> Result<Tunable<Nanos>, D::Error> {
-        match Written::deserialize(d)? {
-            Written::Str(s) => super::parse_slp(&s).map_err(D::Error::custom),
-            Written::Int(i) => Err(needs_unit(i)),
-        }
-    }
-
-    pub fn rw<'de, D: Deserializer<'de>>(d: D) -> Result<Tunable<u32>, D::Error> {
-        match Written::deserialize(d)? {
-            Written::Str(s) => super::parse_rw(&s).map_err(D::Error::custom),
-            Written::Int(i) => u32::try_from(i)
-                .map(Tunable::Fixed)
-                .map_err(|_| D::Error::custom(format!("rw {i} is not a count"))),
-        }
-    }
-
-    pub fn nanos<'de, D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
-        match Written::deserialize(d)? {
-            Written::Str(s) => duration_nanos(&s),
-            Written::Int(i) => Err(needs_unit(i)),
-        }
-    }
-
-    pub fn opt_nanos<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nanos>, D::Error> {
-        match Written::deserialize(d)? {
-            Written::Str(s) if s.trim() == "off" => Ok(None),
-            Written::Str(s) => duration_nanos(&s).map(Some),
-            Written::Int(i) => Err(needs_unit(i)),
-        }
-    }
-}
-
-impl Default for PolicyConfig {
-    fn default() -> Self {
-        Self {
-            slp: Tunable::Auto,
-            rw: Tunable::Fixed(3),
-            rw_rule: RwRule::Paper,
-            pos_tail: PosTail::Fifo,
-            period: 500 * MS,
-            starvation_bound: Some(200 * MS),
-        }
-    }
-}
-
-/// A configuration a policy cannot be built from, or an unknown policy.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum PolicyError {
-    #[error("unknown policy `{name}` (known: {known})")]
-    Unknown { name: String, known: String },
-    #[error("policy `{policy}`: {msg}")]
-    Invalid { policy: &'static str, msg: String },
-}
-
-/// One registered policy.
-pub struct Entry {
-    pub name: &'static str,
-    /// One line for `--help` and docs.
-    pub about: &'static str,
-    pub build: fn(&PolicyConfig) -> Result<Box<dyn Policy>, PolicyError>,
-}
+pub use crate::config::{
+    parse_rw, parse_slp, BuildFn, Entry, PolicyConfig, PolicyError, PosTail, RwRule, Tunable,
+};
+use crate::queue::Policy;
+use crate::share::{Share, ShareSpec};
 
 /// Every policy the mechanisms can be asked for.
 pub const REGISTRY: &[Entry] = &[
@@ -217,7 +25,7 @@ pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|e| e.name).collect()
 }
 
-/// Build the policy called `name`.
+/// Build the policy called `name` (a [`BuildFn`]).
 pub fn build(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
     match REGISTRY.iter().find(|e| e.name == name) {
         Some(e) => (e.build)(cfg),
@@ -225,6 +33,14 @@ pub fn build(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyEr
             name: name.to_owned(),
             known: names().join(", "),
         }),
+    }
+}
+
+impl Share {
+    /// Build the `share` tree of `spec` with its inner policies taken from [`REGISTRY`]
+    /// ([`Share::from_spec`] with [`build`]).
+    pub fn new(spec: &ShareSpec) -> Result<Self, PolicyError> {
+        Self::from_spec(spec, build)
     }
 }
 
@@ -242,36 +58,6 @@ mod tests {
             let p = build(name, &PolicyConfig::default()).expect(name);
             assert_eq!(p.name(), name);
         }
-    }
-
-    #[test]
-    fn config_reads_human_units_and_defaults_the_rest() {
-        #[derive(Deserialize)]
-        struct Doc {
-            policy: PolicyConfig,
-        }
-        let d: Doc = toml::from_str(
-            "[policy]\nslp = \"20s\"\nrw = \"auto\"\nperiod = \"250ms\"\nstarvation_bound = \"off\"\npos_tail = \"episode\"\n",
-        )
-        .unwrap();
-        assert_eq!(
-            d.policy,
-            PolicyConfig {
-                slp: Tunable::Fixed(20 * crate::SEC),
-                rw: Tunable::Auto,
-                period: 250 * MS,
-                starvation_bound: None,
-                pos_tail: PosTail::Episode,
-                ..PolicyConfig::default()
-            }
-        );
-        let e = toml::from_str::<Doc>("[policy]\nperiod = 500\n")
-            .err()
-            .unwrap();
-        assert!(e.to_string().contains("\"500ms\""), "{e}");
-        let d: Doc = toml::from_str("[policy]\nrw = 6\n").unwrap();
-        assert_eq!(d.policy.rw, Tunable::Fixed(6));
-        assert!(toml::from_str::<Doc>("[policy]\nslp = \"5\"\n").is_err());
     }
 
     #[test]

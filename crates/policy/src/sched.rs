@@ -9,7 +9,9 @@
 //!   policy holds work back on purpose (`share` caps; see [`Sched::poll`]), or the mechanism
 //!   is collecting a scheduling round ([`Sched::enqueue`]) and ends it with [`Sched::poll`].
 
-use crate::{Ctx, Event, Hints, Nanos, Policy, PolicyStats, State, WorkerId};
+use crate::queue::{Ctx, Hints, Policy, PolicyStats};
+use crate::worker::{Event, State, WorkerId};
+use crate::Nanos;
 
 /// Outcome of [`Sched::ready`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,26 +25,32 @@ pub enum Grant {
 /// A point-in-time view for observability (PL and LRQ sampling).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
+    /// When it was taken.
     pub now: Nanos,
+    /// Number of slots.
     pub slots: usize,
     /// PL: slots in use.
     pub busy: usize,
     /// LRQ: workers in the ready queue.
     pub queued: usize,
+    /// The policy's counters and parameters.
     pub stats: PolicyStats,
 }
 
 /// Slot accounting around a [`Policy`]. See the module docs for its invariants.
-pub struct Sched {
+///
+/// Mechanisms hold a `Sched` (a `Box<dyn Policy>` from the registry); a test that needs to look
+/// inside its policy holds a `Sched<ThatPolicy>` and reads it through [`Sched::policy`].
+pub struct Sched<P: Policy + ?Sized = dyn Policy> {
     slots: usize,
     busy: usize,
-    policy: Box<dyn Policy>,
+    policy: Box<P>,
     states: crate::idhash::IdMap<WorkerId, State>,
     log: Option<Vec<Event>>,
     next_tick: Option<Nanos>,
 }
 
-impl std::fmt::Debug for Sched {
+impl<P: Policy + ?Sized> std::fmt::Debug for Sched<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sched")
             .field("policy", &self.policy.name())
@@ -53,9 +61,9 @@ impl std::fmt::Debug for Sched {
     }
 }
 
-impl Sched {
+impl<P: Policy + ?Sized> Sched<P> {
     /// `slots` CPU slots (at least 1) ordered by `policy`.
-    pub fn new(slots: usize, policy: Box<dyn Policy>) -> Self {
+    pub fn new(slots: usize, policy: Box<P>) -> Self {
         Self {
             slots: slots.max(1),
             busy: 0,
@@ -72,18 +80,29 @@ impl Sched {
         self
     }
 
-    pub fn policy(&self) -> &dyn Policy {
-        self.policy.as_ref()
+    /// The policy, to read (its order, stats, or anything its own type offers).
+    pub fn policy(&self) -> &P {
+        &self.policy
     }
 
+    /// The policy, to change its own settings (e.g. [`crate::delayed::Delayed::predict`]).
+    /// Its ready queue must be left alone: `Sched` keeps the queue and the worker states in
+    /// step, and only its own calls keep them so.
+    pub fn policy_mut(&mut self) -> &mut P {
+        &mut self.policy
+    }
+
+    /// Number of slots.
     pub fn slots(&self) -> usize {
         self.slots
     }
 
+    /// Slots in use (workers in [`State::Run`]).
     pub fn busy(&self) -> usize {
         self.busy
     }
 
+    /// Workers in the ready queue.
     pub fn queued(&self) -> usize {
         self.policy.len()
     }
@@ -270,6 +289,7 @@ impl Sched {
         self.log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
+    /// Slots, busy slots, queue length and the policy's stats at `now`.
     pub fn snapshot(&self, now: Nanos) -> Snapshot {
         Snapshot {
             now,
@@ -286,7 +306,7 @@ mod tests {
     use super::*;
     use crate::fifo::Fifo;
 
-    fn sched(slots: usize) -> Sched {
+    fn sched(slots: usize) -> Sched<Fifo> {
         Sched::new(slots, Box::new(Fifo::new())).with_log()
     }
 

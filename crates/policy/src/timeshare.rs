@@ -23,11 +23,12 @@
 //! Not modelled: `nice`, wake-up preemption (a mechanism decision; [`crate::Sched`] preempts only
 //! at quantum expiry), the 5-second sampling of the load average.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap};
-use std::hash::BuildHasherDefault;
+use std::collections::BTreeSet;
 
-use crate::{Ctx, Hints, Nanos, Policy, PolicyStats, State, WorkerId, MS, SEC};
+use crate::idhash::IdMap;
+use crate::queue::{Ctx, Hints, Policy, PolicyStats};
+use crate::worker::{State, WorkerId};
+use crate::{Nanos, MS, SEC};
 
 /// Statclock tick: the unit of `estcpu` (4.4BSD: 100 Hz).
 pub const TICK: Nanos = 10 * MS;
@@ -47,10 +48,6 @@ pub const ESTCPU_MAX: u64 = 4 * (MAXPRI - PUSER) as u64 + 3;
 const FSCALE: u64 = 2048;
 /// `FSCALE * exp(-1/60)`: one-minute average sampled every second.
 const CEXP: u64 = 2014;
-
-/// A deterministic hasher (the standard SipHash with fixed keys): no per-process randomness,
-/// so nothing can depend on a random iteration order.
-type Det = BuildHasherDefault<DefaultHasher>;
 
 #[derive(Debug, Clone)]
 struct Info {
@@ -104,7 +101,7 @@ impl Info {
 /// The 4.4BSD-like timesharing policy. See the module docs.
 #[derive(Debug, Clone, Default)]
 pub struct Timeshare {
-    w: HashMap<WorkerId, Info, Det>,
+    w: IdMap<WorkerId, Info>,
     /// (bucket, sequence, worker): served in this order.
     q: BTreeSet<(u32, u64, WorkerId)>,
     seq: u64,
@@ -117,6 +114,7 @@ pub struct Timeshare {
 }
 
 impl Timeshare {
+    /// No worker, load average 0.
     pub fn new() -> Self {
         Self::default()
     }
@@ -268,7 +266,7 @@ impl Policy for Timeshare {
 }
 
 /// Registry entry.
-pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
+pub const ENTRY: crate::config::Entry = crate::config::Entry {
     name: "timeshare",
     about: "4.4BSD-like timesharing: priority from decayed recent CPU usage, woken sleepers first \
             (the conventional baseline of seed 001)",

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::idhash::IdMap;
 use crate::Nanos;
 
 /// Identifies a worker within one mechanism. Ids may be reused after [`crate::Sched::exit`].
@@ -17,23 +18,31 @@ pub type WorkerId = u64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
+    /// Running on a slot.
     Run,
+    /// Idle, or blocked on a socket, a disk or a pipe.
     Wait,
+    /// Wants a slot: in the ready queue.
     Ready,
 }
 
 /// One log entry: `worker` entered `state` at time `t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
+    /// The worker.
     pub worker: WorkerId,
+    /// The state it entered.
     pub state: State,
+    /// When.
     pub t: Nanos,
 }
 
 /// One run of a PFS: the worker stayed in `state` for `dur` nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Span {
+    /// The state.
     pub state: State,
+    /// How long it lasted.
     pub dur: Nanos,
 }
 
@@ -43,11 +52,12 @@ pub struct Span {
 /// of one state.
 #[derive(Debug, Clone, Default)]
 pub struct Pfs {
-    spans: std::collections::HashMap<WorkerId, Vec<Span>>,
-    open: std::collections::HashMap<WorkerId, (State, Nanos)>,
+    spans: IdMap<WorkerId, Vec<Span>>,
+    open: IdMap<WorkerId, (State, Nanos)>,
 }
 
 impl Pfs {
+    /// An empty PFS.
     pub fn new() -> Self {
         Self::default()
     }
@@ -83,9 +93,11 @@ impl Pfs {
         self.spans.get(&worker).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    /// Workers that have at least one closed span.
-    pub fn workers(&self) -> impl Iterator<Item = WorkerId> + '_ {
-        self.spans.keys().copied()
+    /// Workers that have at least one closed span, in increasing id order.
+    pub fn workers(&self) -> impl Iterator<Item = WorkerId> {
+        let mut ids: Vec<WorkerId> = self.spans.keys().copied().collect();
+        ids.sort_unstable();
+        ids.into_iter()
     }
 
     /// Drop everything about `worker` (it exited): keeps a long-running PFS bounded by the live

@@ -1,8 +1,10 @@
 //! Property tests (proptest, seeded by proptest's own deterministic runner): random event
-//! sequences driven through `Sched` with `pos`, `content` and `fifo`.
+//! sequences driven through `Sched`.
 //!
-//! - `sched_invariants_hold`: busy <= slots, busy == #Run, queued == #Ready, the queue holds
-//!   exactly the ready workers, work conserving.
+//! - `sched_invariants_hold`: for every registered policy (POS with both tails), and `share`
+//!   with a container tree (weights only, and with caps): busy <= slots, busy == #Run,
+//!   queued == #Ready, the queue holds exactly the ready workers, work conserving (except
+//!   where caps hold work back on purpose).
 //! - `pos_is_fifo_outside_a_bottleneck`: pos and fifo agree step by step until the first
 //!   reordering, which must happen in a bottleneck (and never when nobody is marked).
 //! - `pos_matches_reference_model`: the O(1) lazy-deletion queue equals a plain `Vec` model of
@@ -16,10 +18,11 @@
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use policy::pos::{Pos, DEFAULT_SLP};
-use policy::registry::RwRule;
+use policy::registry::{names, RwRule};
+use policy::share::{ContainerSpec, Share, ShareSpec};
 use policy::{
-    build, ContentClass, Ctx, Grant, Hints, Nanos, Policy, PolicyConfig, PolicyStats, Sched, State,
-    Tunable, WorkerId,
+    build, ContentClass, Ctx, Grant, Hints, Nanos, Policy, PolicyConfig, PolicyStats, PosTail,
+    Sched, State, Tunable, WorkerId,
 };
 use proptest::prelude::*;
 
@@ -33,7 +36,8 @@ fn hints(w: WorkerId) -> Hints {
             _ => ContentClass::Unknown,
         },
         urgency: w.is_multiple_of(4).then_some((w % 8) as u8),
-        container: 0,
+        // Containers 0-2 of `share_tree`; 3 is unknown (charged to the root).
+        container: (w % 4) as u32,
     }
 }
 
@@ -57,7 +61,7 @@ enum Out {
 }
 
 /// Apply one step to `s` at time `*t` (advanced first).
-fn apply(s: &mut Sched, t: &mut Nanos, (kind, w, dt): Op) -> Out {
+fn apply<P: Policy + ?Sized>(s: &mut Sched<P>, t: &mut Nanos, (kind, w, dt): Op) -> Out {
     *t += Nanos::from(dt);
     let t = *t;
     match s.state(w) {
@@ -98,7 +102,7 @@ fn apply(s: &mut Sched, t: &mut Nanos, (kind, w, dt): Op) -> Out {
 }
 
 /// The workers of a round started by `w`: `w` and the next (up to 2) idle or unknown workers.
-fn round_members(s: &Sched, w: WorkerId) -> Vec<WorkerId> {
+fn round_members<P: Policy + ?Sized>(s: &Sched<P>, w: WorkerId) -> Vec<WorkerId> {
     (0..WORKERS)
         .map(|i| (w + i) % WORKERS)
         .filter(|&x| matches!(s.state(x), None | Some(State::Wait)))
@@ -106,7 +110,12 @@ fn round_members(s: &Sched, w: WorkerId) -> Vec<WorkerId> {
         .collect()
 }
 
-fn check_invariants(s: &Sched) -> Result<(), TestCaseError> {
+/// The invariants of `Sched`'s module docs; `conserving`: also no slot idle while a worker is
+/// ready (not with caps, which hold work back on purpose).
+fn check_invariants<P: Policy + ?Sized>(
+    s: &Sched<P>,
+    conserving: bool,
+) -> Result<(), TestCaseError> {
     let mut run = 0;
     let mut ready = Vec::new();
     for w in 0..WORKERS {
@@ -123,10 +132,40 @@ fn check_invariants(s: &Sched) -> Result<(), TestCaseError> {
     prop_assert_eq!(order.len(), s.queued());
     order.sort_unstable();
     prop_assert_eq!(order, ready);
-    if s.queued() > 0 {
+    if conserving && s.queued() > 0 {
         prop_assert_eq!(s.busy(), s.slots(), "work conserving");
     }
     Ok(())
+}
+
+/// `share` with a container tree: `a` (weight 300, inner `pos`) under the root, `b` (weight
+/// 50, inner `content`) under `a`; with `caps`, `a` may use half a CPU and `b` a fifth, over a
+/// window short enough for the caps to bite within a test's time scale.
+fn share_tree(cfg: &PolicyConfig, caps: bool) -> Box<dyn Policy> {
+    let (mut a, mut b) = (
+        ContainerSpec::new(1, "a", 0).weight(300).inner("pos"),
+        ContainerSpec::new(2, "b", 1).weight(50).inner("content"),
+    );
+    if caps {
+        a = a.cap(0.5);
+        b = b.cap(0.2);
+    }
+    Box::new(
+        Share::new(&ShareSpec {
+            containers: vec![a, b],
+            cfg: cfg.clone(),
+            window: 1000,
+            ..ShareSpec::default()
+        })
+        .unwrap(),
+    )
+}
+
+/// Every registered policy, and `share` built from a tree without and with caps.
+fn subjects() -> impl Strategy<Value = &'static str> {
+    let mut all = names();
+    all.extend(["share-tree", "share-capped"]);
+    prop::sample::select(all)
 }
 
 fn config() -> impl Strategy<Value = PolicyConfig> {
@@ -153,21 +192,41 @@ fn config() -> impl Strategy<Value = PolicyConfig> {
         )
 }
 
+/// [`config`] with either POS tail.
+fn config_any_tail() -> impl Strategy<Value = PolicyConfig> {
+    (
+        config(),
+        prop_oneof![Just(PosTail::Fifo), Just(PosTail::Episode)],
+    )
+        .prop_map(|(cfg, pos_tail)| PolicyConfig { pos_tail, ..cfg })
+}
+
 proptest! {
+    // Eight subjects share the cases: 128 each on average.
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
     #[test]
     fn sched_invariants_hold(
-        name in prop_oneof![Just("pos"), Just("content"), Just("fifo")],
-        cfg in config(),
+        name in subjects(),
+        cfg in config_any_tail(),
         slots in 1usize..4,
         ops in ops(),
     ) {
-        let mut s = Sched::new(slots, build(name, &cfg).unwrap());
+        let policy = match name {
+            "share-tree" => share_tree(&cfg, false),
+            "share-capped" => share_tree(&cfg, true),
+            _ => build(name, &cfg).unwrap(),
+        };
+        let mut s = Sched::new(slots, policy);
         let mut t = 0;
         for op in ops {
             apply(&mut s, &mut t, op);
-            check_invariants(&s)?;
+            check_invariants(&s, name != "share-capped")?;
         }
     }
+}
+
+proptest! {
 
     #[test]
     fn pos_is_fifo_outside_a_bottleneck(cfg in config(), slots in 1usize..4, ops in ops()) {

@@ -3,56 +3,10 @@
 //!
 //! Benchmark: `cargo test --release -p policy --test scale -- --ignored --nocapture`.
 
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use policy::pos::Pos;
-use policy::{
-    build, ContentClass, Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyStats, Sched, State,
-    WorkerId, MS,
-};
-
-/// Lets the test look inside the `Pos` that a `Sched` drives.
-struct Shared(Arc<Mutex<Pos>>);
-
-impl Policy for Shared {
-    fn name(&self) -> &str {
-        "pos"
-    }
-    fn on_transition(&mut self, w: WorkerId, from: Option<State>, to: State, ctx: &Ctx) {
-        self.0.lock().unwrap().on_transition(w, from, to, ctx)
-    }
-    fn on_exit(&mut self, w: WorkerId, ctx: &Ctx) {
-        self.0.lock().unwrap().on_exit(w, ctx)
-    }
-    fn enqueue(&mut self, w: WorkerId, h: &Hints, ctx: &Ctx) {
-        self.0.lock().unwrap().enqueue(w, h, ctx)
-    }
-    fn dequeue(&mut self, ctx: &Ctx) -> Option<WorkerId> {
-        self.0.lock().unwrap().dequeue(ctx)
-    }
-    fn remove(&mut self, w: WorkerId) -> bool {
-        self.0.lock().unwrap().remove(w)
-    }
-    fn len(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-    fn order(&self) -> Vec<WorkerId> {
-        self.0.lock().unwrap().order()
-    }
-    fn tick(&mut self, ctx: &Ctx) {
-        self.0.lock().unwrap().tick(ctx)
-    }
-    fn period(&self) -> Option<Nanos> {
-        self.0.lock().unwrap().period()
-    }
-    fn marked(&self, w: WorkerId) -> bool {
-        self.0.lock().unwrap().marked(w)
-    }
-    fn stats(&self) -> PolicyStats {
-        self.0.lock().unwrap().stats()
-    }
-}
+use policy::{build, ContentClass, Hints, Nanos, Policy, PolicyConfig, Sched, State, WorkerId, MS};
 
 /// xorshift64*: a seeded, dependency-free generator.
 struct Rng(u64);
@@ -71,7 +25,13 @@ impl Rng {
 
 /// A server-like run: connections (fresh worker ids) arrive, alternate ready / run / wait a
 /// few times and exit; at most `live` at once. Calls `each` after every step.
-fn churn(s: &mut Sched, seed: u64, steps: usize, live: usize, mut each: impl FnMut(&Sched)) {
+fn churn<P: Policy + ?Sized>(
+    s: &mut Sched<P>,
+    seed: u64,
+    steps: usize,
+    live: usize,
+    mut each: impl FnMut(&Sched<P>),
+) {
     let mut rng = Rng(seed | 1);
     let mut next_id: WorkerId = 0;
     let mut conns: Vec<(WorkerId, u32)> = Vec::new();
@@ -122,20 +82,18 @@ fn churn(s: &mut Sched, seed: u64, steps: usize, live: usize, mut each: impl FnM
 
 #[test]
 fn memory_is_bounded_by_live_workers() {
-    let pos = Arc::new(Mutex::new(
-        Pos::new(&PolicyConfig {
-            rw: policy::Tunable::Auto,
-            rw_rule: policy::registry::RwRule::Split,
-            ..PolicyConfig::default()
-        })
-        .unwrap(),
-    ));
-    let mut s = Sched::new(2, Box::new(Shared(pos.clone())));
+    let pos = Pos::new(&PolicyConfig {
+        rw: policy::Tunable::Auto,
+        rw_rule: policy::RwRule::Split,
+        ..PolicyConfig::default()
+    })
+    .unwrap();
+    let mut s = Sched::new(2, Box::new(pos));
     const LIVE: usize = 64;
     let mut max_stored = 0;
     churn(&mut s, 7, 300_000, LIVE, |s| {
-        let queued = s.queued(); // before locking: it locks too
-        let p = pos.lock().unwrap();
+        let queued = s.queued();
+        let p = s.policy();
         assert!(p.live_workers() <= LIVE, "{}", p.live_workers());
         // Two levels and the arrival FIFO, each at most 2 * queued + 17 positions.
         assert!(
@@ -145,7 +103,7 @@ fn memory_is_bounded_by_live_workers() {
         );
         max_stored = max_stored.max(p.queue_stored());
     });
-    let p = pos.lock().unwrap();
+    let p = s.policy();
     let st = p.stats();
     assert!(
         st.promotions > 0 && st.demotions > 0,

@@ -12,7 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use policy::share::{ContainerSpec, Share, ShareSpec};
+use policy::share::{ContainerSpec, Field, Limits, Share, ShareSpec, Tree};
 use policy::{build, Grant, Hints, Nanos, Policy, PolicyConfig, Sched, WorkerId, MS, SEC};
 use proptest::prelude::*;
 
@@ -365,32 +365,43 @@ fn flat_share_is_fifo() {
 #[test]
 fn spec_errors_name_the_container_and_value() {
     let cases: Vec<(Vec<ContainerSpec>, &str)> = vec![
-        (vec![ContainerSpec::new(1, "a", 7)], "unknown parent id 7"),
+        (
+            vec![ContainerSpec::new(1, "a", 7)],
+            "container `a`: parent 7 is not the id of a container",
+        ),
         (
             vec![ContainerSpec::new(1, "a", 2), ContainerSpec::new(2, "b", 1)],
-            "cycle",
+            "container `a`: parent 2 closes a cycle: a -> b -> a",
         ),
         (
             vec![ContainerSpec::new(1, "a", 0), ContainerSpec::new(1, "b", 0)],
-            "duplicate container id 1",
+            "container `b`: id 1 is used by another container",
+        ),
+        (
+            vec![ContainerSpec::new(1, "a", 0), ContainerSpec::new(2, "a", 0)],
+            "container `a`: name `a` names another container",
+        ),
+        (
+            vec![ContainerSpec::new(1, "root", 0)],
+            "name `root` names another container",
         ),
         (
             vec![ContainerSpec::new(1, "a", 0).weight(0)],
-            "`a`: weight 0",
+            "container `a`: weight 0 is not in 1..=10000",
         ),
         (
             vec![ContainerSpec::new(1, "a", 0).weight(10_001)],
             "weight 10001",
         ),
-        (vec![ContainerSpec::new(1, "a", 0).cap(0.0)], "cap 0"),
+        (vec![ContainerSpec::new(1, "a", 0).cap(0.0)], "cap 0 is not"),
         (vec![ContainerSpec::new(1, "a", 0).cap(f64::NAN)], "cap NaN"),
         (
             vec![ContainerSpec::new(1, "a", 0).inner("lottery")],
-            "unknown policy `lottery`",
+            "container `a`: unknown policy `lottery`",
         ),
         (
             vec![ContainerSpec::new(1, "a", 0).inner("share")],
-            "cannot be `share`",
+            "container `a`: inner policy `share` cannot be nested in itself",
         ),
     ];
     for (cs, want) in cases {
@@ -403,6 +414,81 @@ fn spec_errors_name_the_container_and_value() {
         };
         assert!(err.contains(want), "{err} should contain {want}");
     }
+}
+
+#[test]
+fn tree_errors_give_the_position_and_field() {
+    let at = |cs: &[ContainerSpec], limits: &Limits| {
+        let e = Tree::new(cs, limits).unwrap_err();
+        (e.index, e.field, e.name)
+    };
+    let none = Limits::default();
+    let ok = ContainerSpec::new(1, "a", 0);
+    assert_eq!(
+        at(&[ok.clone(), ContainerSpec::new(2, "b", 9)], &none),
+        (1, Field::Parent, "b".into())
+    );
+    // The cycle is reported at its member that comes first in the list, even when a container
+    // below it comes earlier.
+    assert_eq!(
+        at(
+            &[
+                ContainerSpec::new(4, "below", 3),
+                ok.clone(),
+                ContainerSpec::new(3, "x", 5),
+                ContainerSpec::new(5, "y", 3),
+            ],
+            &none
+        ),
+        (2, Field::Parent, "x".into())
+    );
+    let big_cap = [ok.clone(), ContainerSpec::new(2, "b", 1).cap(3.0)];
+    assert!(Tree::new(&big_cap, &none).is_ok(), "no limit on caps");
+    let two_cpus = Limits {
+        max_cap: Some(2.0),
+        inner_names: Some(&["fifo", "pos", "share"]),
+    };
+    let e = Tree::new(&big_cap, &two_cpus).unwrap_err();
+    assert_eq!((e.index, e.field), (1, Field::Cap));
+    assert!(e.msg.contains("(0, 2]"), "{e}");
+    let e = Tree::new(&[ok.clone().inner("content")], &two_cpus).unwrap_err();
+    assert_eq!((e.index, e.field), (0, Field::Inner));
+    assert!(e.msg.ends_with("(known: fifo, pos)"), "{e}");
+    assert_eq!(
+        at(
+            &[ok.clone(), ContainerSpec::new(2, "b", 0).weight(0)],
+            &none
+        ),
+        (1, Field::Weight, "b".into())
+    );
+}
+
+#[test]
+fn tree_orders_parents_first_and_names_paths() {
+    let t = Tree::new(
+        &[
+            ContainerSpec::new(3, "cgi", 1),
+            ContainerSpec::new(1, "site-a", 0),
+            ContainerSpec::new(2, "site-b", 0),
+            ContainerSpec::new(0, "top", 0).cap(0.5),
+        ],
+        &Limits::default(),
+    )
+    .unwrap();
+    let order: Vec<(u32, Option<usize>)> = t.nodes().iter().map(|n| (n.spec.id, n.index)).collect();
+    assert_eq!(
+        order,
+        vec![(0, Some(3)), (1, Some(1)), (2, Some(2)), (3, Some(0))]
+    );
+    assert_eq!(t.path(3).as_deref(), Some("site-a/cgi"));
+    assert_eq!(t.path(0).as_deref(), Some(""));
+    assert_eq!(t.path(9), None);
+    assert_eq!(t.by_name("top").map(|n| n.spec.id), Some(0));
+    assert_eq!(t.get(3).and_then(|n| n.parent), Some(1));
+    // Without a listed root, the root is `root`, uncapped.
+    let t = Tree::new(&[ContainerSpec::new(1, "a", 0)], &Limits::default()).unwrap();
+    assert_eq!(t.nodes()[0].spec, ContainerSpec::new(0, "root", 0));
+    assert_eq!(t.nodes()[0].index, None);
 }
 
 #[test]
@@ -436,7 +522,7 @@ proptest! {
         let cs = weights
             .iter()
             .enumerate()
-            .map(|(i, &w)| ContainerSpec::new(i as u32 + 1, "c", 0).weight(w))
+            .map(|(i, &w)| ContainerSpec::new(i as u32 + 1, &format!("c{}", i + 1), 0).weight(w))
             .collect();
         let mut ws = Vec::new();
         for i in 0..weights.len() {
@@ -467,7 +553,7 @@ proptest! {
             .enumerate()
             .map(|(i, &w)| {
                 let parent = if nested && i > 0 { i as u32 } else { 0 };
-                ContainerSpec::new(i as u32 + 1, "c", parent).weight(w)
+                ContainerSpec::new(i as u32 + 1, &format!("c{}", i + 1), parent).weight(w)
             })
             .collect();
         let mut ws = Vec::new();

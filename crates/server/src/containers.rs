@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gate::CpuAccount;
-use policy::share::{ContainerSpec, ShareSpec};
+use policy::share::{ContainerSpec, Field, ShareSpec};
 use policy::{Nanos, PolicyConfig};
 use serde::Deserialize;
 
@@ -103,25 +103,24 @@ pub struct ContainerError {
     pub msg: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-struct Node {
-    id: u32,
-    name: String,
-    /// cgroup path relative to the server's cgroup root (`site-a/cgi`).
-    path: String,
-    parent: Option<u32>,
-    weight: u32,
-    cpu_max: Option<f64>,
-    policy: Option<String>,
-}
-
 /// The validated container tree. Id 0 is the root container; configured containers get ids
-/// 1.. in configuration order.
+/// 1.. in configuration order. The tree's own rules (unique names, parents, cycles, weights,
+/// caps, inner policies) are checked once, by [`policy::share::Tree`]; this adds what is the
+/// server's: cgroup-safe names, parents and sites named in the config file.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Tree {
-    /// Parents before children.
+    /// The configured containers, parents before children (the root is not listed).
     nodes: Vec<Node>,
     by_site: HashMap<String, u32>,
+}
+
+/// One configured container of a [`Tree`].
+#[derive(Debug, Clone, PartialEq)]
+struct Node {
+    /// Weight, cap and inner policy as the `share` policy takes them.
+    spec: ContainerSpec,
+    /// cgroup path relative to the server's cgroup root (`site-a/cgi`).
+    path: String,
 }
 
 fn check_name(key: &str, name: &str) -> Result<(), ContainerError> {
@@ -171,65 +170,22 @@ impl Tree {
         let err = |key: String, msg: String| ContainerError { key, msg };
         let mut ids: HashMap<&str, u32> = HashMap::new();
         for (i, c) in cfgs.iter().enumerate() {
-            let key = format!("container[{i}]");
-            check_name(&format!("{key}.name"), &c.name)?;
-            if ids.insert(&c.name, i as u32 + 1).is_some() {
-                return Err(err(
-                    format!("{key}.name"),
-                    format!("container `{}` is declared twice", c.name),
-                ));
-            }
+            check_name(&format!("container[{i}].name"), &c.name)?;
+            ids.entry(&c.name).or_insert(i as u32 + 1);
         }
         let mut by_site: HashMap<String, u32> = HashMap::new();
+        let mut specs = Vec::with_capacity(cfgs.len());
         for (i, c) in cfgs.iter().enumerate() {
             let key = format!("container[{i}]");
-            if !(1..=policy::share::MAX_WEIGHT).contains(&c.weight) {
-                return Err(err(
-                    format!("{key}.weight"),
-                    format!(
-                        "{} is not in 1..={} (container `{}`)",
-                        c.weight,
-                        policy::share::MAX_WEIGHT,
-                        c.name
-                    ),
-                ));
-            }
-            if let Some(f) = c.cpu_max {
-                if !(f.is_finite() && f > 0.0 && f <= ncpus as f64) {
-                    return Err(err(
-                        format!("{key}.cpu_max"),
-                        format!(
-                            "{f} is not in (0, {ncpus}] CPUs (container `{}`; 0.3 = 30% of one \
-                             CPU)",
-                            c.name
-                        ),
-                    ));
-                }
-            }
-            if let Some(p) = &c.parent {
-                if !ids.contains_key(p.as_str()) {
-                    return Err(err(
+            let parent = match &c.parent {
+                None => 0,
+                Some(p) => *ids.get(p.as_str()).ok_or_else(|| {
+                    err(
                         format!("{key}.parent"),
                         format!("unknown container `{p}` (container `{}`)", c.name),
-                    ));
-                }
-            }
-            if let Some(p) = &c.policy {
-                if p == "share" || !policies.contains(&p.as_str()) {
-                    return Err(err(
-                        format!("{key}.policy"),
-                        format!(
-                            "`{p}` is not an inner policy (known: {})",
-                            policies
-                                .iter()
-                                .filter(|n| **n != "share")
-                                .copied()
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ));
-                }
-            }
+                    )
+                })?,
+            };
             for s in &c.sites {
                 if !sites.contains(&s.as_str()) {
                     return Err(err(
@@ -248,44 +204,38 @@ impl Tree {
                     ));
                 }
             }
-        }
-        // Order parents first, detecting cycles.
-        let mut nodes: Vec<Node> = Vec::new();
-        let mut placed: HashMap<u32, String> = HashMap::new();
-        let mut pending: Vec<usize> = (0..cfgs.len()).collect();
-        while !pending.is_empty() {
-            let before = pending.len();
-            pending.retain(|&i| {
-                let c = &cfgs[i];
-                let parent = c.parent.as_ref().map(|p| ids[p.as_str()]);
-                let base = match parent {
-                    None => Some(String::new()),
-                    Some(p) => placed.get(&p).map(|s| format!("{s}/")),
-                };
-                let Some(base) = base else {
-                    return true;
-                };
-                let path = format!("{base}{}", c.name);
-                placed.insert(i as u32 + 1, path.clone());
-                nodes.push(Node {
-                    id: i as u32 + 1,
-                    name: c.name.clone(),
-                    path,
-                    parent,
-                    weight: c.weight,
-                    cpu_max: c.cpu_max,
-                    policy: c.policy.clone(),
-                });
-                false
+            specs.push(ContainerSpec {
+                id: i as u32 + 1,
+                name: c.name.clone(),
+                parent,
+                weight: c.weight,
+                cap: c.cpu_max,
+                inner: c.policy.clone(),
             });
-            if pending.len() == before {
-                let names: Vec<&str> = pending.iter().map(|&i| cfgs[i].name.as_str()).collect();
-                return Err(err(
-                    format!("container[{}].parent", pending[0]),
-                    format!("parents form a cycle: {}", names.join(" -> ")),
-                ));
-            }
         }
+        let limits = policy::share::Limits {
+            max_cap: Some(ncpus as f64),
+            inner_names: Some(policies),
+        };
+        let tree = policy::share::Tree::new(&specs, &limits).map_err(|e| {
+            let field = match e.field {
+                Field::Id | Field::Name => "name",
+                Field::Parent => "parent",
+                Field::Weight => "weight",
+                Field::Cap => "cpu_max",
+                Field::Inner => "policy",
+            };
+            err(format!("container[{}].{field}", e.index), e.to_string())
+        })?;
+        let nodes = tree
+            .nodes()
+            .iter()
+            .filter(|n| n.index.is_some())
+            .map(|n| Node {
+                path: tree.path(n.spec.id).unwrap_or_default(),
+                spec: n.spec.clone(),
+            })
+            .collect();
         Ok(Tree { nodes, by_site })
     }
 
@@ -304,7 +254,10 @@ impl Tree {
         if name == "root" {
             return Some(0);
         }
-        self.nodes.iter().find(|n| n.name == name).map(|n| n.id)
+        self.nodes
+            .iter()
+            .find(|n| n.spec.name == name)
+            .map(|n| n.spec.id)
     }
 
     /// Name of container `id`.
@@ -314,39 +267,28 @@ impl Tree {
         }
         self.nodes
             .iter()
-            .find(|n| n.id == id)
-            .map(|n| n.name.as_str())
+            .find(|n| n.spec.id == id)
+            .map(|n| n.spec.name.as_str())
     }
 
     /// cgroup path of container `id`, relative to the server's cgroup root.
     pub fn path(&self, id: u32) -> Option<&str> {
         self.nodes
             .iter()
-            .find(|n| n.id == id)
+            .find(|n| n.spec.id == id)
             .map(|n| n.path.as_str())
     }
 
     /// Highest container id (the root is 0).
     pub fn max_id(&self) -> u32 {
-        self.nodes.iter().map(|n| n.id).max().unwrap_or(0)
+        self.nodes.iter().map(|n| n.spec.id).max().unwrap_or(0)
     }
 
     /// The `share` policy specification: containers with their weights and caps, inner
     /// policy `inner` (the server's `[policy] name`) unless a container names its own.
     pub fn share_spec(&self, inner: &str, cfg: &PolicyConfig, window: Nanos) -> ShareSpec {
         ShareSpec {
-            containers: self
-                .nodes
-                .iter()
-                .map(|n| ContainerSpec {
-                    id: n.id,
-                    name: n.name.clone(),
-                    parent: n.parent.unwrap_or(0),
-                    weight: n.weight,
-                    cap: n.cpu_max,
-                    inner: n.policy.clone(),
-                })
-                .collect(),
+            containers: self.nodes.iter().map(|n| n.spec.clone()).collect(),
             inner: if inner == "share" { "fifo" } else { inner }.to_owned(),
             cfg: cfg.clone(),
             window,
@@ -435,23 +377,23 @@ impl Containers {
                 Err(e) => {
                     self.warn(format!(
                         "containers: cgroup for `{}`: {e}; enforced in the gate only",
-                        n.name
+                        n.spec.name
                     ));
                     continue;
                 }
             };
-            if let Err(e) = cg.set_weight(n.weight) {
-                self.warn(format!("containers: weight of `{}`: {e}", n.name));
+            if let Err(e) = cg.set_weight(n.spec.weight) {
+                self.warn(format!("containers: weight of `{}`: {e}", n.spec.name));
             }
-            if let Some(f) = n.cpu_max {
+            if let Some(f) = n.spec.cap {
                 if let Err(e) = cg.set_cpu_max(Some(f), CPU_PERIOD) {
                     self.warn(format!(
                         "containers: cpu_max {f} of `{}`: {e}; CGI in it is not capped",
-                        n.name
+                        n.spec.name
                     ));
                 }
             }
-            groups[n.id as usize] = Some(cg);
+            groups[n.spec.id as usize] = Some(cg);
         }
         self.groups = groups;
         self.root = Some(root);
@@ -464,8 +406,8 @@ impl Containers {
             .tree
             .nodes
             .iter()
-            .filter(|n| n.parent.unwrap_or(0) == id && n.id != 0)
-            .filter_map(|n| self.cgroup(n.id)?.cpu_usage().ok())
+            .filter(|n| n.spec.parent == id)
+            .filter_map(|n| self.cgroup(n.spec.id)?.cpu_usage().ok())
             .sum();
         Some(own.saturating_sub(children))
     }
@@ -473,7 +415,7 @@ impl Containers {
     /// Every container (root first): (name, server CPU, CGI CPU if measured).
     pub fn cpu(&self) -> Vec<(String, Duration, Option<Duration>)> {
         std::iter::once(0)
-            .chain(self.tree.nodes.iter().map(|n| n.id))
+            .chain(self.tree.nodes.iter().map(|n| n.spec.id))
             .map(|id| {
                 (
                     self.tree.name(id).unwrap_or("?").to_owned(),
@@ -542,12 +484,12 @@ impl Containers {
 /// Unused-container check helper: names never referenced by a site or as a parent (they can
 /// still receive work through CGI `container` keys, so this is informational).
 pub fn unreferenced(tree: &Tree) -> Vec<&str> {
-    let parents: HashSet<u32> = tree.nodes.iter().filter_map(|n| n.parent).collect();
+    let parents: HashSet<u32> = tree.nodes.iter().map(|n| n.spec.parent).collect();
     let sited: HashSet<u32> = tree.by_site.values().copied().collect();
     tree.nodes
         .iter()
-        .filter(|n| !parents.contains(&n.id) && !sited.contains(&n.id))
-        .map(|n| n.name.as_str())
+        .filter(|n| !parents.contains(&n.spec.id) && !sited.contains(&n.spec.id))
+        .map(|n| n.spec.name.as_str())
         .collect()
 }
 
@@ -635,14 +577,14 @@ sites = ["b.test"]
             ("[[container]]\nname = \"a b\"\n", "container[0].name", "may only hold"),
             ("[[container]]\nname = \"root\"\n", "container[0].name", "reserved"),
             ("[[container]]\nname = \"cpu\"\n", "container[0].name", "collides"),
-            ("[[container]]\nname = \"a\"\n[[container]]\nname = \"a\"\n", "container[1].name", "declared twice"),
+            ("[[container]]\nname = \"a\"\n[[container]]\nname = \"a\"\n", "container[1].name", "names another container"),
             ("[[container]]\nname = \"a\"\nsites = [\"nope\"]\n", "container[0].sites", "unknown site `nope`"),
             (
                 "[[container]]\nname = \"a\"\nsites = [\"a.test\"]\n[[container]]\nname = \"b\"\nsites = [\"a.test\"]\n",
                 "container[1].sites",
                 "two containers",
             ),
-            ("[[container]]\nname = \"a\"\npolicy = \"share\"\n", "container[0].policy", "not an inner policy"),
+            ("[[container]]\nname = \"a\"\npolicy = \"share\"\n", "container[0].policy", "cannot be nested"),
             ("[[container]]\nname = \"a\"\npolicy = \"lottery\"\n", "container[0].policy", "known: fifo, pos"),
         ];
         for (text, key, msg) in cases {

@@ -19,9 +19,13 @@ pub const TARGET: f64 = 1e6;
 /// One measurement.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchRow {
+    /// Which model or scenario.
     pub name: String,
+    /// Events processed.
     pub events: u64,
+    /// Wall-clock seconds taken.
     pub seconds: f64,
+    /// `events / seconds`.
     pub events_per_sec: f64,
     /// `events_per_sec / TARGET`.
     pub vs_target: f64,
@@ -72,9 +76,14 @@ fn hold(pending: usize, n: u64) -> u64 {
     e.processed()
 }
 
-/// Run the benchmarks, about `seconds` each.
+/// Run the benchmarks, about `seconds` (0.05 to 60) each.
 pub fn run(seconds: f64) -> Result<Vec<BenchRow>, SimError> {
-    let seconds = seconds.clamp(0.05, 60.0);
+    if !(seconds.is_finite() && (0.05..=60.0).contains(&seconds)) {
+        return Err(crate::param(
+            "duration",
+            format!("must be in 50ms..60s (got {seconds} s)"),
+        ));
+    }
     let mut rows = vec![measure("engine: hold model, 10k pending", seconds, || {
         Ok(hold(10_000, 1_000_000))
     })?];

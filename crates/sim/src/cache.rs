@@ -28,6 +28,7 @@ pub struct Lru {
 }
 
 impl Lru {
+    /// An empty cache holding at most `capacity` bytes.
     pub fn new(capacity: u64) -> Self {
         Self {
             capacity,
@@ -41,6 +42,7 @@ impl Lru {
         }
     }
 
+    /// Bytes it may hold.
     pub fn capacity(&self) -> u64 {
         self.capacity
     }
@@ -50,18 +52,22 @@ impl Lru {
         self.used
     }
 
+    /// Files cached.
     pub fn len(&self) -> usize {
         self.index.len()
     }
 
+    /// Whether no file is cached.
     pub fn is_empty(&self) -> bool {
         self.index.is_empty()
     }
 
+    /// Files evicted so far.
     pub fn evictions(&self) -> u64 {
         self.evictions
     }
 
+    /// Whether `file` is cached (does not count as a use).
     pub fn contains(&self, file: u64) -> bool {
         self.index.contains_key(&file)
     }

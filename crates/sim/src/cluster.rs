@@ -33,7 +33,9 @@ use crate::SimError;
 /// CPU cost of serving a request on a back end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Costs {
+    /// Per connection, before the first byte (LARD paper: 145 µs at 300 MHz).
     pub setup: Nanos,
+    /// Per connection, at the end (LARD paper: 145 µs).
     pub teardown: Nanos,
     /// Per 512 bytes transmitted.
     pub per_512: Nanos,
@@ -59,13 +61,17 @@ impl Costs {
 /// One cluster run.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClusterConfig {
+    /// Back ends.
     pub nodes: usize,
     /// Registry name in [`policy::dispatch`].
     pub policy: String,
+    /// Parameters of the distribution policy.
     pub dispatch: DispatchConfig,
     /// File cache per node, bytes.
     pub cache: u64,
+    /// CPU costs per request.
     pub costs: Costs,
+    /// Disk of every back end.
     pub disk: DiskModel,
     /// Share of the trace served before measuring (cache warm-up).
     pub warmup: f64,
@@ -78,18 +84,25 @@ pub struct ClusterConfig {
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClusterResult {
+    /// Back ends.
     pub nodes: usize,
+    /// Registry name of the distribution policy.
     pub policy: String,
     /// Requests per second.
     pub throughput: f64,
+    /// Requests served from a file cache, over the measured ones.
     pub hit_ratio: f64,
     /// Max over mean of the requests served per node.
     pub max_over_mean_load: f64,
-    /// Mean CPU and disk utilisation over the nodes.
+    /// Mean CPU utilisation over the nodes.
     pub cpu_util: f64,
+    /// Mean disk utilisation over the nodes.
     pub disk_util: f64,
+    /// Requests measured (after the warm-up).
     pub measured: u64,
+    /// Events the engine processed.
     pub events: u64,
+    /// Reassignments and replications the policy made.
     pub reassignments: u64,
 }
 

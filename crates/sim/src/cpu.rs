@@ -28,7 +28,12 @@ use crate::DetMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuEv {
     /// The running burst of `w` ends or its quantum expires (stale if `gen` moved on).
-    Slice { w: WorkerId, gen: u64 },
+    Slice {
+        /// The worker.
+        w: WorkerId,
+        /// Its slice's generation when the event was scheduled.
+        gen: u64,
+    },
     /// The policy's periodic tick.
     Tick,
 }
@@ -94,6 +99,7 @@ impl Cpu {
         }
     }
 
+    /// The `Sched` the policy under test runs in.
     pub fn sched(&self) -> &Sched {
         &self.sched
     }

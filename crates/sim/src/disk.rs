@@ -59,7 +59,7 @@ impl DiskModel {
     ///
     /// Why it matters: with LARD's 28 ms the disk is busy all through an experiment-1 burst
     /// (81 files x ~31 ms = 2.5 s) and is the bottleneck, against the paper's statement that the
-    /// processor was (seed 001 §4.2). `--disk-first-ms 28 --disk-reposition-ms 14` (or
+    /// processor was (seed 001 §4.2). `--disk-first 28ms --disk-reposition 14ms` (or
     /// `--previous-testbed`) restores the LARD model.
     pub fn one_cylinder_group() -> Self {
         Self {
@@ -104,6 +104,7 @@ pub struct Disk {
 }
 
 impl Disk {
+    /// An idle disk.
     pub fn new() -> Self {
         Self::default()
     }
@@ -138,10 +139,12 @@ impl Disk {
         self.queue.len()
     }
 
+    /// Service time of the requests started so far.
     pub fn busy_ns(&self) -> u64 {
         self.busy_ns
     }
 
+    /// Requests completed.
     pub fn served(&self) -> u64 {
         self.served
     }

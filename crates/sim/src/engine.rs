@@ -52,6 +52,7 @@ impl<E> Default for Engine<E> {
 }
 
 impl<E> Engine<E> {
+    /// No event, time 0.
     pub fn new() -> Self {
         Self {
             now: 0,

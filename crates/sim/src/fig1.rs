@@ -2,7 +2,7 @@
 //!
 //! Process A needs 3.4 s of CPU and B 2.1 s; same priority, quantum 1 s; B gets the CPU first.
 //! Under conventional timesharing (`timeshare`) they alternate every quantum: B finishes at
-//! 4.1 s, A at 5.5 s. Under the delayed-switch POS (`delayed`, the paper's reference [19]) the
+//! 4.1 s, A at 5.5 s. Under the delayed-switch POS (`delayed`, the paper's reference \[19\]) the
 //! scheduler has learnt from the previous run that B needs only 0.1 s more when its second
 //! quantum expires, and delays the switch by exactly that: B finishes at 3.1 s, A still at 5.5 s,
 //! with two context switches fewer.
@@ -26,6 +26,7 @@ pub struct Fig1Config {
     pub a: Nanos,
     /// CPU B needs.
     pub b: Nanos,
+    /// Time quantum.
     pub quantum: Nanos,
 }
 
@@ -42,8 +43,10 @@ impl Default for Fig1Config {
 /// Completion times of A and B in one policy's measured run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Ab {
+    /// When A finished (s).
     #[serde(rename = "A")]
     pub a: f64,
+    /// When B finished (s).
     #[serde(rename = "B")]
     pub b: f64,
 }
@@ -51,7 +54,9 @@ pub struct Ab {
 /// One policy's measured run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fig1Run {
+    /// Registry name.
     pub policy: &'static str,
+    /// When A and B finished (s).
     pub times: Ab,
     /// Context switches between A and B.
     pub switches: u64,
@@ -62,8 +67,11 @@ pub struct Fig1Run {
 /// Result of the scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fig1Result {
+    /// The parameters run.
     pub config: Fig1Config,
+    /// Conventional timesharing (`timeshare`).
     pub timesharing: Fig1Run,
+    /// The delayed-switch POS (`delayed`).
     pub pos: Fig1Run,
 }
 

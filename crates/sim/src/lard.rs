@@ -18,8 +18,11 @@ use crate::SimError;
 /// A policy as run in the scenario (a label, a registry name, its parameters).
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicySpec {
+    /// Name in tables and `--policies` (`chbl-1.25`).
     pub label: String,
+    /// Registry name in [`policy::dispatch`].
     pub name: String,
+    /// Its parameters.
     pub cfg: DispatchConfig,
 }
 
@@ -50,6 +53,7 @@ pub fn default_policies() -> Vec<PolicySpec> {
 /// A workload: the trace's working set against one node's file cache.
 #[derive(Debug, Clone, Serialize)]
 pub struct Workload {
+    /// `exceeds` or `fits`.
     pub name: String,
     /// File cache per node, bytes.
     pub cache: u64,
@@ -58,21 +62,31 @@ pub struct Workload {
 /// Parameters of `triage sim lard`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LardConfig {
+    /// Node counts to run.
     pub nodes: Vec<usize>,
+    /// Seed of the trace.
     pub seed: u64,
+    /// Requests in the trace (the first `warmup` share warms the caches).
     pub requests: usize,
     /// Total size of the trace's files.
     pub working_set: u64,
     /// Largest file.
     pub max_file: u64,
+    /// The workloads (cache sizes) to run.
     pub workloads: Vec<Workload>,
+    /// The policies to compare.
     pub policies: Vec<PolicySpec>,
+    /// Zipf exponent of file popularity.
     pub zipf: f64,
+    /// Share of the trace served before measuring.
     pub warmup: f64,
     /// Start caches warm (see [`ClusterConfig::prewarm`]).
     pub prewarm: bool,
+    /// CPU costs per request.
     pub costs: Costs,
+    /// Disk of every back end.
     pub disk: DiskModel,
+    /// Worker threads (results do not depend on it).
     pub threads: usize,
 }
 
@@ -108,38 +122,56 @@ impl Default for LardConfig {
 /// One node count.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeRow {
+    /// Back ends.
     pub nodes: usize,
+    /// One row per policy, in the configured order.
     pub policies: Vec<PolicyRow>,
 }
 
 /// One policy at one node count (the `--json` fields).
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyRow {
+    /// Label of the policy.
     pub policy: String,
+    /// Requests per second.
     pub throughput: f64,
+    /// Requests served from a file cache, over the measured ones.
     pub hit_ratio: f64,
+    /// Max over mean of the requests served per node.
     pub max_over_mean_load: f64,
+    /// Mean CPU utilisation of the nodes.
     pub cpu_util: f64,
+    /// Mean disk utilisation of the nodes.
     pub disk_util: f64,
 }
 
 /// One workload's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadResult {
+    /// `exceeds` or `fits`.
     pub name: String,
+    /// Total size of the trace's files, MiB.
     pub working_set_mb: f64,
+    /// File cache per node, MiB.
     pub cache_mb: f64,
+    /// Files in the trace.
     pub files: usize,
+    /// Mean size of a request, KiB.
     pub mean_request_kb: f64,
+    /// One row per node count.
     pub rows: Vec<NodeRow>,
 }
 
 /// Everything `triage sim lard` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct LardResult {
+    /// Seed of the trace.
     pub seed: u64,
+    /// Requests in the trace.
     pub requests: usize,
+    /// One result per workload.
     pub workloads: Vec<WorkloadResult>,
+    /// What to keep in mind reading the figures.
     pub notes: Vec<String>,
 }
 

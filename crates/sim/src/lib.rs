@@ -11,11 +11,14 @@
 //!   server, Netscape-3 browsers, a CPU hog), [`cluster`] (back ends behind a front end),
 //!   [`trace`] (seeded synthetic web traces).
 //! - scenarios: [`fig1`] (seed 001 Fig. 1), [`pos`] (seed 001 experiments 1-4), [`lard`]
-//!   (seed 004's cluster), [`bench`] (events per second).
+//!   (seed 004's cluster), [`bench`](mod@bench) (events per second); [`options`]: what the command line
+//!   sets for `pos` and `lard`, checked and turned into their configurations.
 //!
 //! Determinism: all randomness comes from ChaCha generators seeded from the scenario's seed;
 //! maps whose iteration could matter use fixed hashers ([`DetMap`]); the same seed gives
 //! byte-identical JSON.
+
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod cache;
@@ -26,6 +29,7 @@ pub mod engine;
 pub mod fig1;
 pub mod lard;
 pub mod link;
+pub mod options;
 pub mod pos;
 pub mod stats;
 pub mod trace;
@@ -34,9 +38,9 @@ pub mod web;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-/// A `HashMap` with a fixed hasher: no per-process random state.
-pub type DetMap<K, V> =
-    std::collections::HashMap<K, V, std::hash::BuildHasherDefault<policy::dispatch::TargetHasher>>;
+/// A `HashMap` with a fixed hasher, no per-process random state: the policy crate's
+/// [`policy::idhash::IdMap`].
+pub type DetMap<K, V> = policy::idhash::IdMap<K, V>;
 
 /// The random generator of a scenario: ChaCha8 from `seed`, on an independent `stream` per use
 /// (trial, trace...), so adding a use never shifts another's numbers.
@@ -49,10 +53,18 @@ pub fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
 /// What can go wrong in a scenario (bad parameters, a run that cannot finish).
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// A parameter out of its range (the user's mistake).
     #[error("invalid parameter `{name}`: {msg}")]
-    Param { name: &'static str, msg: String },
+    Param {
+        /// The parameter, as its flag is spelled (`link-rate`).
+        name: &'static str,
+        /// What is wrong with its value.
+        msg: String,
+    },
+    /// A policy refused its configuration (the user's mistake).
     #[error(transparent)]
     Policy(#[from] policy::PolicyError),
+    /// The run did not reach its end (a model bug).
     #[error("simulation did not finish: {0}")]
     Stuck(String),
 }

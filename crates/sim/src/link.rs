@@ -21,10 +21,13 @@ use crate::DetMap;
 pub type FlowId = u64;
 
 /// How the link shares its bandwidth.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkMode {
+    /// Round robin, one packet per backlogged connection in turn (as a NIC queue fed by
+    /// several sockets).
     Fair,
+    /// First come, first served by packet.
     Fifo,
 }
 
@@ -66,6 +69,7 @@ impl Link {
         Self::with_framing(bps, mode, ETHER_MSS, ETHER_OVERHEAD)
     }
 
+    /// A link with this MSS and per-packet overhead (bytes on the wire besides the payload).
     pub fn with_framing(bps: u64, mode: LinkMode, mss: u32, overhead: u32) -> Self {
         Self {
             bps: bps.max(1),
@@ -82,14 +86,17 @@ impl Link {
         }
     }
 
+    /// Largest payload per packet.
     pub fn mss(&self) -> u32 {
         self.mss
     }
 
+    /// Wire bytes per packet besides the payload.
     pub fn overhead(&self) -> u32 {
         self.overhead
     }
 
+    /// Bandwidth, bits per second.
     pub fn bps(&self) -> u64 {
         self.bps
     }

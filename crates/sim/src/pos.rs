@@ -41,8 +41,11 @@ pub mod paper {
 /// Parameters of `triage sim pos`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PosConfig {
+    /// Experiment of seed 001 §4 (1-4).
     pub exp: u8,
+    /// Seed of every random choice.
     pub seed: u64,
+    /// Trials per variant.
     pub trials: usize,
     /// RW values of the fixed-RW POS variants.
     pub rw: Vec<u32>,
@@ -84,9 +87,12 @@ impl Default for PosConfig {
 /// One scheduling variant.
 #[derive(Debug, Clone, Serialize)]
 pub struct Variant {
+    /// Name in tables (`pos RW=3`).
     pub label: String,
+    /// Registry name.
     pub policy: String,
     #[serde(skip)]
+    /// What the policy is built with.
     pub cfg: PolicyConfig,
     /// RW if fixed.
     pub rw: Option<u32>,
@@ -95,15 +101,23 @@ pub struct Variant {
 /// Results of one variant.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantResult {
+    /// Name in tables.
     pub label: String,
+    /// Registry name.
     pub policy: String,
+    /// RW if fixed.
     pub rw: Option<u32>,
+    /// t1 (s): click to HTML complete, per URL averaged over the trials.
     pub t1: Summary,
+    /// t2 (s): click to the last image complete.
     pub t2: Summary,
-    /// Improvement of mean / median t1 and t2 against timesharing (%).
+    /// Improvement of mean t1 against timesharing (%).
     pub t1_mean_impr: f64,
+    /// Improvement of median t1 against timesharing (%).
     pub t1_median_impr: f64,
+    /// Improvement of mean t2 against timesharing (%).
     pub t2_mean_impr: f64,
+    /// Improvement of median t2 against timesharing (%).
     pub t2_median_impr: f64,
     /// Improvement of mean t1 against `fifo` (POS's own base discipline), if it ran (%).
     pub t1_mean_impr_vs_fifo: Option<f64>,
@@ -111,13 +125,17 @@ pub struct VariantResult {
     pub pl: u64,
     /// LRQ: sum of ready-queue lengths over the samples.
     pub lrq: u64,
+    /// 10 ms samples taken, summed over the trials.
     pub samples: u64,
     /// Head insertions (POS), kernel-priority dispatches (timeshare), overtakes (content).
     pub promotions: u64,
+    /// Marked workers that lost the mark (POS).
     pub demotions: u64,
-    /// SLP (s) and RW in force at the end of the last trial, if the policy has them.
+    /// SLP (s) in force at the end of the last trial, if the policy has one.
     pub slp_end: Option<f64>,
+    /// RW in force at the end of the last trial, if the policy has one.
     pub rw_end: Option<u32>,
+    /// Fraction of the measured time the CPU was busy (the hog and interrupts included).
     pub cpu_util: f64,
     /// CPU used by the server processes' bursts (hog and interrupts excluded).
     pub server_cpu_util: f64,
@@ -135,50 +153,76 @@ pub struct VariantResult {
     /// Fraction of the HTML requests taken by a process idle for at least 20 s (mean over the
     /// trials; seed 001 §4.2: all of them in experiment 1).
     pub html_long_idle: f64,
+    /// Fraction of the measured time the disk was busy.
     pub disk_util: f64,
+    /// Fraction of the measured time the link was busy.
     pub link_util: f64,
+    /// Events processed, summed over the trials.
     pub events: u64,
 }
 
 /// Results of experiments 1-3, or of one browser count of experiment 4.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExpResult {
+    /// Experiment.
     pub exp: u8,
+    /// Browsers.
     pub browsers: usize,
+    /// Whether a CPU hog ran.
     pub hog: bool,
+    /// How browsers click.
     pub arrivals: Arrivals,
+    /// SLP as run (`fixed 20 s`, `predicted`).
     pub slp: String,
+    /// One result per variant.
     pub variants: Vec<VariantResult>,
 }
 
 /// Experiment 4's relations (ratios to the smallest browser count).
 #[derive(Debug, Clone, Serialize)]
 pub struct Exp4Summary {
+    /// Browser counts.
     pub browsers: Vec<usize>,
     /// Of the timesharing runs (the paper measured PL and LRQ on its server).
     pub pl_ratio: Vec<f64>,
+    /// LRQ ratios of the timesharing runs.
     pub lrq_ratio: Vec<f64>,
-    /// Mean t1 (s) without POS, with RW 3, 6, 9 and the best variant.
+    /// Mean t1 (s) without POS (timesharing).
     pub mean_t1_timesharing: Vec<f64>,
+    /// Mean t1 (s) with POS at RW 3, if it ran.
     pub mean_t1_rw3: Vec<Option<f64>>,
+    /// Mean t1 (s) with POS at RW 6, if it ran.
     pub mean_t1_rw6: Vec<Option<f64>>,
+    /// Mean t1 (s) with POS at RW 9, if it ran.
     pub mean_t1_rw9: Vec<Option<f64>>,
+    /// Label of the best variant per browser count.
     pub best_label: Vec<String>,
+    /// Its mean t1 improvement over timesharing (%).
     pub best_impr: Vec<f64>,
+    /// The paper's PL ratios.
     pub paper_pl_ratio: Vec<f64>,
+    /// The paper's LRQ ratios.
     pub paper_lrq_ratio: Vec<f64>,
+    /// The paper's best mean t1 improvements (%).
     pub paper_best_impr: Vec<f64>,
 }
 
 /// Everything `triage sim pos` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct PosResult {
+    /// Experiment.
     pub exp: u8,
+    /// Seed.
     pub seed: u64,
+    /// Trials per variant.
     pub trials: usize,
+    /// Clicks per browser per trial.
     pub rounds: usize,
+    /// Experiments 1-3: one run; experiment 4: one per browser count.
     pub runs: Vec<ExpResult>,
+    /// Experiment 4's relations.
     pub exp4: Option<Exp4Summary>,
+    /// What to keep in mind reading the figures.
     pub notes: Vec<String>,
 }
 

@@ -5,11 +5,17 @@ use serde::Serialize;
 /// Min / max / mean / median / range of a sample (seconds or any unit).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Summary {
+    /// Sample size.
     pub n: usize,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
+    /// Mean.
     pub mean: f64,
+    /// Median.
     pub median: f64,
+    /// `max - min`.
     pub range: f64,
 }
 

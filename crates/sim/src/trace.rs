@@ -18,14 +18,23 @@ use crate::SimError;
 pub struct TraceConfig {
     /// Total bytes of distinct files.
     pub working_set: u64,
+    /// Requests.
     pub requests: usize,
+    /// Zipf exponent of file popularity.
     pub zipf: f64,
+    /// Lognormal body: mean of ln(size).
     pub body_mu: f64,
+    /// Lognormal body: standard deviation of ln(size).
     pub body_sigma: f64,
+    /// Probability that a file's size comes from the Pareto tail.
     pub tail_prob: f64,
+    /// Pareto tail: scale (smallest size), bytes.
     pub tail_k: f64,
+    /// Pareto tail: shape.
     pub tail_alpha: f64,
+    /// Largest file, bytes (the tail is truncated there).
     pub max_size: u64,
+    /// Seed.
     pub seed: u64,
 }
 
@@ -49,7 +58,9 @@ impl Default for TraceConfig {
 /// A trace: file sizes and the requested file of every request.
 #[derive(Debug, Clone)]
 pub struct Trace {
+    /// Size of each file, bytes (file `i` has popularity rank `i + 1`).
     pub sizes: Vec<u64>,
+    /// The file of every request.
     pub requests: Vec<u32>,
 }
 

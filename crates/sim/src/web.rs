@@ -166,9 +166,13 @@ impl CpuCosts {
 /// the extra child server processes are killed off") but gives no values, so the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Pool {
+    /// StartServers: processes forked at start.
     pub start: usize,
+    /// MinSpareServers: fork one per second while fewer are idle.
     pub min_spare: usize,
+    /// MaxSpareServers: a child exits when this many others are idle.
     pub max_spare: usize,
+    /// MaxClients: most processes.
     pub max_clients: usize,
 }
 
@@ -191,9 +195,7 @@ impl Pool {
     /// request. The paper gives no pool values (§3.1). Apache 1.2.5's defaults (5 / 5 / 10,
     /// [`Pool::default`]) cannot do that: 9 browsers open up to 9 x (1 + 4) connections in a
     /// burst, the early browsers' image connections take the idle processes, and the late HTML
-    /// requests wait in the listen queue for a busy process (in the previous model 45 % of t1,
-    /// and about half of the HTML requests were served by a process that had not waited at
-    /// all). **Derived**: an idle process for every connection a burst of 9 browsers can open,
+    /// requests wait in the listen queue for a busy process. **Derived**: an idle process for every connection a burst of 9 browsers can open,
     /// 9 x (1 + 4) = 45 (StartServers = MinSpareServers = 45, MaxSpareServers 90, MaxClients
     /// 150); about 45 x 0.4 MB of private memory per Apache 1.2 child, which the paper's 64 MB
     /// server holds. `--pool 5,5,10,150` (or `--previous-testbed`) gives the 1.2.5 defaults.
@@ -210,7 +212,9 @@ impl Pool {
 /// The page every browser loads (unique URLs, same content).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Page {
+    /// HTML size, bytes.
     pub html: u64,
+    /// Size of each image, bytes.
     pub images: Vec<u64>,
 }
 
@@ -239,17 +243,25 @@ pub enum Arrivals {
 pub struct WebConfig {
     /// Registry name of the CPU policy.
     pub policy: String,
+    /// What the policy is built with.
     pub policy_cfg: PolicyConfig,
     /// Give the policy the content class of each request (only `content` looks at it).
     pub hints: bool,
+    /// CPU slots.
     pub cpus: usize,
+    /// Time quantum.
     pub quantum: Nanos,
+    /// CPU costs.
     pub costs: CpuCosts,
+    /// Apache's process pool.
     pub pool: Pool,
+    /// Browsers.
     pub browsers: usize,
     /// Simultaneous image connections per page.
     pub conns: usize,
+    /// The page every click loads.
     pub page: Page,
+    /// How browsers click.
     pub arrivals: Arrivals,
     /// Burst interval; the first burst is one interval after the server starts.
     pub interval: Nanos,
@@ -262,6 +274,7 @@ pub struct WebConfig {
     pub random_window: Option<Nanos>,
     /// Connection setup + request, client to server (LAN).
     pub conn_latency: Nanos,
+    /// Run a CPU-bound process (seed 001 experiment 1).
     pub hog: bool,
     /// The hog never runs while a server process is ready: waking processes preempt it and it
     /// yields when dispatched ahead of one (4.4BSD: a CPU-bound process's saturated priority
@@ -269,14 +282,21 @@ pub struct WebConfig {
     pub hog_preempt: bool,
     /// Read files from the disk (seed 001: buffer cache disabled); `false`: from memory.
     pub use_disk: bool,
+    /// Link bandwidth, bits per second.
     pub link_bps: u64,
+    /// How the link is shared.
     pub link_mode: LinkMode,
+    /// Socket send buffer, bytes.
     pub sndbuf: u64,
+    /// Send low-water mark: a writer waits until this much of the buffer is free.
     pub lowat: u64,
     /// Bytes per read/write of the server's send loop.
     pub chunk: u64,
+    /// Disk cost model.
     pub disk: DiskModel,
+    /// PL/LRQ sampling period.
     pub sample_every: Nanos,
+    /// Seed of every random choice.
     pub seed: u64,
 }
 
@@ -325,7 +345,7 @@ impl Default for WebConfig {
 /// takes on the order of 100 ms of a 200 MHz client's CPU, so a machine's three requests
 /// spread over about 300 ms. The model draws each click uniformly within this window. The
 /// result depends on it (docs/sim.md shows 100, 300, 500 and 1000 ms); the previous model
-/// used 100 ms (`--jitter-ms 100`).
+/// used 100 ms (`--jitter 100ms`).
 pub const JITTER: Nanos = 300 * MS;
 
 impl WebConfig {
@@ -346,7 +366,9 @@ impl WebConfig {
 /// One page load.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PageTime {
+    /// Browser.
     pub browser: usize,
+    /// Click of that browser.
     pub round: usize,
     /// Seconds from click to HTML complete.
     pub t1: f64,
@@ -357,21 +379,30 @@ pub struct PageTime {
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct WebResult {
+    /// Every page load, in completion order.
     pub pages: Vec<PageTime>,
     /// 10 ms samples with the CPU busy (summed over slots).
     pub pl: u64,
     /// Sum of the ready-queue length over the samples.
     pub lrq: u64,
+    /// Samples taken.
     pub samples: u64,
+    /// Events processed.
     pub events: u64,
+    /// The policy's counters at the end.
     pub stats: PolicyStats,
+    /// Most server processes alive at once.
     pub processes_max: usize,
     /// Server processes alive when the run ended (all idle then).
     pub processes_end: usize,
+    /// Workers preempted (quantum expiries, and the hog preempted by a waking process).
     pub preemptions: u64,
-    /// Fraction of the measured time the disk / link / CPU were busy.
+    /// Fraction of the measured time the disk was busy.
     pub disk_util: f64,
+    /// Fraction of the measured time the link was busy.
     pub link_util: f64,
+    /// Fraction of the measured time the CPU slots were busy (the hog and interrupts
+    /// included).
     pub cpu_util: f64,
     /// CPU used by the server processes' own bursts (the hog and interrupts excluded).
     pub server_cpu_util: f64,

@@ -9,7 +9,8 @@
 //! full: locality like LARD, with a hard balance bound instead of thresholds.
 
 use super::{mix64, Dispatch, Entry, NodeId, Target};
-use crate::{Nanos, PolicyError};
+use crate::config::PolicyError;
+use crate::Nanos;
 
 /// Consistent hashing with bounded loads. See the module docs.
 #[derive(Debug, Clone)]

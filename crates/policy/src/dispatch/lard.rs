@@ -12,8 +12,10 @@
 //! Load = active connections (passed in). Ties in "least loaded" go to the lowest index.
 
 use super::{check_thresholds, least_loaded, load, Dispatch, DispatchConfig, DispatchStats, Entry};
-use super::{NodeId, Target, TargetMap};
-use crate::{Nanos, PolicyError};
+use super::{NodeId, Target};
+use crate::config::PolicyError;
+use crate::idhash::IdMap;
+use crate::Nanos;
 
 /// Basic LARD. See the module docs.
 #[derive(Debug, Clone)]
@@ -21,18 +23,19 @@ pub struct Lard {
     nodes: usize,
     t_low: u32,
     t_high: u32,
-    server: TargetMap<NodeId>,
+    server: IdMap<Target, NodeId>,
     reassignments: u64,
 }
 
 impl Lard {
+    /// For `nodes` back ends, with `cfg`'s thresholds (T_low < T_high).
     pub fn new(nodes: usize, cfg: &DispatchConfig) -> Result<Self, PolicyError> {
         check_thresholds("lard", cfg)?;
         Ok(Self {
             nodes: nodes.max(1),
             t_low: cfg.t_low,
             t_high: cfg.t_high,
-            server: TargetMap::default(),
+            server: IdMap::default(),
             reassignments: 0,
         })
     }

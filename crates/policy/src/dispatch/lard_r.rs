@@ -15,8 +15,10 @@
 
 use super::lard::{least, overloaded};
 use super::{check_thresholds, load, Dispatch, DispatchConfig, DispatchStats, Entry};
-use super::{NodeId, Target, TargetMap};
-use crate::{Nanos, PolicyError};
+use super::{NodeId, Target};
+use crate::config::PolicyError;
+use crate::idhash::IdMap;
+use crate::Nanos;
 
 #[derive(Debug, Clone)]
 struct ServerSet {
@@ -31,12 +33,13 @@ pub struct LardR {
     t_low: u32,
     t_high: u32,
     ttl: Nanos,
-    sets: TargetMap<ServerSet>,
+    sets: IdMap<Target, ServerSet>,
     replications: u64,
     shrinks: u64,
 }
 
 impl LardR {
+    /// For `nodes` back ends, with `cfg`'s thresholds (T_low < T_high) and shrink time.
     pub fn new(nodes: usize, cfg: &DispatchConfig) -> Result<Self, PolicyError> {
         check_thresholds("lard-r", cfg)?;
         Ok(Self {
@@ -44,7 +47,7 @@ impl LardR {
             t_low: cfg.t_low,
             t_high: cfg.t_high,
             ttl: cfg.replica_ttl,
-            sets: TargetMap::default(),
+            sets: IdMap::default(),
             replications: 0,
             shrinks: 0,
         })

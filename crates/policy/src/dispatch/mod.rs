@@ -18,7 +18,8 @@ pub mod lard;
 pub mod lard_r;
 pub mod wrr;
 
-use crate::{Nanos, PolicyError, SEC};
+use crate::config::PolicyError;
+use crate::{Nanos, SEC};
 
 /// Index of a back-end node, `0..nodes`.
 pub type NodeId = usize;
@@ -44,28 +45,6 @@ pub fn mix64(mut x: u64) -> u64 {
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
 }
-
-/// A deterministic hasher for maps keyed by [`Target`] (no per-process random keys).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct TargetHasher(u64);
-
-impl std::hash::Hasher for TargetHasher {
-    fn finish(&self) -> u64 {
-        mix64(self.0)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
-}
-
-/// A `HashMap` keyed by [`Target`] with [`TargetHasher`].
-pub type TargetMap<V> =
-    std::collections::HashMap<Target, V, std::hash::BuildHasherDefault<TargetHasher>>;
 
 /// The node with the smallest load; ties go to the lowest index. `None` when `loads` is empty.
 pub fn least_loaded(loads: &[u32]) -> Option<NodeId> {
@@ -105,6 +84,7 @@ pub trait Dispatch: Send {
     /// connections) *before* this request; the mechanism adds it to the chosen node.
     fn assign(&mut self, target: Target, loads: &[u32], now: Nanos) -> NodeId;
 
+    /// Counters (default: none).
     fn stats(&self) -> DispatchStats {
         DispatchStats::default()
     }
@@ -156,8 +136,11 @@ pub type BuildFn = fn(usize, &DispatchConfig) -> Result<Box<dyn Dispatch>, Polic
 
 /// One registered distribution policy.
 pub struct Entry {
+    /// Registry name (`wrr`, `lard`, ...).
     pub name: &'static str,
+    /// One line for `--help` and docs.
     pub about: &'static str,
+    /// Builds the policy.
     pub build: BuildFn,
 }
 

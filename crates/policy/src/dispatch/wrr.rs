@@ -7,7 +7,8 @@
 //! interleaved rather than in runs. Equal weights give plain rotation 0, 1, ..., n-1, 0, ...
 
 use super::{Dispatch, DispatchConfig, Entry, NodeId, Target};
-use crate::{Nanos, PolicyError};
+use crate::config::PolicyError;
+use crate::Nanos;
 
 /// Weighted round robin. See the module docs.
 #[derive(Debug, Clone)]

@@ -3,10 +3,12 @@
 //! to stderr. Parameters and their sources: `docs/sim.md`.
 
 use std::io::IsTerminal;
+use std::time::Duration;
 
 use clap::Subcommand;
-use policy::{MS, SEC};
-use sim::link::LinkMode;
+use sim::fig1::Fig1Config;
+use sim::options::{LardOptions, PosOptions};
+use units::Dur;
 
 use crate::cmd::UsageError;
 
@@ -31,7 +33,7 @@ enum Scenario {
     /// (exp 1, 2) or predicted every 500 ms (exp 3, 4), RW 1..10, CPU hog in exp 1, 5 trials,
     /// exp 4 with 3, 6, 9, 12 browsers.
     #[command(after_long_help = POS_SOURCES)]
-    Pos(PosArgs),
+    Pos(Box<PosArgs>),
     /// Seed 004 (LARD): a trace-driven cluster of N back ends with LRU file caches behind a
     /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing.
     #[command(after_long_help = LARD_SOURCES)]
@@ -82,7 +84,7 @@ Parameters and sources (reasoning in docs/sim.md):
     Pentium II: 145 us connection setup, 145 us teardown, 40 us per 512 B (8 KB from cache:
     1075 req/s); disk 28 ms + 410 us per 4 KB + 14 ms per further 44 KB; 32 MB cache per node.
   Traces (SURGE, Barford & Crovella 1998): lognormal body (mu 9.357, sigma 1.318) with p 0.93,
-    Pareto tail (k 133 KB, alpha 1.1) truncated at --max-file-kb; Zipf popularity (--zipf).
+    Pareto tail (k 133 KB, alpha 1.1) truncated at --max-file; Zipf popularity (--zipf).
   Bounded-load hashing (Mirrokni, Thorup, Zadimoghaddam 2018): c = 1.25 and 1.5, 100 points
     per node.
   Workloads: the same trace against a 32 MB cache (working set 16x one cache) and a 1 GB cache
@@ -91,15 +93,15 @@ Parameters and sources (reasoning in docs/sim.md):
 
 #[derive(clap::Args, Debug)]
 struct Fig1Args {
-    /// CPU time process A needs (seconds).
-    #[arg(long, default_value_t = 3.4)]
-    a: f64,
-    /// CPU time process B needs (seconds).
-    #[arg(long, default_value_t = 2.1)]
-    b: f64,
-    /// Time quantum (seconds).
-    #[arg(long, default_value_t = 1.0)]
-    quantum: f64,
+    /// CPU time process A needs.
+    #[arg(long, default_value_t = dur(Fig1Config::default().a))]
+    a: Dur,
+    /// CPU time process B needs.
+    #[arg(long, default_value_t = dur(Fig1Config::default().b))]
+    b: Dur,
+    /// Time quantum.
+    #[arg(long, default_value_t = dur(Fig1Config::default().quantum))]
+    quantum: Dur,
     /// Print `{"timesharing": {"A": s, "B": s}, "pos": {"A": s, "B": s}}` only.
     #[arg(long)]
     json: bool,
@@ -107,123 +109,8 @@ struct Fig1Args {
 
 #[derive(clap::Args, Debug)]
 struct PosArgs {
-    /// Experiment of seed 001 §4: 1 (synchronized bursts + CPU hog, SLP 20 s), 2 (random
-    /// accesses, SLP 20 s), 3 (random, SLP predicted), 4 (as 3 with 3, 6, 9, 12 browsers).
-    #[arg(long)]
-    exp: u8,
-    /// Seed of every random choice (click times).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Trials per variant (paper: 5).
-    #[arg(long, default_value_t = 5)]
-    trials: usize,
-    /// Clicks per browser per trial (each a unique URL).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// Browsers (exp 1-3; paper: 9 = 3 machines x 3).
-    #[arg(long, default_value_t = 9)]
-    browsers: usize,
-    /// Browser counts of exp 4, comma separated (paper: 3,6,9,12).
-    #[arg(long, value_delimiter = ',', default_value = "3,6,9,12")]
-    exp4_browsers: Vec<usize>,
-    /// Fixed RW values to run, comma separated (paper: 1..10).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8,9,10")]
-    rw: Vec<u32>,
-    /// Skip the variants with RW predicted (paper rule, split rule).
-    #[arg(long)]
-    no_rw_auto: bool,
-    /// Skip the context variants (`fifo`, `content`).
-    #[arg(long)]
-    no_context: bool,
-    /// Fixed SLP of exp 1 and 2, seconds (paper: 20).
-    #[arg(long, default_value_t = 20.0)]
-    slp: f64,
-    /// POS prediction period, ms (paper: 500).
-    #[arg(long, default_value_t = 500)]
-    period_ms: u64,
-    /// Burst interval, seconds (paper: 30).
-    #[arg(long, default_value_t = 30)]
-    interval_s: u64,
-    /// Time quantum, ms (4.4BSD `roundrobin`: 100).
-    #[arg(long, default_value_t = 100)]
-    quantum_ms: u64,
-    /// HTML size, KiB.
-    #[arg(long, default_value_t = 4)]
-    html_kb: u64,
-    /// Images per page.
-    #[arg(long, default_value_t = 8)]
-    images: usize,
-    /// Size of each image, KiB.
-    #[arg(long, default_value_t = 30)]
-    image_kb: u64,
-    /// Image connections per page (Netscape 3: 4).
-    #[arg(long, default_value_t = 4)]
-    conns: usize,
-    /// Link bandwidth, Mb/s (paper: 10).
-    #[arg(long, default_value_t = 10.0)]
-    link_mbps: f64,
-    /// Link sharing: fair (round robin per connection) or fifo.
-    #[arg(long, default_value = "fair")]
-    link: LinkMode,
-    /// CPU cost of a connection's handshake, accept, request parse, stat and open, µs (233 MHz
-    /// K6, Apache 1.2.5; see docs/sim.md).
-    #[arg(long, default_value_t = 1100)]
-    accept_us: u64,
-    /// CPU cost of log + close, µs.
-    #[arg(long, default_value_t = 400)]
-    close_us: u64,
-    /// Process CPU per KiB sent (read copyout + write copyin), µs.
-    #[arg(long, default_value_t = 40)]
-    per_kib_us: u64,
-    /// Interrupt-level CPU per data packet sent (TCP/IP output, checksum, driver, transmit
-    /// interrupt, half an ACK received), µs; programmed I/O comes on top (--nic).
-    #[arg(long, default_value_t = 114)]
-    per_packet_us: u64,
-    /// Network card: `pio` (ISA programmed I/O, NE2000/3C509 class: 400 µs of CPU per KiB of
-    /// frame) or `dma` (bus master: none).
-    #[arg(long, default_value = "pio", value_parser = ["pio", "dma"])]
-    nic: String,
-    /// Disk transfers: `pio` (IDE programmed I/O: 125 µs of CPU per KiB read) or `dma`.
-    #[arg(long, default_value = "pio", value_parser = ["pio", "dma"])]
-    disk_xfer: String,
-    /// Server CPU clock, MHz: the CPU-bound costs scale by 233 / MHz; programmed I/O (bus-bound)
-    /// does not.
-    #[arg(long, default_value_t = 233.0)]
-    cpu_mhz: f64,
-    /// Serve files from memory instead of the disk (the paper disabled the buffer cache).
-    #[arg(long)]
-    no_disk: bool,
-    /// Disk: latency of a file's first read, ms (default 9: one short seek within the
-    /// directory's cylinder group + half a turn; the LARD model's 28 with --previous-testbed).
-    #[arg(long)]
-    disk_first_ms: Option<f64>,
-    /// Disk: latency of each further 44 KB cluster of a file, ms (default 9; LARD: 14).
-    #[arg(long)]
-    disk_reposition_ms: Option<f64>,
-    /// The previous model's testbed, to compare: LARD disk (28 ms first read, 14 ms per further
-    /// cluster), Apache 1.2.5's default pool 5,5,10,150, clicks within 100 ms. Explicit
-    /// --pool, --jitter-ms, --disk-first-ms, --disk-reposition-ms still apply on top.
-    #[arg(long)]
-    previous_testbed: bool,
-    /// Spread of the clicks of one synchronized burst, ms (exp 1; default 300, an estimate: three
-    /// Navigators per client machine start one after the other; 100 with --previous-testbed).
-    #[arg(long)]
-    jitter_ms: Option<u64>,
-    /// Random arrivals (exp 2-4): each browser clicks at a uniform moment of the first this
-    /// many seconds of every interval (default: the whole interval).
-    #[arg(long)]
-    random_window_s: Option<f64>,
-    /// Apache pool: StartServers,MinSpareServers,MaxSpareServers,MaxClients (default
-    /// 45,45,90,150: an idle process for each of the 9 x (1 + 4) connections of a burst, as
-    /// seed 001 §4.2 implies; Apache 1.2.5's defaults 5,5,10,150 with --previous-testbed).
-    #[arg(long, value_delimiter = ',')]
-    pool: Option<Vec<usize>>,
-    /// Do not let a waking server process preempt the CPU hog (4.4BSD does).
-    #[arg(long)]
-    no_hog_preempt: bool,
-    /// Worker threads (results do not depend on it).
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    #[command(flatten)]
+    options: PosOptions,
     /// Print one JSON document instead of the tables.
     #[arg(long)]
     json: bool,
@@ -231,52 +118,8 @@ struct PosArgs {
 
 #[derive(clap::Args, Debug)]
 struct LardArgs {
-    /// Node counts, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
-    nodes: Vec<usize>,
-    /// Seed of the synthetic trace.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Requests in the trace (the first quarter warms the caches up).
-    #[arg(long, default_value_t = 200_000)]
-    requests: usize,
-    /// Total size of the trace's files, MB.
-    #[arg(long, default_value_t = 512)]
-    working_set_mb: u64,
-    /// Largest file, KB (the Pareto tail is truncated there).
-    #[arg(long, default_value_t = 1024)]
-    max_file_kb: u64,
-    /// Zipf exponent of file popularity.
-    #[arg(long, default_value_t = 0.8)]
-    zipf: f64,
-    /// File cache per node in the `exceeds` workload, MB (LARD simulations: 32).
-    #[arg(long, default_value_t = 32)]
-    cache_mb: u64,
-    /// File cache per node in the `fits` workload, MB (must hold the working set).
-    #[arg(long, default_value_t = 1024)]
-    fits_cache_mb: u64,
-    /// Which workloads: exceeds, fits or both.
-    #[arg(long, default_value = "both")]
-    workload: String,
-    /// Policies, comma separated, among wrr, lard, lard-r, chbl-1.25, chbl-1.5.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "wrr,lard,lard-r,chbl-1.25,chbl-1.5"
-    )]
-    policies: Vec<String>,
-    /// LARD T_low (connections).
-    #[arg(long, default_value_t = 25)]
-    t_low: u32,
-    /// LARD T_high (connections).
-    #[arg(long, default_value_t = 65)]
-    t_high: u32,
-    /// Start with cold caches instead of caches holding the most popular files.
-    #[arg(long)]
-    cold: bool,
-    /// Worker threads (results do not depend on it).
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    #[command(flatten)]
+    options: LardOptions,
     /// Print one JSON document instead of the tables.
     #[arg(long)]
     json: bool,
@@ -284,27 +127,20 @@ struct LardArgs {
 
 #[derive(clap::Args, Debug)]
 struct BenchArgs {
-    /// Approximate wall-clock seconds per measurement.
-    #[arg(long, default_value_t = 1.0)]
-    seconds: f64,
+    /// Approximate wall-clock time per measurement (50ms to 60s).
+    #[arg(long, default_value = "1s")]
+    duration: Dur,
     /// Print one JSON document instead of the table.
     #[arg(long)]
     json: bool,
 }
 
-fn secs(name: &str, s: f64) -> anyhow::Result<u64> {
-    if !(s.is_finite() && s > 0.0 && s < 1e6) {
-        return Err(UsageError(format!(
-            "--{name} must be a positive number of seconds (got {s})"
-        ))
-        .into());
-    }
-    Ok((s * 1e9).round() as u64)
+fn dur(ns: u64) -> Dur {
+    Dur(Duration::from_nanos(ns))
 }
 
-/// Megabytes to bytes, saturating (the scenario rejects absurd sizes with a clear message).
-fn mb(x: u64) -> u64 {
-    x.saturating_mul(1 << 20)
+fn ns(d: Dur) -> u64 {
+    d.0.as_nanos() as u64
 }
 
 /// Progress lines on stderr (plain lines; the runs take seconds).
@@ -325,306 +161,122 @@ fn usage(e: sim::SimError) -> anyhow::Error {
     }
 }
 
+/// Print one JSON document, or the table.
+fn print(
+    json: bool,
+    doc: impl FnOnce() -> serde_json::Result<String>,
+    table: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", doc()?);
+    } else {
+        print!("{}", table());
+    }
+    Ok(())
+}
+
+/// Run the scenario the arguments name.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.scenario {
-        Scenario::PosFig1(a) => fig1(a),
-        Scenario::Pos(a) => pos(a),
-        Scenario::Lard(a) => lard(a),
-        Scenario::Bench(a) => bench(a),
-    }
-}
-
-fn fig1(a: Fig1Args) -> anyhow::Result<()> {
-    let cfg = sim::fig1::Fig1Config {
-        a: secs("a", a.a)?,
-        b: secs("b", a.b)?,
-        quantum: secs("quantum", a.quantum)?,
-    };
-    let r = sim::fig1::run(&cfg).map_err(usage)?;
-    if a.json {
-        println!("{}", r.json());
-    } else {
-        print!("{}", r.table());
-    }
-    Ok(())
-}
-
-fn pos(a: PosArgs) -> anyhow::Result<()> {
-    let json = a.json;
-    let cfg = pos_config(a)?;
-    let r = sim::pos::run(&cfg, &progress(json)).map_err(usage)?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", r.table());
-    }
-    Ok(())
-}
-
-/// The scenario's configuration from the flags (testbed defaults, `--previous-testbed`, then
-/// explicit flags on top).
-fn pos_config(a: PosArgs) -> anyhow::Result<sim::pos::PosConfig> {
-    if !(0.064..=100_000.0).contains(&a.link_mbps) {
-        return Err(UsageError(format!(
-            "--link-mbps must be in 0.064..100000 (got {})",
-            a.link_mbps
-        ))
-        .into());
-    }
-    if a.quantum_ms == 0 || a.period_ms == 0 {
-        return Err(UsageError("--quantum-ms and --period-ms must be > 0".into()).into());
-    }
-    if a.images > 1000 || a.browsers > 10_000 || a.rounds > 10_000 || a.trials > 1000 {
-        return Err(UsageError(
-            "--images <= 1000, --browsers <= 10000, --rounds <= 10000, --trials <= 1000".into(),
-        )
-        .into());
-    }
-    if a.html_kb == 0 || a.image_kb == 0 {
-        return Err(UsageError("--html-kb and --image-kb must be > 0".into()).into());
-    }
-    if !(a.cpu_mhz.is_finite() && (1.0..=100_000.0).contains(&a.cpu_mhz)) {
-        return Err(UsageError(format!(
-            "--cpu-mhz must be in 1..100000 (got {})",
-            a.cpu_mhz
-        ))
-        .into());
-    }
-    let defaults = if a.previous_testbed {
-        sim::web::WebConfig::default().previous_testbed()
-    } else {
-        sim::web::WebConfig::default()
-    };
-    let pool = match a.pool.as_deref() {
-        None => defaults.pool,
-        Some(&[start, min_spare, max_spare, max_clients]) => sim::web::Pool {
-            start,
-            min_spare,
-            max_spare,
-            max_clients,
-        },
-        Some(p) => {
-            return Err(UsageError(format!(
-                "--pool needs 4 numbers: StartServers,MinSpareServers,MaxSpareServers,MaxClients \
-                 (got {})",
-                p.len()
-            ))
-            .into())
-        }
-    };
-    let ms = |name: &str, x: f64| -> anyhow::Result<u64> {
-        if !(x.is_finite() && (0.0..=10_000.0).contains(&x)) {
-            return Err(UsageError(format!("--{name} must be in 0..10000 ms (got {x})")).into());
-        }
-        Ok((x * 1e6).round() as u64)
-    };
-    let mut disk = defaults.disk;
-    if let Some(x) = a.disk_first_ms {
-        disk.first = ms("disk-first-ms", x)?;
-    }
-    if let Some(x) = a.disk_reposition_ms {
-        disk.reposition = ms("disk-reposition-ms", x)?;
-    }
-    let base = sim::web::WebConfig {
-        browsers: a.browsers,
-        rounds: a.rounds,
-        interval: a.interval_s.saturating_mul(SEC),
-        quantum: a.quantum_ms.saturating_mul(MS),
-        conns: a.conns,
-        page: sim::web::Page {
-            html: a.html_kb.saturating_mul(1024),
-            images: vec![a.image_kb.saturating_mul(1024); a.images],
-        },
-        link_bps: (a.link_mbps * 1e6).round() as u64,
-        link_mode: a.link,
-        costs: {
-            let us = |x: u64| x.saturating_mul(1000);
-            let d = defaults.costs;
-            sim::web::CpuCosts {
-                accept: us(a.accept_us),
-                close: us(a.close_us),
-                per_kib: us(a.per_kib_us),
-                per_packet: us(a.per_packet_us),
-                nic_pio_per_kib: if a.nic == "dma" { 0 } else { d.nic_pio_per_kib },
-                disk_pio_per_kib: if a.disk_xfer == "dma" {
-                    0
-                } else {
-                    d.disk_pio_per_kib
-                },
-                ..d
-            }
-            .scaled(a.cpu_mhz)
-        },
-        use_disk: !a.no_disk,
-        disk,
-        jitter: a
-            .jitter_ms
-            .map_or(defaults.jitter, |j| j.saturating_mul(MS)),
-        random_window: a
-            .random_window_s
-            .map(|w| secs("random-window-s", w))
-            .transpose()?,
-        pool,
-        hog_preempt: !a.no_hog_preempt,
-        ..defaults
-    };
-    let cfg = sim::pos::PosConfig {
-        exp: a.exp,
-        seed: a.seed,
-        trials: a.trials,
-        rw: a.rw,
-        rw_auto: !a.no_rw_auto,
-        context: !a.no_context,
-        exp4_browsers: a.exp4_browsers,
-        slp: secs("slp", a.slp)?,
-        period: a.period_ms.saturating_mul(MS),
-        base,
-        threads: a.threads,
-    };
-    Ok(cfg)
-}
-
-fn lard(a: LardArgs) -> anyhow::Result<()> {
-    let d = sim::lard::LardConfig::default();
-    let known = sim::lard::default_policies();
-    let mut policies = Vec::new();
-    for name in &a.policies {
-        let Some(p) = known.iter().find(|p| &p.label == name) else {
-            let names: Vec<&str> = known.iter().map(|p| p.label.as_str()).collect();
-            return Err(UsageError(format!(
-                "--policies: unknown policy `{name}` (known: {})",
-                names.join(", ")
-            ))
-            .into());
-        };
-        let mut p = p.clone();
-        p.cfg.t_low = a.t_low;
-        p.cfg.t_high = a.t_high;
-        policies.push(p);
-    }
-    let workloads: Vec<sim::lard::Workload> = d
-        .workloads
-        .iter()
-        .filter(|w| a.workload == "both" || a.workload == w.name)
-        .map(|w| sim::lard::Workload {
-            name: w.name.clone(),
-            cache: mb(if w.name == "fits" {
-                a.fits_cache_mb
+        Scenario::PosFig1(a) => {
+            let cfg = Fig1Config {
+                a: ns(a.a),
+                b: ns(a.b),
+                quantum: ns(a.quantum),
+            };
+            let r = sim::fig1::run(&cfg).map_err(usage)?;
+            if a.json {
+                println!("{}", r.json());
             } else {
-                a.cache_mb
-            }),
-        })
-        .collect();
-    if workloads.is_empty() {
-        return Err(UsageError(format!(
-            "--workload must be exceeds, fits or both (got `{}`)",
-            a.workload
-        ))
-        .into());
+                print!("{}", r.table());
+            }
+            Ok(())
+        }
+        Scenario::Pos(a) => {
+            let cfg = a.options.resolve().map_err(usage)?;
+            let r = sim::pos::run(&cfg, &progress(a.json)).map_err(usage)?;
+            print(a.json, || serde_json::to_string_pretty(&r), || r.table())
+        }
+        Scenario::Lard(a) => {
+            let cfg = a.options.resolve().map_err(usage)?;
+            let r = sim::lard::run(&cfg, &progress(a.json)).map_err(usage)?;
+            print(a.json, || serde_json::to_string_pretty(&r), || r.table())
+        }
+        Scenario::Bench(a) => {
+            if cfg!(debug_assertions) {
+                eprintln!(
+                    "sim: warning: debug build; the 1M events/s target is for release builds"
+                );
+            }
+            let rows = sim::bench::run(a.duration.0.as_secs_f64()).map_err(usage)?;
+            print(
+                a.json,
+                || serde_json::to_string_pretty(&rows),
+                || sim::bench::table(&rows),
+            )
+        }
     }
-    if !(a.zipf.is_finite() && a.zipf > 0.0 && a.zipf < 10.0) {
-        return Err(UsageError(format!("--zipf must be in (0, 10) (got {})", a.zipf)).into());
-    }
-    if a.requests < 100 || a.requests > 100_000_000 {
-        return Err(UsageError(format!(
-            "--requests must be in 100..=100000000 (got {})",
-            a.requests
-        ))
-        .into());
-    }
-    if a.max_file_kb == 0 {
-        return Err(UsageError("--max-file-kb must be > 0".into()).into());
-    }
-    let cfg = sim::lard::LardConfig {
-        nodes: a.nodes,
-        seed: a.seed,
-        requests: a.requests,
-        working_set: mb(a.working_set_mb),
-        max_file: a.max_file_kb.saturating_mul(1024),
-        workloads,
-        policies,
-        zipf: a.zipf,
-        prewarm: !a.cold,
-        threads: a.threads,
-        ..d
-    };
-    let r = sim::lard::run(&cfg, &progress(a.json)).map_err(usage)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", r.table());
-    }
-    Ok(())
-}
-
-fn bench(a: BenchArgs) -> anyhow::Result<()> {
-    if !(a.seconds.is_finite() && (0.05..=60.0).contains(&a.seconds)) {
-        return Err(
-            UsageError(format!("--seconds must be in 0.05..60 (got {})", a.seconds)).into(),
-        );
-    }
-    if cfg!(debug_assertions) {
-        eprintln!("sim: warning: debug build; the 1M events/s target is for release builds");
-    }
-    let rows = sim::bench::run(a.seconds).map_err(usage)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    } else {
-        print!("{}", sim::bench::table(&rows));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use policy::{MS, SEC};
 
-    fn cfg(args: &[&str]) -> anyhow::Result<sim::pos::PosConfig> {
-        pos_config(crate::cmd::parse_args::<PosArgs>(args).unwrap())
+    fn parse<A: clap::Args>(args: &[&str]) -> Result<A, clap::Error> {
+        crate::cmd::parse_args::<A>(args)
     }
 
     #[test]
-    fn sim_pos_testbed_defaults_previous_testbed_and_overrides() {
-        use sim::disk::DiskModel;
-        use sim::web::{Pool, WebConfig};
-        // Defaults: the calibrated testbed (paper pool, one short seek per file, 300 ms).
-        let c = cfg(&["--exp", "1"]).unwrap();
-        assert_eq!(c.base.pool, Pool::paper());
-        assert_eq!(c.base.disk, DiskModel::one_cylinder_group());
-        assert_eq!(c.base.jitter, 300 * MS);
-        assert_eq!(c.base.jitter, WebConfig::default().jitter);
-        // --previous-testbed: Apache 1.2.5 defaults, the LARD disk, 100 ms.
-        let c = cfg(&["--exp", "1", "--previous-testbed"]).unwrap();
-        assert_eq!(c.base.pool, Pool::default());
-        assert_eq!(c.base.disk, DiskModel::default());
-        assert_eq!(c.base.jitter, 100 * MS);
-        // Explicit flags win over either.
-        let c = cfg(&[
+    fn defaults_are_the_scenarios() {
+        let a: PosArgs = parse(&["--exp", "1"]).unwrap();
+        assert_eq!(a.options, PosOptions::default());
+        let a: LardArgs = parse(&[]).unwrap();
+        assert_eq!(a.options, LardOptions::default());
+        let a: Fig1Args = parse(&[]).unwrap();
+        assert_eq!(
+            (ns(a.a), ns(a.b), ns(a.quantum)),
+            (3400 * MS, 2100 * MS, SEC)
+        );
+        assert!(parse::<PosArgs>(&[]).is_err(), "--exp is required");
+    }
+
+    #[test]
+    fn flags_take_units_and_refuse_bare_durations() {
+        let a: PosArgs = parse(&[
             "--exp",
-            "1",
-            "--previous-testbed",
+            "2",
+            "--slp",
+            "1.5s",
+            "--html",
+            "8KiB",
+            "--link-rate",
+            "100Mbit/s",
+            "--jitter",
+            "250ms",
             "--pool",
             "7,7,14,150",
-            "--jitter-ms",
-            "250",
-            "--disk-first-ms",
-            "12.5",
+            "--nic",
+            "dma",
+            "--no-disk",
+            "--no-rw-auto",
         ])
         .unwrap();
+        let o = a.options;
+        assert_eq!((o.exp, ns(o.slp), o.html), (2, 1500 * MS, 8192));
         assert_eq!(
-            c.base.pool,
-            Pool {
-                start: 7,
-                min_spare: 7,
-                max_spare: 14,
-                max_clients: 150
-            }
+            (o.link_rate, o.jitter.map(ns)),
+            (Some(12_500_000.0), Some(250 * MS))
         );
-        assert_eq!(c.base.jitter, 250 * MS);
-        assert_eq!(c.base.disk.first, 12_500_000);
-        assert_eq!(c.base.disk.reposition, DiskModel::default().reposition);
-        // Bad values are usage errors.
-        assert!(cfg(&["--exp", "1", "--pool", "1,2,3"]).is_err());
-        assert!(cfg(&["--exp", "1", "--disk-first-ms=-1"]).is_err());
+        assert_eq!(o.pool, Some(vec![7, 7, 14, 150]));
+        assert_eq!(o.nic, sim::options::Transfer::Dma);
+        assert!(!o.use_disk && !o.rw_auto && o.context && o.hog_preempt);
+        for bad in [["--slp", "20"], ["--html", "4k"], ["--period", "500"]] {
+            let args = [&["--exp", "1"][..], &bad[..]].concat();
+            assert!(parse::<PosArgs>(&args).is_err(), "{bad:?}");
+        }
+        let a: LardArgs = parse(&["--cache", "64MiB", "--max-file", "2MB"]).unwrap();
+        assert_eq!((a.options.cache, a.options.max_file), (64 << 20, 2_000_000));
+        assert!(parse::<BenchArgs>(&["--duration", "2"]).is_err());
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! **The tree.** Containers form a tree under the implicit root container `0`; each has a
 //! weight (1..=10000, default 100) and an optional cap, a fraction of one CPU. Every container
-//! has its own ready queue, ordered by an *inner* policy built through the registry (`fifo`,
-//! `pos`, `content`...), for the workers whose current request is charged to it
+//! has its own ready queue, ordered by an *inner* policy built by name (`fifo`, `pos`,
+//! `content`...: the registry's builder, handed to [`Share::from_spec`]), for the workers whose current request is charged to it
 //! ([`Hints::container`]). A container's own workers compete with its child containers as if
 //! they were one more child of weight [`OWN_WEIGHT`].
 //!
@@ -35,11 +35,19 @@
 //! the only policy), so POS inside a container learns from every worker. A hint naming an
 //! unknown container is charged to the root and counted ([`Share::unknown_hints`]).
 
-use std::collections::{HashMap, VecDeque};
+pub mod tree;
 
-use crate::{
-    Ctx, Hints, Nanos, Policy, PolicyConfig, PolicyError, PolicyStats, State, WorkerId, MS,
-};
+use std::collections::VecDeque;
+
+pub use tree::{Field, Limits, Tree, TreeError, TreeNode};
+
+use crate::config::BuildFn;
+use crate::idhash::IdMap;
+
+use crate::config::{PolicyConfig, PolicyError};
+use crate::queue::{Ctx, Hints, Policy, PolicyStats};
+use crate::worker::{State, WorkerId};
+use crate::{Nanos, MS};
 
 /// Weight of a container that does not say.
 pub const DEFAULT_WEIGHT: u32 = 100;
@@ -82,16 +90,19 @@ impl ContainerSpec {
         }
     }
 
+    /// With weight `w` (1..=[`MAX_WEIGHT`]).
     pub fn weight(mut self, w: u32) -> Self {
         self.weight = w;
         self
     }
 
+    /// With a cap of `c` CPUs.
     pub fn cap(mut self, c: f64) -> Self {
         self.cap = Some(c);
         self
     }
 
+    /// With inner policy `name`.
     pub fn inner(mut self, name: &str) -> Self {
         self.inner = Some(name.to_owned());
         self
@@ -169,16 +180,16 @@ struct Running {
 /// The `share` policy. See the module docs.
 pub struct Share {
     nodes: Vec<Node>,
-    index: HashMap<u32, usize>,
+    index: IdMap<u32, usize>,
     inner: Vec<Box<dyn Policy>>,
     inner_next_tick: Vec<Option<Nanos>>,
     /// Queued worker -> node whose own queue holds it.
-    queued: HashMap<WorkerId, usize>,
+    queued: IdMap<WorkerId, usize>,
     /// Worker picked (or admitted) but not yet in [`State::Run`]: node and estimate.
-    picked: HashMap<WorkerId, (usize, Nanos)>,
+    picked: IdMap<WorkerId, (usize, Nanos)>,
     /// Container of the worker's current request.
-    current: HashMap<WorkerId, usize>,
-    running: HashMap<WorkerId, Running>,
+    current: IdMap<WorkerId, usize>,
+    running: IdMap<WorkerId, Running>,
     window: Nanos,
     win_k: u64,
     unknown_hints: u64,
@@ -196,103 +207,38 @@ impl std::fmt::Debug for Share {
 }
 
 impl Share {
-    /// Build the tree. Errors name the bad container and value: unknown parent, cycle,
-    /// duplicate id, weight outside 1..=10000, cap not a positive finite number, unknown inner
-    /// policy (or `share` nested in itself), zero window.
-    pub fn new(spec: &ShareSpec) -> Result<Self, PolicyError> {
+    /// Build the tree of `spec`, each container's inner policy made by `build` (the registry's
+    /// [`crate::registry::build`] through `Share::new`). Errors: a tree [`Tree::new`] refuses
+    /// (naming the container, field and value), an inner policy `build` refuses, a zero window.
+    pub fn from_spec(spec: &ShareSpec, build: BuildFn) -> Result<Self, PolicyError> {
         if spec.window == 0 {
             return Err(invalid("window must be positive".into()));
         }
-        let mut root = ContainerSpec::new(0, "root", 0);
-        let mut rest = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for c in &spec.containers {
-            if !seen.insert(c.id) {
-                return Err(invalid(format!("duplicate container id {}", c.id)));
-            }
-            if !(1..=MAX_WEIGHT).contains(&c.weight) {
-                return Err(invalid(format!(
-                    "container `{}`: weight {} outside 1..={MAX_WEIGHT}",
-                    c.name, c.weight
-                )));
-            }
-            if let Some(cap) = c.cap {
-                if !(cap.is_finite() && cap > 0.0) {
-                    return Err(invalid(format!(
-                        "container `{}`: cap {cap} must be a positive fraction of a CPU",
-                        c.name
-                    )));
-                }
-            }
-            if c.id == 0 {
-                root = c.clone();
-            } else {
-                rest.push(c.clone());
-            }
-        }
-        // Parents before children; anything left over is an unknown parent or a cycle.
-        let mut order = vec![root];
-        let mut placed: std::collections::HashSet<u32> = [0].into();
-        while !rest.is_empty() {
-            let before = rest.len();
-            let mut i = 0;
-            while i < rest.len() {
-                if placed.contains(&rest[i].parent) {
-                    let c = rest.remove(i);
-                    placed.insert(c.id);
-                    order.push(c);
-                } else {
-                    i += 1;
-                }
-            }
-            if rest.len() == before {
-                let ids: std::collections::HashSet<u32> =
-                    spec.containers.iter().map(|c| c.id).collect();
-                let c = &rest[0];
-                return Err(if ids.contains(&c.parent) {
-                    invalid(format!(
-                        "container `{}`: parent chain is a cycle ({})",
-                        c.name,
-                        rest.iter()
-                            .map(|c| c.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                } else {
-                    invalid(format!(
-                        "container `{}`: unknown parent id {}",
-                        c.name, c.parent
-                    ))
-                });
-            }
-        }
+        let tree =
+            Tree::new(&spec.containers, &Limits::default()).map_err(|e| invalid(e.to_string()))?;
         let mut nodes: Vec<Node> = Vec::new();
-        let mut index = HashMap::new();
+        let mut index = IdMap::default();
         let mut inner = Vec::new();
-        for c in &order {
-            let parent = if c.id == 0 {
-                None
-            } else {
-                Some(index[&c.parent])
-            };
+        for t in tree.nodes() {
+            let c = &t.spec;
             let name = c.inner.as_deref().unwrap_or(&spec.inner);
             if name == "share" {
                 return Err(invalid(format!(
-                    "container `{}`: inner policy cannot be `share`",
+                    "container `{}`: inner policy `share` cannot be nested in itself",
                     c.name
                 )));
             }
-            let p = crate::registry::build(name, &spec.cfg)
+            let p = build(name, &spec.cfg)
                 .map_err(|e| invalid(format!("container `{}`: {e}", c.name)))?;
             let i = nodes.len();
             index.insert(c.id, i);
-            if let Some(p) = parent {
+            if let Some(p) = t.parent {
                 nodes[p].children.push(i);
             }
             nodes.push(Node {
                 id: c.id,
                 name: c.name.clone(),
-                parent,
+                parent: t.parent,
                 children: Vec::new(),
                 weight: c.weight as f64,
                 quota: c
@@ -315,23 +261,14 @@ impl Share {
             index,
             inner,
             inner_next_tick: vec![None; len],
-            queued: HashMap::new(),
-            picked: HashMap::new(),
-            current: HashMap::new(),
-            running: HashMap::new(),
+            queued: IdMap::default(),
+            picked: IdMap::default(),
+            current: IdMap::default(),
+            running: IdMap::default(),
             window: spec.window,
             win_k: 0,
             unknown_hints: 0,
             held_back: 0,
-        })
-    }
-
-    /// A flat `share` (only the root container) with the given inner policy.
-    pub fn flat(inner: &str, cfg: &PolicyConfig) -> Result<Self, PolicyError> {
-        Self::new(&ShareSpec {
-            inner: inner.into(),
-            cfg: cfg.clone(),
-            ..ShareSpec::default()
         })
     }
 
@@ -751,10 +688,27 @@ fn pick_in(
 }
 
 /// Registry entry: a flat `share` (root container only, inner `fifo`). The server builds the
-/// tree from its configuration with [`Share::new`].
-pub const ENTRY: crate::registry::Entry = crate::registry::Entry {
+/// tree from its configuration with `Share::new`.
+pub const ENTRY: crate::config::Entry = crate::config::Entry {
     name: "share",
     about: "hierarchical weighted fair sharing between resource containers, with CPU caps \
             (flat and fifo-ordered unless built from a container tree)",
-    build: |cfg| Ok(Box::new(Share::flat("fifo", cfg)?)),
+    build: |cfg| {
+        let spec = ShareSpec {
+            cfg: cfg.clone(),
+            ..ShareSpec::default()
+        };
+        Ok(Box::new(Share::from_spec(&spec, fifo_only)?))
+    },
 };
+
+/// The inner policies of the registered flat `share`: `fifo` only.
+fn fifo_only(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError> {
+    match name {
+        "fifo" => (crate::fifo::ENTRY.build)(cfg),
+        _ => Err(PolicyError::Unknown {
+            name: name.to_owned(),
+            known: "fifo".into(),
+        }),
+    }
+}
