@@ -16,62 +16,27 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use super::{check_gzip, find_program};
+
+mod opts;
+mod summary;
+
 use crate::error::{LabError, Result};
 use crate::harness::{run_experiment, Env, Experiment, Outputs, Session};
 use crate::peers::{Gzip, NginxTuning, Peer, PeerSite, PeerTuning};
 use crate::process::Managed;
 use crate::testbed::{NetMode, TestbedConfig};
-use crate::util::{median, parse_bytes, whole_seconds};
+use crate::util::whole_seconds;
 use crate::wrk::{Wrk, WrkSpec};
-
-/// Arguments of `triage bench static`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct StaticOpts {
-    /// Time per measurement (whole seconds: wrk's unit).
-    #[arg(long, value_parser = units::parse_positive_duration, default_value = "5s")]
-    pub duration: Duration,
-    /// Rounds (targets alternate order every round; medians are reported).
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
-    /// wrk connections.
-    #[arg(long, default_value_t = 50)]
-    pub connections: usize,
-    /// Idle keep-alive connections for the idle-cost measurement (0 skips it).
-    #[arg(long, default_value_t = 5000)]
-    pub idle: usize,
-    /// Size of the file served (bytes, or with a unit: 80KB).
-    #[arg(long, default_value = "1024", value_parser = parse_bytes)]
-    pub size: usize,
-    /// Serve a BMP image of `--size` bytes compressed on the fly at this gzip level (1-9) by
-    /// both servers, requested with `Accept-Encoding: gzip`.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=9))]
-    pub gzip: Option<u32>,
-    /// CPU the servers are pinned to.
-    #[arg(long, default_value_t = 0)]
-    pub server_cpu: usize,
-    /// CPU wrk (and the bench itself) is pinned to.
-    #[arg(long, default_value_t = 1)]
-    pub client_cpu: usize,
-    /// Results directory (a subdirectory named by the UTC time of the run is created).
-    #[arg(long, default_value = "results/bench-static")]
-    pub out: PathBuf,
-    /// nginx binary.
-    #[arg(long, default_value = "nginx")]
-    pub nginx: String,
-    /// wrk binary.
-    #[arg(long, default_value = "wrk")]
-    pub wrk: String,
-    /// The `triage` binary measured.
-    #[arg(skip)]
-    pub triage_bin: PathBuf,
-}
+pub use opts::StaticOpts;
+pub use summary::{
+    print, summarize, IdleResult, Ratios, Sample, StaticMeasured, StaticPoint, StaticSummary,
+    TargetSummary, TargetsGoal,
+};
 
 /// The servers measured, in start order: nginx (when installed) and three triage
-/// configurations.
-const TARGETS: [(&str, &[&str]); 4] = [
+/// configurations, with their flags.
+pub const TARGETS: [(&str, &[&str]); 4] = [
     ("nginx", &[]),
     ("triage-fifo", &["--policy", "fifo"]),
     ("triage-pos", &["--policy", "pos"]),
@@ -83,151 +48,6 @@ pub struct Target {
     name: &'static str,
     child: Managed,
     addr: SocketAddr,
-}
-
-/// What one point measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StaticPoint {
-    /// One wrk run against target `target` (an index into the plan's targets) in round `round`.
-    Round {
-        /// The round (0-based).
-        round: usize,
-        /// The target.
-        target: usize,
-    },
-    /// CPU per request with no idle connection and with `--idle` of them, and memory per idle
-    /// connection, of target `target`.
-    Idle {
-        /// The target.
-        target: usize,
-    },
-}
-
-/// One wrk measurement.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Sample {
-    /// Requests per second.
-    pub rps: f64,
-    /// 99th percentile latency (ms).
-    pub p99_ms: f64,
-    /// Requests completed.
-    pub requests: u64,
-    /// CPU seconds the server used meanwhile.
-    pub cpu_s: f64,
-}
-
-impl Sample {
-    fn cpu_per_req_s(&self) -> f64 {
-        self.cpu_s / self.requests.max(1) as f64
-    }
-}
-
-/// The cost of idle connections to one target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct IdleResult {
-    /// The target.
-    pub target: String,
-    /// CPU per request with no idle connection (µs).
-    pub cpu_per_req_us_0_idle: f64,
-    /// CPU per request with `--idle` connections held open (µs).
-    pub cpu_per_req_us_n_idle: f64,
-    /// The second over the first.
-    pub cpu_per_req_ratio: f64,
-    /// Resident memory before opening the idle connections (KiB).
-    pub rss_kib_before: u64,
-    /// Resident memory with them open (KiB).
-    pub rss_kib_after: u64,
-    /// The difference per idle connection (KiB).
-    pub rss_kib_per_idle_conn: f64,
-    /// Requests per second with no idle connection.
-    pub rps_0_idle: f64,
-    /// Requests per second with them.
-    pub rps_n_idle: f64,
-}
-
-/// What one point measured.
-#[derive(Debug, Clone)]
-pub enum StaticMeasured {
-    /// A round's wrk run.
-    Round(Sample),
-    /// An idle-connection measurement.
-    Idle(IdleResult),
-}
-
-/// One round of one target in `summary.json`.
-#[derive(Debug, Clone, Serialize)]
-pub struct TargetSummary {
-    /// The target.
-    pub target: String,
-    /// Median requests per second over the rounds.
-    pub rps_median: f64,
-    /// Median p99 latency (ms).
-    pub p99_ms_median: f64,
-    /// Median CPU per request (µs).
-    pub cpu_per_req_us_median: f64,
-    /// Every round.
-    pub rounds: Vec<Sample>,
-}
-
-/// Ratios measured side by side.
-#[derive(Debug, Clone, Serialize)]
-pub struct Ratios {
-    /// triage-fifo's req/s over nginx's.
-    pub fifo_vs_nginx_rps: Option<f64>,
-    /// triage-pos's req/s over nginx's.
-    pub pos_vs_nginx_rps: Option<f64>,
-    /// triage-fifo's p99 over nginx's.
-    pub fifo_vs_nginx_p99: Option<f64>,
-    /// triage-pos's p99 over nginx's.
-    pub pos_vs_nginx_p99: Option<f64>,
-    /// 1 - triage-fifo's req/s over triage-gate-off's: what the gate costs.
-    pub gate_cost: Option<f64>,
-}
-
-/// The goals the figures are read against.
-#[derive(Debug, Clone, Serialize)]
-pub struct TargetsGoal {
-    /// triage's req/s at least this share of nginx's.
-    pub rps_vs_nginx_min: f64,
-    /// The gate costs at most this share of req/s.
-    pub gate_cost_max: f64,
-    /// Idle connections raise CPU per request by at most this factor.
-    pub idle_cpu_ratio_max: f64,
-    /// Memory per idle connection at most this (KiB).
-    pub rss_kib_per_idle_conn_max: f64,
-}
-
-/// `summary.json` of `triage bench static`.
-#[derive(Debug, Clone, Serialize)]
-pub struct StaticSummary {
-    /// `static`.
-    pub bench: &'static str,
-    /// Size of the file served.
-    pub file_bytes: usize,
-    /// gzip level, if the file was compressed on the fly.
-    pub gzip_level: Option<u32>,
-    /// Seconds per measurement.
-    pub duration_s: u64,
-    /// Rounds.
-    pub rounds: usize,
-    /// wrk connections.
-    pub connections: usize,
-    /// Idle connections of the idle-cost measurement.
-    pub idle_connections: usize,
-    /// The servers' CPU.
-    pub server_cpu: usize,
-    /// wrk's CPU.
-    pub client_cpu: usize,
-    /// Whether this is a debug build (figures of one mean little).
-    pub debug_build: bool,
-    /// Per target.
-    pub targets: Vec<TargetSummary>,
-    /// The ratios.
-    pub ratios: Ratios,
-    /// Per target, the cost of idle connections.
-    pub idle: Vec<IdleResult>,
-    /// The goals.
-    pub targets_goal: TargetsGoal,
 }
 
 /// `triage bench static` as an [`Experiment`].
@@ -607,114 +427,6 @@ impl Experiment for StaticBench {
     fn print(&self, s: &StaticSummary, out: &Path) {
         print(s, self.o.idle, out);
     }
-}
-
-/// The summary of the rounds and idle measurements in `done`.
-pub fn summarize(
-    o: &StaticOpts,
-    targets: &[(&'static str, &'static [&'static str])],
-    done: &[(StaticPoint, StaticMeasured)],
-) -> StaticSummary {
-    let samples = |i: usize| -> Vec<Sample> {
-        done.iter()
-            .filter_map(|(p, m)| match (p, m) {
-                (StaticPoint::Round { target, .. }, StaticMeasured::Round(s)) if *target == i => {
-                    Some(*s)
-                }
-                _ => None,
-            })
-            .collect()
-    };
-    let per_target: Vec<TargetSummary> = targets
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| {
-            let s = samples(i);
-            let med = |f: fn(&Sample) -> f64| median(&s.iter().map(f).collect::<Vec<_>>());
-            TargetSummary {
-                target: (*name).into(),
-                rps_median: med(|s| s.rps),
-                p99_ms_median: med(|s| s.p99_ms),
-                cpu_per_req_us_median: med(|s| s.cpu_per_req_s() * 1e6),
-                rounds: s,
-            }
-        })
-        .collect();
-    let get =
-        |n: &str, f: fn(&TargetSummary) -> f64| per_target.iter().find(|t| t.target == n).map(f);
-    let rps = |n: &str| get(n, |t| t.rps_median);
-    let p99 = |n: &str| get(n, |t| t.p99_ms_median);
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    };
-    StaticSummary {
-        bench: "static",
-        file_bytes: o.size,
-        gzip_level: o.gzip,
-        duration_s: o.duration.as_secs(),
-        rounds: o.rounds,
-        connections: o.connections,
-        idle_connections: o.idle,
-        server_cpu: o.server_cpu,
-        client_cpu: o.client_cpu,
-        debug_build: cfg!(debug_assertions),
-        ratios: Ratios {
-            fifo_vs_nginx_rps: ratio(rps("triage-fifo"), rps("nginx")),
-            pos_vs_nginx_rps: ratio(rps("triage-pos"), rps("nginx")),
-            fifo_vs_nginx_p99: ratio(p99("triage-fifo"), p99("nginx")),
-            pos_vs_nginx_p99: ratio(p99("triage-pos"), p99("nginx")),
-            gate_cost: ratio(rps("triage-fifo"), rps("triage-gate-off")).map(|r| 1.0 - r),
-        },
-        targets: per_target,
-        idle: done
-            .iter()
-            .filter_map(|(_, m)| match m {
-                StaticMeasured::Idle(r) => Some(r.clone()),
-                StaticMeasured::Round(_) => None,
-            })
-            .collect(),
-        targets_goal: TargetsGoal {
-            rps_vs_nginx_min: 0.9,
-            gate_cost_max: 0.05,
-            idle_cpu_ratio_max: 1.1,
-            rss_kib_per_idle_conn_max: 20.0,
-        },
-    }
-}
-
-/// The table and the ratios on stdout, and where `summary.json` is.
-pub fn print(s: &StaticSummary, idle: usize, out: &Path) {
-    println!(
-        "{:<16} {:>12} {:>10} {:>14}",
-        "target", "req/s", "p99 ms", "cpu/req us"
-    );
-    for t in &s.targets {
-        println!(
-            "{:<16} {:>12.0} {:>10.3} {:>14.2}",
-            t.target, t.rps_median, t.p99_ms_median, t.cpu_per_req_us_median
-        );
-    }
-    let show = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
-    let r = &s.ratios;
-    println!(
-        "triage-fifo / nginx req/s: {} (goal >= 0.9)",
-        show(r.fifo_vs_nginx_rps)
-    );
-    println!("triage-pos  / nginx req/s: {}", show(r.pos_vs_nginx_rps));
-    println!("triage-fifo / nginx p99:   {}", show(r.fifo_vs_nginx_p99));
-    println!("triage-pos  / nginx p99:   {}", show(r.pos_vs_nginx_p99));
-    println!(
-        "gate cost (1 - fifo/gate-off req/s): {} (goal <= 0.05)",
-        show(r.gate_cost)
-    );
-    for r in &s.idle {
-        println!(
-            "{:<16} idle x{idle}: cpu/req ratio {:.3} (goal <= 1.1), rss {:.2} KiB per idle conn (goal <= 20)",
-            r.target, r.cpu_per_req_ratio, r.rss_kib_per_idle_conn
-        );
-    }
-    println!("wrote {}", out.join("summary.json").display());
 }
 
 /// Run the benchmark `o` asks for. Returns its results directory.
