@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::find_program;
+use super::probe::find_program;
 use crate::error::{LabError, Result};
 use crate::harness::{run_experiment, Env, Experiment, Outputs, Session};
 use crate::peers::{NginxTuning, Peer, PeerSite, PeerTuning};

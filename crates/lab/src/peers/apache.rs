@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{q, PeerSite, Prefork, APACHE_MODULES, MIME};
+use super::site::{q, PeerSite, Prefork, APACHE_MODULES, MIME};
 
 /// Apache httpd configuration with mpm_prefork, modules from [`APACHE_MODULES`], everything
 /// under `server_root`. `run_as_root`: the children switch to `www-data` (Apache refuses to

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{q, PeerSite, MIME};
+use super::site::{q, PeerSite, MIME};
 
 /// How the nginx process itself is set up. The default is the labs' (a master process and one
 /// worker, 1024 connections); the benchmarks run one process alone (`master_process off`, so

@@ -16,7 +16,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{check_gzip, find_program};
+use super::probe::{check_gzip, find_program};
 
 mod opts;
 mod summary;
