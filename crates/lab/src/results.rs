@@ -82,118 +82,15 @@ pub fn ratio(b: f64, a: f64) -> Option<f64> {
     (a.is_finite() && b.is_finite() && a > 0.0).then(|| b / a)
 }
 
-/// One page as the load generator reports it (a row of `pages.csv`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Page {
-    /// Browser index (its URLs are `/b{browser}/...`).
-    pub browser: usize,
-    /// Start of the page request, ms since the load began.
-    pub start_ms: f64,
-    /// Until the first byte of the HTML arrived.
-    pub t1_first_ms: Option<f64>,
-    /// Until the whole HTML arrived (the paper's t1).
-    pub t1_ms: Option<f64>,
-    /// Until all images arrived (the paper's t2).
-    pub t2_ms: Option<f64>,
-    /// Bytes received.
-    pub bytes: u64,
-    /// HTTP status of the HTML.
-    pub status: u16,
-    /// Why the page failed (empty if it did not).
-    pub error: String,
-}
+/// One page as the load generator reports it (a row of `pages.csv`, the type `triage load`
+/// writes it with).
+pub type Page = loadgen::PageRow;
 
-impl Page {
-    /// Whether the page was fetched completely without error.
-    pub fn ok(&self) -> bool {
-        self.error.is_empty() && self.t1_ms.is_some() && self.t2_ms.is_some()
-    }
-}
+pub use loadgen::pages::csv_field;
 
-/// Split one CSV record (RFC 4180 quoting).
-pub fn split_csv_line(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            ('"', true) => quoted = false,
-            ('"', false) if cur.is_empty() => quoted = true,
-            (',', false) => out.push(std::mem::take(&mut cur)),
-            (c, _) => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out
-}
-
-/// Quote a CSV field if it needs it.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
-/// Parse `pages.csv` as `triage load --out` writes it (columns found by header name:
-/// `browser,start,t1_first_ms,t1_ms,t2_ms,bytes,status,error`; `start` may be called
-/// `start_ms`).
+/// Parse `pages.csv` as `triage load --out` writes it.
 pub fn parse_pages_csv(text: &str) -> Result<Vec<Page>> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header = lines
-        .next()
-        .ok_or_else(|| LabError::Results("pages.csv is empty (no header)".into()))?;
-    let cols = split_csv_line(header);
-    let idx = |names: &[&str]| cols.iter().position(|c| names.contains(&c.trim()));
-    let need = |names: &[&str]| {
-        idx(names).ok_or_else(|| {
-            LabError::Results(format!(
-                "pages.csv: no column `{}` in header `{header}`",
-                names[0]
-            ))
-        })
-    };
-    let c_browser = need(&["browser"])?;
-    let c_t1 = need(&["t1_ms"])?;
-    let c_t2 = need(&["t2_ms"])?;
-    let c_start = idx(&["start", "start_ms"]);
-    let c_first = idx(&["t1_first_ms"]);
-    let c_bytes = idx(&["bytes"]);
-    let c_status = idx(&["status"]);
-    let c_error = idx(&["error"]);
-    let mut pages = Vec::new();
-    for (n, line) in lines.enumerate() {
-        let f = split_csv_line(line);
-        let get = |c: Option<usize>| c.and_then(|c| f.get(c)).map(|s| s.trim()).unwrap_or("");
-        let num = |c: Option<usize>| -> Option<f64> {
-            let s = get(c);
-            s.parse::<f64>().ok().filter(|x| x.is_finite())
-        };
-        let browser = get(Some(c_browser)).parse::<usize>().map_err(|_| {
-            LabError::Results(format!(
-                "pages.csv line {}: bad browser `{}`",
-                n + 2,
-                get(Some(c_browser))
-            ))
-        })?;
-        pages.push(Page {
-            browser,
-            start_ms: num(c_start).unwrap_or(f64::NAN),
-            t1_first_ms: num(c_first),
-            t1_ms: num(Some(c_t1)),
-            t2_ms: num(Some(c_t2)),
-            bytes: get(c_bytes).parse().unwrap_or(0),
-            status: get(c_status).parse().unwrap_or(0),
-            error: get(c_error).to_owned(),
-        });
-    }
-    Ok(pages)
+    loadgen::pages::read_csv(text).map_err(LabError::Results)
 }
 
 /// One row of the lab's `raw.csv`: one page of one variant in one repetition.
@@ -368,7 +265,7 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0], RAW_HEADER);
         assert_eq!(lines.len(), 3);
-        let back = split_csv_line(lines[2]);
+        let back = loadgen::pages::split_csv_line(lines[2]);
         assert_eq!(back.len(), RAW_HEADER.split(',').count());
         assert_eq!(back[12], "connect: refused, \"x\"");
     }

@@ -1,12 +1,12 @@
 //! What a run does: [`LoadConfig`] (URL pattern, browsers, arrival mode, connection style,
-//! throttle, bounds) with its validation, and the parsers for the human forms of durations,
-//! byte rates and sizes that the CLI accepts (`500ms`, `10Mbit/s`, `16KiB`).
+//! throttle, bounds) with its validation. Durations, rates and sizes given by a person are
+//! read by the `units` crate (see [`crate::opts`]).
 
 use std::time::Duration;
 
 use serde::Serialize;
-use url::Url;
 
+use crate::url_pattern::expand_url;
 use crate::LoadError;
 
 /// How browsers (or, in `rate` mode, requests) arrive.
@@ -298,140 +298,6 @@ impl LoadConfig {
 /// SO_RCVBUF used on throttled connections unless set (Linux doubles it for bookkeeping).
 pub const DEFAULT_THROTTLED_RCVBUF: usize = 8 * 1024;
 
-/// Substitutes `{browser}` and `{page}` in `pattern` and parses the result as an `http://` URL.
-pub fn expand_url(pattern: &str, browser: usize, page: u64) -> Result<Url, LoadError> {
-    let mut out = String::with_capacity(pattern.len() + 8);
-    let mut rest = pattern;
-    while let Some(i) = rest.find('{') {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i..];
-        if let Some(t) = tail.strip_prefix("{browser}") {
-            out.push_str(&browser.to_string());
-            rest = t;
-        } else if let Some(t) = tail.strip_prefix("{page}") {
-            out.push_str(&page.to_string());
-            rest = t;
-        } else {
-            let end = tail.find('}').map(|j| j + 1).unwrap_or(tail.len());
-            return Err(LoadError::Config(format!(
-                "URL pattern {pattern:?}: unknown placeholder {:?} (known: {{browser}}, {{page}})",
-                &tail[..end]
-            )));
-        }
-    }
-    out.push_str(rest);
-    parse_http_url(&out).map_err(|m| LoadError::Config(format!("URL pattern {pattern:?}: {m}")))
-}
-
-/// Parses an absolute `http://` URL with a host; the message says what is wrong.
-pub fn parse_http_url(s: &str) -> Result<Url, String> {
-    let u = Url::parse(s).map_err(|e| format!("not a valid URL ({e}): {s:?}"))?;
-    match u.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(format!(
-                "https is not supported (no TLS in triage load): {s:?}"
-            ))
-        }
-        other => {
-            return Err(format!(
-                "scheme {other:?} is not supported, use http://: {s:?}"
-            ))
-        }
-    }
-    if u.host().is_none() {
-        return Err(format!("URL has no host: {s:?}"));
-    }
-    Ok(u)
-}
-
-/// Parses a duration: a number with unit `us`, `ms`, `s`, `m` or `h` (`500ms`, `1.5s`); a bare
-/// number means seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("bad duration {s:?} (expected e.g. 500ms, 2s, 1.5m)"))?;
-    let mult = match unit.trim() {
-        "" | "s" | "sec" => 1.0,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        u => {
-            return Err(format!(
-                "bad duration unit {u:?} in {s:?} (use us, ms, s, m, h)"
-            ))
-        }
-    };
-    let secs = v * mult;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("duration {s:?} is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parses a byte rate in bytes/s: `200KB/s`, `10Mbit`, `1.25MB`, `64KiB/s`, or a bare number
-/// of bytes/s. K/M/G are decimal (1000), Ki/Mi/Gi binary; `bit` divides by 8.
-pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let t = t
-        .strip_suffix("/s")
-        .or_else(|| t.strip_suffix("ps"))
-        .unwrap_or(t);
-    let v = parse_size_f64(t).map_err(|e| format!("bad rate {s:?}: {e} (e.g. 200KB/s, 10Mbit)"))?;
-    if v < 1.0 {
-        return Err(format!("bad rate {s:?}: must be at least 1 byte/s"));
-    }
-    Ok(v)
-}
-
-/// Parses a size in bytes: `8192`, `16KiB`, `64KB`.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let v = parse_size_f64(s.trim()).map_err(|e| format!("bad size {s:?}: {e}"))?;
-    if v < 1.0 || v > (1u64 << 40) as f64 {
-        return Err(format!("bad size {s:?}: out of range"));
-    }
-    Ok(v as usize)
-}
-
-fn parse_size_f64(t: &str) -> Result<f64, String> {
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| "not a number".to_string())?;
-    let unit = unit.trim();
-    let (prefix, bits) = if let Some(p) = unit.strip_suffix("bit") {
-        (p, true)
-    } else if let Some(p) = unit.strip_suffix('b') {
-        (p, true)
-    } else if let Some(p) = unit.strip_suffix('B') {
-        (p, false)
-    } else {
-        (unit, false)
-    };
-    let mult = match prefix {
-        "" => 1.0,
-        "k" | "K" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("unknown unit {unit:?}")),
-    };
-    let v = v * mult / if bits { 8.0 } else { 1.0 };
-    if !v.is_finite() {
-        return Err("out of range".into());
-    }
-    Ok(v)
-}
-
 /// Serde helper: a `Duration` as float seconds.
 mod secs {
     use serde::Serializer;
@@ -458,28 +324,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("3 parsecs").is_err());
-    }
-
-    #[test]
-    fn rates() {
-        assert_eq!(parse_rate("200KB/s").unwrap(), 200_000.0);
-        assert_eq!(parse_rate("10Mbit").unwrap(), 1_250_000.0);
-        assert_eq!(parse_rate("10Mbps").unwrap(), 1_250_000.0);
-        assert_eq!(parse_rate("64KiB/s").unwrap(), 65536.0);
-        assert_eq!(parse_rate("1000").unwrap(), 1000.0);
-        assert!(parse_rate("0").is_err());
-        assert!(parse_rate("10 furlongs").is_err());
-        assert_eq!(parse_size("16KiB").unwrap(), 16384);
-    }
-
-    #[test]
     fn accept_encodings() {
         assert_eq!("gzip".parse(), Ok(AcceptEncoding::Gzip));
         assert_eq!("GZIP".parse(), Ok(AcceptEncoding::Gzip));
@@ -495,16 +339,6 @@ mod tests {
             LoadConfig::new("http://h/").accept_encoding,
             AcceptEncoding::None
         );
-    }
-
-    #[test]
-    fn url_patterns() {
-        let u = expand_url("http://h:8080/b{browser}/p{page}.html", 3, 7).unwrap();
-        assert_eq!(u.as_str(), "http://h:8080/b3/p7.html");
-        assert!(expand_url("http://h/{brows}/", 0, 0).is_err());
-        assert!(expand_url("https://h/", 0, 0).is_err());
-        assert!(expand_url("ftp://h/", 0, 0).is_err());
-        assert!(expand_url("not a url", 0, 0).is_err());
     }
 
     #[test]

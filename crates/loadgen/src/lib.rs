@@ -23,23 +23,28 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod browser;
 pub mod client;
 pub mod config;
 pub mod html;
+pub mod opts;
+pub mod pages;
 pub mod report;
 mod run;
 pub mod throttle;
 pub mod trace;
+pub mod url_pattern;
 
 pub use client::ErrorKind;
-pub use config::{
-    expand_url, parse_duration, parse_rate, parse_size, AcceptEncoding, Arrival, ConnMode,
-    LoadConfig, RandomDist, ThinkDist,
-};
+pub use config::{AcceptEncoding, Arrival, ConnMode, LoadConfig, RandomDist, ThinkDist};
+pub use opts::LoadOpts;
+pub use pages::PageRow;
 pub use report::{PageRecord, Report, Stats, Summary};
 pub use run::{run, run_blocking};
 pub use trace::{parse_trace, TraceEntry};
+pub use url_pattern::expand_url;
 
 /// Why a run could not be done (network failures are not errors: they are counted).
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::ErrorKind;
 use crate::config::LoadConfig;
+use crate::pages::PageRow;
 use crate::LoadError;
 
 /// One page (or request, in `rate` mode).
@@ -45,6 +46,21 @@ pub struct PageRecord {
     pub error: Option<String>,
 }
 
+impl From<&PageRecord> for PageRow {
+    fn from(p: &PageRecord) -> PageRow {
+        PageRow {
+            browser: p.browser as usize,
+            start_ms: p.start_ms,
+            t1_first_ms: p.t1_first_ms,
+            t1_ms: p.t1_ms,
+            t2_ms: p.t2_ms,
+            bytes: p.bytes,
+            status: p.status,
+            error: p.error.clone().unwrap_or_default(),
+        }
+    }
+}
+
 impl PageRecord {
     pub(crate) fn new(browser: usize, start_ms: f64) -> Self {
         PageRecord {
@@ -74,12 +90,19 @@ impl PageRecord {
 /// Statistics of one time (ms). All `None` when no page had that time.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
+    /// Smallest value (exact).
     pub min_ms: Option<f64>,
+    /// Largest value (exact).
     pub max_ms: Option<f64>,
+    /// Mean (exact).
     pub mean_ms: Option<f64>,
+    /// Median (from the histogram).
     pub median_ms: Option<f64>,
+    /// 90th percentile (from the histogram).
     pub p90_ms: Option<f64>,
+    /// 99th percentile (from the histogram).
     pub p99_ms: Option<f64>,
+    /// `max - min`.
     pub range_ms: Option<f64>,
     /// How many values.
     pub count: u64,
@@ -214,31 +237,10 @@ impl Report {
         }
     }
 
-    /// `pages.csv` as text.
+    /// `pages.csv` as text (see [`crate::pages`]).
     pub fn pages_csv(&self) -> String {
-        let mut s = String::with_capacity(64 * (self.pages.len() + 1));
-        s.push_str("browser,start,t1_first_ms,t1_ms,t2_ms,bytes,status,error\n");
-        let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
-        for p in &self.pages {
-            let status = if p.status == 0 {
-                String::new()
-            } else {
-                p.status.to_string()
-            };
-            let _ = writeln!(
-                s,
-                "{},{:.3},{},{},{},{},{},{}",
-                p.browser,
-                p.start_ms,
-                opt(p.t1_first_ms),
-                opt(p.t1_ms),
-                opt(p.t2_ms),
-                p.bytes,
-                status,
-                csv_field(p.error.as_deref().unwrap_or(""))
-            );
-        }
-        s
+        let rows: Vec<PageRow> = self.pages.iter().map(PageRow::from).collect();
+        crate::pages::write_csv(&rows)
     }
 
     /// Writes `pages.csv`, `summary.json` and `config.json` into `dir` (created if missing).
@@ -330,14 +332,6 @@ impl Report {
 }
 
 /// Quotes a CSV field when it holds a comma, quote or line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,11 +349,5 @@ mod tests {
         assert!((98.9..=99.1).contains(&p99), "{p99}");
         assert_eq!(Stats::of(std::iter::empty()).count, 0);
         assert_eq!(Stats::of(std::iter::empty()).mean_ms, None);
-    }
-
-    #[test]
-    fn csv_quotes() {
-        assert_eq!(csv_field("a"), "a");
-        assert_eq!(csv_field("a, \"b\""), "\"a, \"\"b\"\"\"");
     }
 }

@@ -17,9 +17,10 @@ use tokio::time::Instant;
 
 use crate::browser::{self, ms, Browser, Ctx};
 use crate::client::{ConnOpts, ErrorKind, FetchError, Resolver, Target};
-use crate::config::{expand_url, Arrival, LoadConfig, RandomDist, ThinkDist};
+use crate::config::{Arrival, LoadConfig, RandomDist, ThinkDist};
 use crate::report::{PageRecord, Report};
 use crate::trace::resolve_for;
+use crate::url_pattern::expand_url;
 use crate::LoadError;
 
 /// Runs the load described by `cfg` and returns what it measured. Network failures are

@@ -17,7 +17,7 @@
 
 use url::Url;
 
-use crate::config::{expand_url, parse_http_url};
+use crate::url_pattern::{expand_url, parse_http_url};
 
 /// One line of a trace.
 #[derive(Clone, Debug, PartialEq)]
