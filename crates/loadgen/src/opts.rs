@@ -88,7 +88,7 @@ fn buffer_size(s: &str) -> Result<usize, String> {
 Rates: 200KB/s, 10Mbit, 64KiB/s (bare number = bytes/s). Sizes: 8192, 8KiB, 8KB. \
 See docs/load.md.")]
 pub struct LoadOpts {
-    /// Page URL, http://host[:port]/path; may contain {browser} (0-based browser index) and
+    /// Page URL, `http://host[:port]/path`; may contain {browser} (0-based browser index) and
     /// {page} (0-based page number of that browser) for unique URLs per browser.
     #[arg(value_name = "URL")]
     pub url: Option<String>,
