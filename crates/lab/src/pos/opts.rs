@@ -51,8 +51,9 @@ pub struct PosOpts {
     /// CFS period of the quota.
     #[arg(long, value_parser = units::parse_positive_duration, default_value = "10ms")]
     pub period: Duration,
-    /// Link rate in Mbit/s (tbf on the veth, or client-side throttling).
-    #[arg(long, default_value_t = 10.0)]
+    /// Link rate (tbf on the veth, or client-side throttling), e.g. 10Mbit or 1.25MB/s; kept
+    /// in Mbit/s.
+    #[arg(long = "link-rate", value_name = "RATE", value_parser = link_rate_mbit, default_value = "10Mbit")]
     pub rate_mbit: f64,
     /// How to emulate the network.
     #[arg(long, value_enum, default_value = "auto")]
@@ -243,5 +244,13 @@ mod tests {
         assert!(d.peers && d.only.is_none() && d.out.is_none());
         assert_eq!(d.net, NetMode::Auto);
         assert_eq!(d.rate_mbit, 10.0);
+        assert_eq!(parse(&["--link-rate", "1Gbit"]).unwrap().rate_mbit, 1000.0);
+        assert!(parse(&["--link-rate", "10"]).unwrap().rate_mbit < 0.001);
+        assert!(parse(&["--rate-mbit", "10"]).is_err());
     }
+}
+
+/// A link rate flag (`10Mbit`, `1.25MB/s`) in Mbit/s.
+fn link_rate_mbit(s: &str) -> Result<f64, units::UnitError> {
+    units::parse_rate(s).map(|bytes_per_s| bytes_per_s * 8.0 / 1e6)
 }

@@ -75,7 +75,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     }
     if !(o.rate_mbit > 0.0 && o.rate_mbit.is_finite()) {
         return Err(LabError::Config(format!(
-            "--rate-mbit {} must be positive",
+            "--link-rate {} Mbit/s must be positive",
             o.rate_mbit
         )));
     }
