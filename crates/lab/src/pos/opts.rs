@@ -175,6 +175,11 @@ pub const DEFAULT_STAGGER: Duration = Duration::from_millis(40);
 /// Upper bound of the default fixed SLP (exp 1-2): a third of the interval, at most this.
 pub const DEFAULT_SLP_MAX: Duration = Duration::from_millis(1500);
 
+/// A link rate flag (`10Mbit`, `1.25MB/s`) in Mbit/s.
+fn link_rate_mbit(s: &str) -> Result<f64, units::UnitError> {
+    units::parse_rate(s).map(|bytes_per_s| bytes_per_s * 8.0 / 1e6)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,9 +253,4 @@ mod tests {
         assert!(parse(&["--link-rate", "10"]).unwrap().rate_mbit < 0.001);
         assert!(parse(&["--rate-mbit", "10"]).is_err());
     }
-}
-
-/// A link rate flag (`10Mbit`, `1.25MB/s`) in Mbit/s.
-fn link_rate_mbit(s: &str) -> Result<f64, units::UnitError> {
-    units::parse_rate(s).map(|bytes_per_s| bytes_per_s * 8.0 / 1e6)
 }
