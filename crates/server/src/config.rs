@@ -484,6 +484,16 @@ impl Config {
             if s.name.is_empty() {
                 return Err(bad(&format!("site[{i}].name"), "must not be empty".into()));
             }
+            // Host matching ignores case: two sites answering one name would hide the second.
+            if let Some(j) = self.sites[..i]
+                .iter()
+                .position(|o| o.name.eq_ignore_ascii_case(&s.name))
+            {
+                return Err(bad(
+                    &format!("site[{i}].name"),
+                    format!("`{}` is already the name of site[{j}]", s.name),
+                ));
+            }
         }
         self.container_tree()?;
         policy::build(&self.policy.name, &self.policy.config)

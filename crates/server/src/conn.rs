@@ -21,13 +21,16 @@ use tokio::sync::{mpsc, watch};
 
 use crate::body::ServeBody;
 use crate::ctx::{Conn, Ctx, Timeouts};
+use crate::request_line::{LineScan, Verdict};
 
 /// The socket, telling its [`Conn`] when a request head starts arriving and when writes
-/// progress (what the watchdog reads).
+/// progress (what the watchdog reads), and checking each request line as it arrives
+/// ([`LineScan`]): a refused line is answered here and the parser sees the end of the stream.
 struct ConnIo {
     stream: TcpStream,
     conn: Conn,
     epoch: Instant,
+    scan: LineScan,
 }
 
 impl ConnIo {
@@ -43,9 +46,23 @@ impl AsyncRead for ConnIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.conn.refused().is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        let starting = this.conn.at_rest();
         let before = buf.filled().len();
         let r = Pin::new(&mut this.stream).poll_read(cx, buf);
         if buf.filled().len() > before {
+            if starting {
+                this.scan.start();
+            }
+            if let Verdict::Refuse(status) = this.scan.feed(&mut buf.filled_mut()[before..]) {
+                // The parser sees the end of the stream; the client gets the answer.
+                buf.set_filled(before);
+                this.conn.set_refused(status);
+                let _ = this.stream.try_write(&crate::request_line::answer(status));
+                return Poll::Ready(Ok(()));
+            }
             this.conn.read_some(this.now());
         }
         r
@@ -129,6 +146,8 @@ pub struct Serving {
     pub stop: watch::Receiver<bool>,
     /// Held by every connection task: the server's shutdown waits until all are dropped.
     pub running: mpsc::Sender<()>,
+    /// Longest request head (`max_header_size`): a request line this long is 414.
+    pub max_head: usize,
 }
 
 /// Serve `stream` until the client closes, a timeout passes, or the server stops.
@@ -140,6 +159,7 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
         epoch,
         mut stop,
         running,
+        max_head,
     } = s;
     let worker = ctx.gate().checkout();
     let local = stream.local_addr().unwrap_or(peer);
@@ -149,6 +169,7 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
         stream,
         conn: conn.clone(),
         epoch,
+        scan: LineScan::new(max_head),
     });
     let svc = ConnService {
         ctx: ctx.clone(),
@@ -173,11 +194,19 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
                 r = c.as_mut() => {
                     if let Err(e) = r {
                         tracing::debug!(error = %e, "connection ended with an error");
+                        if let Some(status) = parser_answer(&e) {
+                            ctx.answered_unparsed(&conn, status);
+                        }
                     }
                     break;
                 }
                 _ = stop.changed(), if !stopping => {
                     stopping = true;
+                    // Between requests (idle, or a head still arriving) nothing is lost by
+                    // closing now; a request being answered finishes first.
+                    if !conn.is_busy() {
+                        break;
+                    }
                     c.as_mut().graceful_shutdown();
                 }
                 _ = &mut watchdog => {
@@ -191,7 +220,30 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
             }
         }
     } // the connection (and its socket) is dropped here
+    if let Some(status) = conn.refused() {
+        ctx.answered_unparsed(&conn, status);
+    }
     ctx.gate().checkin(worker);
     ctx.metrics().conn_closed();
     drop(running);
+}
+
+/// The status hyper answered for a parse error that ended the connection, if it answered one
+/// (it sends 400, 414 or 431 and closes; an HTTP/2 preface or an internal error gets nothing).
+fn parser_answer(e: &hyper::Error) -> Option<u16> {
+    if !e.is_parse() || e.is_parse_version_h2() || e.is_parse_status() {
+        return None;
+    }
+    let text = e.to_string();
+    if e.is_parse_too_large() {
+        Some(if text.contains("URI too long") {
+            414
+        } else {
+            431
+        })
+    } else if text.starts_with("internal") {
+        None
+    } else {
+        Some(400)
+    }
 }

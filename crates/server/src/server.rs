@@ -256,6 +256,7 @@ impl Server {
             epoch: Instant::now() - Duration::from_nanos(ctx.now()),
             stop: stop_rx,
             running,
+            max_head: cfg.max_header_size as usize,
         };
         let mut shutdown = pin!(shutdown);
         loop {
