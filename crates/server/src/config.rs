@@ -274,7 +274,9 @@ pub struct Config {
     #[serde(with = "units::serde::duration")]
     pub boost_slice: Duration,
 
-    /// Most simultaneous connections; more are answered 503 and closed.
+    /// Most simultaneous connections. At the limit the oldest idle connections (nothing sent
+    /// yet, or idle keep-alive) are closed to make room; only when none is idle is a newcomer
+    /// answered 503 and closed.
     pub max_conns: usize,
     /// Largest request head (hyper's buffer; at least 8192).
     #[serde(with = "units::serde::size")]

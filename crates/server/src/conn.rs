@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::body::ServeBody;
 use crate::ctx::{Conn, Ctx, Timeouts};
+use crate::reclaim::Reclaim;
 use crate::request_line::{LineScan, Verdict};
 
 /// The socket, telling its [`Conn`] when a request head starts arriving and when writes
@@ -148,10 +149,25 @@ pub struct Serving {
     pub running: mpsc::Sender<()>,
     /// Longest request head (`max_header_size`): a request line this long is 414.
     pub max_head: usize,
+    /// Every open connection, for reclaiming idle ones at `max_conns`.
+    pub reclaim: Arc<Reclaim>,
 }
 
-/// Serve `stream` until the client closes, a timeout passes, or the server stops.
-pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
+/// A connection just accepted from `peer`: its worker checked out and its entry in the table
+/// of open connections (at once, so that the accept loop can reclaim it before its task
+/// first runs). Hand it to [`serve`].
+pub fn open(s: &Serving, stream: &TcpStream, peer: SocketAddr) -> Conn {
+    let worker = s.ctx.gate().checkout();
+    let local = stream.local_addr().unwrap_or(peer);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+    let conn = Conn::new(worker, peer, local, fd, s.ctx.now());
+    s.reclaim.insert(&conn);
+    conn
+}
+
+/// Serve `stream` (opened by [`open`] as `conn`) until the client closes, a timeout passes,
+/// the server stops or reclaims the connection.
+pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
     let Serving {
         ctx,
         http,
@@ -160,11 +176,9 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
         mut stop,
         running,
         max_head,
+        reclaim,
     } = s;
-    let worker = ctx.gate().checkout();
-    let local = stream.local_addr().unwrap_or(peer);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let conn = Conn::new(worker, peer, local, fd, ctx.now());
+    let worker = conn.worker();
     let io = TokioIo::new(ConnIo {
         stream,
         conn: conn.clone(),
@@ -209,6 +223,13 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
                     }
                     c.as_mut().graceful_shutdown();
                 }
+                _ = conn.evicted() => {
+                    // A request may have started since the eviction was decided: it goes on.
+                    if conn.at_rest() {
+                        ctx.metrics().conn_reclaimed();
+                        break;
+                    }
+                }
                 _ = &mut watchdog => {
                     let now = ctx.now();
                     if now >= conn.deadline(&t) {
@@ -219,6 +240,8 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
                 }
             }
         }
+        // Out of the table while the socket is still open (the table peeks at sockets).
+        reclaim.remove(&conn);
     } // the connection (and its socket) is dropped here
     if let Some(status) = conn.refused() {
         ctx.answered_unparsed(&conn, status);

@@ -164,6 +164,9 @@ struct ConnState {
     last_write: AtomicU64,
     /// A status answered before parsing (request-line check), 0 if none.
     refused: std::sync::atomic::AtomicU16,
+    /// Set when the server reclaims the connection's slot (see `reclaim`).
+    evicting: AtomicBool,
+    evict: tokio::sync::Notify,
 }
 
 /// One connection: the worker serving it, its addresses and socket, and when it last made
@@ -201,6 +204,8 @@ impl Conn {
             head_since: AtomicU64::new(0),
             last_write: AtomicU64::new(now),
             refused: std::sync::atomic::AtomicU16::new(0),
+            evicting: AtomicBool::new(false),
+            evict: tokio::sync::Notify::new(),
         }))
     }
 
@@ -253,6 +258,35 @@ impl Conn {
     /// The request line was refused with `status` before parsing (answered by the connection).
     pub fn set_refused(&self, status: u16) {
         self.0.refused.store(status, Relaxed);
+    }
+
+    /// When the connection last became idle (accepted, or its last response done), ns.
+    pub fn idle_since(&self) -> u64 {
+        self.0.idle_since.load(Relaxed)
+    }
+
+    /// Ask the connection to close (its slot is reclaimed); `false` if already asked.
+    pub fn evict(&self) -> bool {
+        if self.0.evicting.swap(true, Relaxed) {
+            return false;
+        }
+        self.0.evict.notify_one();
+        true
+    }
+
+    /// Whether [`Conn::evict`] was called.
+    pub fn evicting(&self) -> bool {
+        self.0.evicting.load(Relaxed)
+    }
+
+    /// Resolves once [`Conn::evict`] has been called.
+    pub async fn evicted(&self) {
+        self.0.evict.notified().await
+    }
+
+    /// An identity for tables of connections (the address of its shared state).
+    pub fn key(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 
     /// The status of [`Conn::set_refused`], if any.

@@ -11,6 +11,7 @@
 //! - [`config`], [`overrides`]: the TOML configuration and the flags laid over it;
 //! - [`site`]: virtual hosts; [`metrics`]: counters and the Prometheus text;
 //! - [`ctx`]: what connections and requests share ([`ctx::Ctx`], [`ctx::Conn`]);
+//! - [`reclaim`]: the open connections, and closing idle ones at `max_conns`;
 //! - [`body`]: response bodies produced chunk by chunk, one gate burst per chunk;
 //! - [`static_file`], [`cgi_route`]: the two ways a request is answered;
 //! - [`router`]: picks the site and the handler; [`conn`]: one connection; [`admin`]: the
@@ -34,6 +35,7 @@ pub mod headers;
 pub mod logs;
 pub mod metrics;
 pub mod overrides;
+pub mod reclaim;
 pub mod request_line;
 pub mod resolve;
 pub mod router;

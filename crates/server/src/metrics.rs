@@ -15,6 +15,7 @@ pub struct Metrics {
     conns_accepted: AtomicU64,
     conns_refused: AtomicU64,
     conns_timed_out: AtomicU64,
+    conns_reclaimed: AtomicU64,
     conns_open: AtomicU64,
 }
 
@@ -26,6 +27,7 @@ impl Default for Metrics {
             conns_accepted: AtomicU64::new(0),
             conns_refused: AtomicU64::new(0),
             conns_timed_out: AtomicU64::new(0),
+            conns_reclaimed: AtomicU64::new(0),
             conns_open: AtomicU64::new(0),
         }
     }
@@ -51,6 +53,11 @@ impl Metrics {
     /// A connection was closed by a timeout (it is still counted open until closed).
     pub fn conn_timed_out(&self) {
         self.conns_timed_out.fetch_add(1, Relaxed);
+    }
+
+    /// An idle connection was closed to make room for a newcomer (at `max_conns`).
+    pub fn conn_reclaimed(&self) {
+        self.conns_reclaimed.fetch_add(1, Relaxed);
     }
 
     /// Connections open now.
@@ -226,6 +233,12 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
         "counter",
         "Connections closed by a header, keep-alive or send timeout.",
         m.conns_timed_out.load(Relaxed)
+    );
+    metric!(
+        "triage_connections_reclaimed_total",
+        "counter",
+        "Idle connections closed to make room at max_conns.",
+        m.conns_reclaimed.load(Relaxed)
     );
     let _ = writeln!(
         o,

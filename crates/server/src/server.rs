@@ -23,6 +23,7 @@ use crate::conn::Serving;
 use crate::containers::Containers;
 use crate::ctx::{Bodies, Ctx, Timeouts};
 use crate::logs::{AccessLog, PfsLog};
+use crate::reclaim::Reclaim;
 use crate::site::{Site, Sites};
 use crate::store::{DirStore, Store};
 
@@ -257,6 +258,7 @@ impl Server {
             stop: stop_rx,
             running,
             max_head: cfg.max_header_size as usize,
+            reclaim: Arc::new(Reclaim::default()),
         };
         let mut shutdown = pin!(shutdown);
         loop {
@@ -274,17 +276,25 @@ impl Server {
                 }
             };
             let m = ctx.metrics();
-            if m.open_conns() >= cfg.max_conns as u64 {
-                m.conn_refused();
-                tokio::spawn(refuse(stream));
-                continue;
+            // Connections asked to close count as gone: one newcomer per eviction.
+            let open = m.open_conns().saturating_sub(serving.reclaim.pending());
+            if open >= cfg.max_conns as u64 {
+                // Reclaim idle connections (a sixteenth of the limit at a time, oldest first)
+                // before refusing the newcomer.
+                let batch = (cfg.max_conns / 16).max(1);
+                if serving.reclaim.evict(batch) == 0 {
+                    m.conn_refused();
+                    tokio::spawn(refuse(stream));
+                    continue;
+                }
             }
             m.conn_accepted();
             let _ = stream.set_nodelay(true);
             if let Some(n) = cfg.sndbuf {
                 let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n as usize);
             }
-            tokio::spawn(crate::conn::serve(serving.clone(), stream, peer));
+            let conn = crate::conn::open(&serving, &stream, peer);
+            tokio::spawn(crate::conn::serve(serving.clone(), stream, conn));
         }
         drop(listener);
         let _ = stop_tx.send(true);
