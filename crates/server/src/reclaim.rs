@@ -105,7 +105,7 @@ mod tests {
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let t = Reclaim::default();
         let conns: Vec<Conn> = (0..4)
-            .map(|i| Conn::new(i, a, a, -1, 10 * i as u64))
+            .map(|i| Conn::new(i, a, a, -1, 10 * i))
             .collect();
         for c in &conns {
             t.insert(c);
