@@ -104,9 +104,7 @@ mod tests {
     fn the_oldest_idle_connections_go_first_and_busy_ones_stay() {
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let t = Reclaim::default();
-        let conns: Vec<Conn> = (0..4)
-            .map(|i| Conn::new(i, a, a, -1, 10 * i))
-            .collect();
+        let conns: Vec<Conn> = (0..4).map(|i| Conn::new(i, a, a, -1, 10 * i)).collect();
         for c in &conns {
             t.insert(c);
         }

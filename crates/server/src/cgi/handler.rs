@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::os::fd::AsRawFd;
+
 use bytes::{Bytes, BytesMut};
 use http::header::CONTENT_LENGTH;
 use http::{Request, Response, StatusCode};
@@ -20,6 +22,7 @@ use super::outcome::{text, Outcome, Reply};
 use super::relay::{self, CgiRelay};
 use super::script::{Located, ScriptDirs};
 use super::spawn::{self, Placed};
+use super::spool;
 use super::stats::{AbortOnDrop, CgiStats, Tracker};
 use super::{env, parse};
 
@@ -387,7 +390,7 @@ impl Cgi {
             path_info,
         } = p;
         let path = parts.uri.path().to_owned();
-        // The request body: streamed when its length is known, else read first.
+        // The request body: streamed when its length is known, else spooled to a file first.
         let declared = parts
             .headers
             .get(CONTENT_LENGTH)
@@ -396,7 +399,7 @@ impl Cgi {
         enum Input<B> {
             None,
             Stream(B),
-            Buffered(Bytes),
+            Spooled(std::os::fd::OwnedFd),
         }
         let (input, content_length) = if body.is_end_stream() {
             (Input::None, declared)
@@ -404,34 +407,17 @@ impl Cgi {
             // Checked against the limit by `prepare`.
             (Input::Stream(body), Some(n))
         } else {
-            let mut body = body;
-            let mut buf = BytesMut::new();
-            loop {
-                match body.frame().await {
-                    None => break,
-                    Some(Ok(f)) => {
-                        if let Ok(d) = f.into_data() {
-                            if (buf.len() + d.len()) as u64 > self.max_request_body {
-                                return self.reject(
-                                    StatusCode::PAYLOAD_TOO_LARGE,
-                                    &path,
-                                    "request body too large",
-                                );
-                            }
-                            buf.extend_from_slice(&d);
-                        }
-                    }
-                    Some(Err(e)) => {
-                        return self.reject(
-                            StatusCode::BAD_REQUEST,
-                            &path,
-                            &format!("reading the request body: {e}"),
-                        )
-                    }
+            match spool::spool(body, self.max_request_body).await {
+                Ok((file, n)) => (Input::Spooled(file), Some(n)),
+                Err(e) => {
+                    let status = match e {
+                        spool::SpoolError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+                        spool::SpoolError::Read(_) => StatusCode::BAD_REQUEST,
+                        spool::SpoolError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    };
+                    return self.reject(status, &path, &e.to_string());
                 }
             }
-            let n = buf.len() as u64;
-            (Input::Buffered(buf.freeze()), Some(n))
         };
 
         let request_uri = parts
@@ -506,6 +492,10 @@ impl Cgi {
                     dir: &cwd,
                     env: &env,
                     slice: self.slice,
+                    stdin_file: match &input {
+                        Input::Spooled(f) => Some(f.as_raw_fd()),
+                        _ => None,
+                    },
                 },
                 placement,
             )
@@ -572,9 +562,11 @@ impl Cgi {
                 drop(stdin);
                 None
             }
-            Input::Buffered(b) => Some(AbortOnDrop(tokio::spawn(async move {
-                let _ = stdin.write_all(&b).await;
-            }))),
+            // The child reads the file itself.
+            Input::Spooled(_) => {
+                drop(stdin);
+                None
+            }
             Input::Stream(mut body) => Some(AbortOnDrop(tokio::spawn(async move {
                 while let Some(Ok(f)) = body.frame().await {
                     if let Ok(d) = f.into_data() {

@@ -15,8 +15,9 @@
 //!   line; no shell, so no metacharacter in a name or query is ever interpreted; no command
 //!   line arguments, the RFC's "indexed query" form is not used), in the script's directory,
 //!   with exactly the meta-variables of [`env`](mod@env) as environment, the request body on stdin
-//!   (`CONTENT_LENGTH` always set when there is a body; a chunked request body is read first,
-//!   up to `max_request_body`, to know its length), stderr logged (at most 8 KiB per request).
+//!   (`CONTENT_LENGTH` always set when there is a body; a chunked request body is spooled to
+//!   an unnamed temporary file first, up to `max_request_body`, to know its length: [`spool`]),
+//!   stderr logged (at most 8 KiB per request).
 //!   The script leads its own session and process group (`setsid` between fork and exec).
 //! - **Container**: with a site container configured ([`Cgi::set_container`]), each request
 //!   gets `<site cgi container>/req-<n>`; the child is created inside it by
@@ -36,7 +37,7 @@
 //!
 //! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`](mod@env) (meta-variables), [`parse`] (the
 //! header block), [`script`] (script directories), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
-//! cgroup), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
+//! cgroup), [`spool`] (chunked request bodies), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
 
 pub mod config;
 pub mod env;
@@ -48,6 +49,7 @@ pub mod peer;
 pub mod relay;
 pub mod script;
 pub mod spawn;
+pub mod spool;
 pub mod stats;
 
 pub use config::{CgiConfig, CgiDirConfig, CgiError};

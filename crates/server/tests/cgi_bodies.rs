@@ -1,0 +1,127 @@
+//! CGI bodies in both directions, against the real server on loopback: chunked request bodies
+//! held open by their clients cost the server little memory (spooled, not buffered), and a
+//! script whose background child keeps its stdout open still ends its response when it exits.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use common::*;
+use server::cgi::CgiConfig;
+use server::config::SiteConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn script_site(scripts: &[(&str, &str)]) -> (tempfile::TempDir, server::Config) {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("www");
+    let bin = t.path().join("cgi-bin");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, text) in scripts {
+        let p = bin.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut cgi = CgiConfig::new("/cgi-bin", bin);
+    cgi.cgroups = false;
+    cgi.timeout = Duration::from_secs(20);
+    cgi.max_request_body = 64 << 20;
+    let mut cfg = config(None);
+    cfg.threads = Some(2);
+    cfg.sites = vec![SiteConfig {
+        name: "site.test".into(),
+        aliases: vec![],
+        root,
+        index: None,
+        cgi: Some(cgi),
+    }];
+    (t, cfg)
+}
+
+fn rss_kib() -> u64 {
+    os::procfs::rss_kib(std::process::id() as i32).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_chunked_bodies_are_spooled_not_buffered() {
+    const BODIES: usize = 20;
+    const EACH: usize = 15 << 20;
+    let (_t, cfg) = script_site(&[(
+        "sink.sh",
+        "#!/bin/sh\nn=$(wc -c)\nprintf 'Content-Type: text/plain\\n\\n%s %s\\n' \"$n\" \"$CONTENT_LENGTH\"\n",
+    )]);
+    let s = start(cfg).await;
+    // Warm up (runtime threads, buffers) before the baseline.
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"POST /cgi-bin/sink.sh HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n").await.unwrap();
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).await.unwrap();
+    let body =
+        |out: &[u8]| String::from_utf8(parse(out, false).expect("a response").0.body).unwrap();
+    assert_eq!(body(&out), "5 5\n");
+    let before = rss_kib();
+
+    let chunk = vec![b'x'; 1 << 20];
+    let mut held = Vec::new();
+    for _ in 0..BODIES {
+        let mut c = TcpStream::connect(s.addr).await.unwrap();
+        c.write_all(b"POST /cgi-bin/sink.sh HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n").await.unwrap();
+        for _ in 0..EACH / chunk.len() {
+            c.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                .await
+                .unwrap();
+            c.write_all(&chunk).await.unwrap();
+            c.write_all(b"\r\n").await.unwrap();
+        }
+        held.push(c);
+    }
+    // Every body has been read by the server (the writes above went through): now measure.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let during = rss_kib();
+    let per_body = during.saturating_sub(before) / BODIES as u64;
+    eprintln!("RSS {before} KiB before, {during} KiB with {BODIES} held bodies of {EACH} B: {per_body} KiB each");
+    assert!(per_body <= 2048, "{per_body} KiB per held chunked body");
+    // The bodies still reach their scripts whole.
+    for mut c in held.drain(..2) {
+        c.write_all(b"0\r\n\r\n").await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(20), c.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(body(&out), format!("{EACH} {EACH}\n"));
+    }
+    drop(held);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_child_holding_stdout_does_not_hold_the_response() {
+    let (_t, cfg) = script_site(&[
+        (
+            "bg.sh",
+            "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nhello\\n'\nsleep 30 &\nexit 0\n",
+        ),
+        (
+            "bg-cl.sh",
+            "#!/bin/sh\nprintf 'Content-Type: text/plain\\nContent-Length: 6\\n\\nhello\\n'\nsleep 30 &\nexit 0\n",
+        ),
+    ]);
+    let s = start(cfg).await;
+    for path in ["/cgi-bin/bg.sh", "/cgi-bin/bg-cl.sh"] {
+        let t0 = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(10), get(s.addr, path, ""))
+            .await
+            .expect("answered");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, b"hello\n");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{path}: {:?} (the CGI timeout is 20 s)",
+            t0.elapsed()
+        );
+    }
+    s.stop().await;
+}
