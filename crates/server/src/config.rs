@@ -309,6 +309,12 @@ pub struct Config {
     /// Combined Log Format; `-` = stdout.
     pub access_log: Option<PathBuf>,
 
+    /// Where the run of this server's CGI scripts is recorded, so that a server started after
+    /// a crash kills what the previous run's scripts left (docs/cgi.md); `None` = in
+    /// `$XDG_RUNTIME_DIR/triage`, `/run/triage` (root) or `<temp dir>/triage-<uid>`, named
+    /// after `listen` (none for port 0).
+    pub cgi_state: Option<PathBuf>,
+
     /// Resource containers (`[[container]]`, see docs/containers.md); none = no `share`.
     #[serde(rename = "container")]
     pub containers: Vec<ContainerConfig>,
@@ -346,6 +352,7 @@ impl Default for Config {
             gzip: GzipConfig::default(),
             pfs_log: None,
             access_log: None,
+            cgi_state: None,
             containers: Vec::new(),
         }
     }

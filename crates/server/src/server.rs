@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
+use crate::cgi::orphans::Orphans;
 use crate::cgi::Cgi;
 use crate::config::{Config, ConfigError};
 use crate::conn::Serving;
@@ -73,6 +75,7 @@ pub struct Server {
     admin: Option<TcpListener>,
     ctx: Ctx,
     pfs_log: Option<PfsLog>,
+    orphans: Option<Arc<Orphans>>,
 }
 
 /// Build the tokio runtime for `cfg`: single-threaded when one thread is asked for (or the
@@ -94,8 +97,12 @@ pub fn runtime(cfg: &Config) -> io::Result<tokio::runtime::Runtime> {
     }
 }
 
-/// The sites of `cfg` with their stores and CGI handlers (the demo site if none).
-fn build_sites(cfg: &Config, containers: &mut Containers) -> Result<Sites, ServerError> {
+/// The sites of `cfg` with their stores and CGI handlers (the demo site if none), and the
+/// bookkeeping of script processes their CGI handlers share (if any site has CGI).
+fn build_sites(
+    cfg: &Config,
+    containers: &mut Containers,
+) -> Result<(Sites, Option<Arc<Orphans>>), ServerError> {
     let open = |p: &std::path::Path| {
         DirStore::open(p, cfg.cache_max_file, cfg.cache_budget)
             .map(Store::Dir)
@@ -134,6 +141,12 @@ fn build_sites(cfg: &Config, containers: &mut Containers) -> Result<Sites, Serve
     }
     let mut cgis: Vec<&mut Cgi> = built.iter_mut().filter_map(|(_, c)| c.as_mut()).collect();
     Cgi::share_places(&mut cgis)?;
+    let orphans = (!cgis.is_empty()).then(|| Arc::new(Orphans::new()));
+    if let Some(o) = &orphans {
+        for c in cgis.iter_mut() {
+            c.set_orphans(o.clone());
+        }
+    }
     for (mut site, cgi) in built {
         site.cgi = cgi;
         sites.push(site);
@@ -145,7 +158,7 @@ fn build_sites(cfg: &Config, containers: &mut Containers) -> Result<Sites, Serve
             cfg.index.clone(),
         ));
     }
-    Ok(Sites::new(sites))
+    Ok((Sites::new(sites), orphans))
 }
 
 fn log_error(what: &'static str, path: &std::path::Path) -> impl FnOnce(io::Error) -> ServerError {
@@ -158,7 +171,7 @@ impl Server {
     pub async fn bind(cfg: Config) -> Result<Self, ServerError> {
         cfg.validate()?;
         let mut containers = Containers::new(cfg.container_tree()?);
-        let sites = build_sites(&cfg, &mut containers)?;
+        let (sites, orphans) = build_sites(&cfg, &mut containers)?;
         let p = &cfg.policy;
         let policy = if containers.tree().is_empty() {
             policy::build(&p.name, &p.config)
@@ -192,6 +205,18 @@ impl Server {
             Some(a) => Some(bind_listener(a, "admin")?),
             None => None,
         };
+        // Only once the address is ours: a second server on the same address must not kill
+        // the first one's scripts.
+        if let Some(o) = &orphans {
+            let state = cfg
+                .cgi_state
+                .clone()
+                .or_else(|| crate::cgi::orphans::default_state_file(cfg.listen));
+            o.take_over(state.as_deref()).map_err(log_error(
+                "cgi state file",
+                state.as_deref().unwrap_or(Path::new("-")),
+            ))?;
+        }
         let bodies = Bodies {
             chunk: cfg.chunk as usize,
             first_chunk: cfg.first_chunk() as usize,
@@ -204,6 +229,7 @@ impl Server {
             admin,
             ctx,
             pfs_log,
+            orphans,
         })
     }
 
@@ -234,11 +260,15 @@ impl Server {
             admin,
             ctx,
             pfs_log,
+            orphans,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let (running, mut all_closed) = mpsc::channel::<()>(1);
         let pfs_log = pfs_log.map(Arc::new);
-        let bg = spawn_background(&ctx, pfs_log.clone(), stop_rx.clone());
+        let mut bg = spawn_background(&ctx, pfs_log.clone(), stop_rx.clone());
+        if let Some(o) = &orphans {
+            bg.push(spawn_sweeper(o.clone(), stop_rx.clone()));
+        }
         let admin_task =
             admin.map(|l| tokio::spawn(crate::admin::serve(l, ctx.clone(), stop_rx.clone())));
 
@@ -315,8 +345,29 @@ impl Server {
             l.close()?;
         }
         ctx.containers().cleanup();
+        if let Some(o) = orphans {
+            let _ = tokio::task::spawn_blocking(move || o.shut_down()).await;
+        }
         Ok(())
     }
+}
+
+/// Every half second, kill what finished scripts left behind (`Orphans::sweep`; it reads
+/// `/proc`, so on the blocking pool).
+fn spawn_sweeper(o: Arc<Orphans>, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut iv = tokio::time::interval(Duration::from_millis(500));
+        iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = iv.tick() => {
+                    let o = o.clone();
+                    let _ = tokio::task::spawn_blocking(move || o.sweep()).await;
+                }
+                _ = stop.changed() => break,
+            }
+        }
+    })
 }
 
 fn bind_listener(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {

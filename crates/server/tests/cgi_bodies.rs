@@ -125,3 +125,73 @@ async fn a_background_child_holding_stdout_does_not_hold_the_response() {
     }
     s.stop().await;
 }
+
+/// Whether process `pid` is gone or a zombie, within `limit`.
+async fn gone_within(pid: i32, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if os::task::ended(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Kills `pids` when dropped (a failed test leaves nothing running): only processes that
+/// carry the mark of a script.
+struct KillOnDrop(Vec<i32>);
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &p in &self.0 {
+            if os::reaper::env_value(p, server::cgi::orphans::MARK).is_some() {
+                os::reaper::kill(p);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_left_the_process_group_does_not_outlive_its_request() {
+    let (t, mut cfg) = script_site(&[
+        (
+            "daemon.sh",
+            "#!/bin/sh\nsetsid sleep 300 </dev/null >/dev/null 2>&1 &\necho $! > daemon.sh.pid\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n",
+        ),
+        (
+            "daemon-slow.sh",
+            "#!/bin/sh\nsetsid sleep 300 </dev/null >/dev/null 2>&1 &\necho $! > daemon-slow.sh.pid\nprintf 'Content-Type: text/plain\\n\\nok\\n'\nsleep 60\n",
+        ),
+    ]);
+    cfg.sites[0].cgi.as_mut().unwrap().timeout = Duration::from_secs(1);
+    let s = start(cfg).await;
+    for path in ["/cgi-bin/daemon.sh", "/cgi-bin/daemon-slow.sh"] {
+        let mut c = TcpStream::connect(s.addr).await.unwrap();
+        c.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut out)).await;
+        assert!(
+            out.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        let name = path.rsplit('/').next().unwrap();
+        let pid_file = t.path().join("cgi-bin").join(format!("{name}.pid"));
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _guard = KillOnDrop(vec![pid]);
+        assert!(
+            gone_within(pid, Duration::from_secs(5)).await,
+            "{path}: the setsid daemon {pid} survived its request"
+        );
+    }
+    s.stop().await;
+}

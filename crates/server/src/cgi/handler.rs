@@ -18,6 +18,7 @@ use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 
 use super::config::{CgiConfig, CgiError};
+use super::orphans::Orphans;
 use super::outcome::{text, Outcome, Reply};
 use super::relay::{self, CgiRelay};
 use super::script::{Located, ScriptDirs};
@@ -95,6 +96,8 @@ pub struct Cgi {
     container: Option<Container>,
     warned: AtomicBool,
     stats: Arc<CgiStats>,
+    /// The marks and the bookkeeping that keep script processes in reach.
+    orphans: Arc<Orphans>,
 }
 
 impl std::fmt::Debug for Cgi {
@@ -164,6 +167,7 @@ impl Cgi {
             container: None,
             warned: AtomicBool::new(false),
             stats: Arc::new(CgiStats::default()),
+            orphans: Arc::new(Orphans::new()),
         })
     }
 
@@ -265,6 +269,11 @@ impl Cgi {
             }
         }
         Ok(())
+    }
+
+    /// Share one server's [`Orphans`] (every site's scripts carry its run's mark).
+    pub fn set_orphans(&mut self, o: Arc<Orphans>) {
+        self.orphans = o;
     }
 
     /// The site's CGI container, if any.
@@ -468,6 +477,10 @@ impl Cgi {
                 }
             },
         };
+        let (req, mark) = self.orphans.begin();
+        let mut env = env;
+        let at = env.partition_point(|(k, _)| k.as_str() < mark.0.as_str());
+        env.insert(at, mark);
         let cgroup = self.request_cgroup();
         let started = tokio::time::Instant::now();
         let deadline = started + self.timeout;
@@ -515,6 +528,7 @@ impl Cgi {
         let mut sp = match spawned {
             Ok(sp) => sp,
             Err(e) => {
+                self.orphans.end(req);
                 if let Some(cg) = cgroup {
                     remove_cgroup(cg, self.stats.clone());
                 }
@@ -544,15 +558,14 @@ impl Cgi {
         if cgroup.is_some() && sp.placed != Placed::Nowhere {
             self.stats.in_cgroup.fetch_add(1, Relaxed);
         }
-        if cgroup.is_some() || permit.is_some() {
-            let stats = self.stats.clone();
-            sp.guard.on_reaped(Box::new(move || {
-                if let Some(cg) = cgroup {
-                    remove_cgroup(cg, stats);
-                }
-                drop(permit);
-            }));
-        }
+        let (stats, orphans) = (self.stats.clone(), self.orphans.clone());
+        sp.guard.on_reaped(Box::new(move || {
+            orphans.end(req);
+            if let Some(cg) = cgroup {
+                remove_cgroup(cg, stats);
+            }
+            drop(permit);
+        }));
         let mut tracker = Tracker::new(self.stats.clone(), script_id.clone());
 
         // stdin: the request body, concurrently with reading the output.

@@ -33,16 +33,20 @@
 //!   the body is cut; `max_output` body bytes: cut there, the script killed; both logged.
 //!   When the client goes away (the response future or body is dropped) the script's process
 //!   group is killed (`killpg(SIGKILL)`) and its cgroup removed.
+//! - **Leftovers**: with or without cgroups, nothing a script starts outlives its request or
+//!   the server, also after a crash: see [`orphans`] (the `TRIAGE_CGI` mark in every script's
+//!   environment, the server as child subreaper, the run recorded in `cgi_state`).
 
 //!
 //! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`](mod@env) (meta-variables), [`parse`] (the
 //! header block), [`script`] (script directories), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
-//! cgroup), [`spool`] (chunked request bodies), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
+//! cgroup), [`orphans`] (no script process outlives its request or the server), [`spool`] (chunked request bodies), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
 
 pub mod config;
 pub mod env;
 pub mod handler;
 pub mod metrics;
+pub mod orphans;
 pub mod outcome;
 pub mod parse;
 pub mod peer;
