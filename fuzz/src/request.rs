@@ -9,12 +9,13 @@
 //!   root; a range lies inside the representation);
 //! - the whole request path of a real server on loopback (hyper's head parsing, the router,
 //!   virtual hosts, resolution, the store, ranges and conditionals, the admin listener): the
-//!   input is sent as raw bytes on a fresh connection whose write side is then closed, and the
-//!   server must answer within [`EXCHANGE_LIMIT`] or close, and keep answering `/healthz`.
+//!   input is sent as raw bytes on a fresh connection, followed by a last request that asks
+//!   to close; the server must close within [`EXCHANGE_LIMIT`], every answer must be HTTP, no
+//!   file from outside a root may appear, and `/healthz` must keep answering.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
@@ -96,7 +97,7 @@ fn target() -> &'static Target {
         }
         let cfg_text = format!(
             "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\nslots = 1\nworkers = 4\n\
-             header_timeout = \"2s\"\nkeepalive_timeout = \"2s\"\nsend_timeout = \"2s\"\n\
+             header_timeout = \"1s\"\nkeepalive_timeout = \"1s\"\nsend_timeout = \"1s\"\n\
              [gzip]\nenabled = true\n\
              [[site]]\nname = \"a.test\"\nroot = \"{a}\"\n\
              [[site]]\nname = \"b.test\"\naliases = [\"www.b.test\"]\nroot = \"{b}\"\n",
@@ -123,15 +124,27 @@ fn target() -> &'static Target {
     })
 }
 
-/// Send `req` on a fresh connection, close the write side, read until the server closes.
-/// Panics if the server neither answers nor closes within [`EXCHANGE_LIMIT`].
+/// The request sent after every input: it ends the connection once the input's own requests
+/// (if any) have been answered.
+const LAST: &[u8] = b"GET /hello.txt HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n";
+
+/// Send `req` on a fresh connection, read until the server closes. The write side stays open
+/// (the server takes a half-closed connection for a client gone and answers nothing), so
+/// every input is followed by [`LAST`]. Panics if the server neither closes nor stops
+/// sending within [`EXCHANGE_LIMIT`] (its own timeouts are 1 s).
 fn exchange(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
+    let mut all = req.to_vec();
+    all.extend_from_slice(LAST);
+    exchange_raw(addr, &all)
+}
+
+/// Send `bytes` on a fresh connection and read until the server closes.
+fn exchange_raw(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
     let mut c = TcpStream::connect(addr).expect("connect");
     c.set_read_timeout(Some(EXCHANGE_LIMIT)).unwrap();
     c.set_write_timeout(Some(EXCHANGE_LIMIT)).unwrap();
     // The server may close early (a 400 on a broken head): later writes may fail.
     let _ = c.write_all(req);
-    let _ = c.shutdown(Shutdown::Write);
     let mut out = Vec::new();
     match c.read_to_end(&mut out) {
         Ok(_) => {}
@@ -165,9 +178,14 @@ fn check_exchange(req: &[u8]) {
     }
 }
 
+/// The server's whole answer to `req` (followed by the last request).
+pub fn answer(req: &[u8]) -> Vec<u8> {
+    exchange(target().addr, req)
+}
+
 /// Whether the server still answers its health check (between runs, and at the end).
 pub fn healthy() -> bool {
-    let out = exchange(
+    let out = exchange_raw(
         target().admin,
         b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );

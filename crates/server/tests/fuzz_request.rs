@@ -79,3 +79,17 @@ fn seeds_and_seeded_mutations_pass_the_request_path() {
     }
     assert!(request::healthy(), "the server still answers /healthz");
 }
+
+#[test]
+fn the_exchanges_reach_the_handlers() {
+    // The seeds' answers end with the last request's (the file of site a).
+    let seeds = seeds();
+    let mut answered = 0;
+    for s in seeds.iter().filter(|s| s[0] % 4 < 2) {
+        let out = request::answer(&s[1..]);
+        if out.ends_with(b"hello from a\n") {
+            answered += 1;
+        }
+    }
+    assert!(answered >= 8, "{answered} seeds answered to the end");
+}
