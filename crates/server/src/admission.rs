@@ -2,7 +2,7 @@
 //! answers to the same bytes):
 //! - **Transfer-Encoding**: only `chunked` alone is implemented; any other coding, or a list
 //!   (`gzip, chunked`, `identity, chunked`, `chunked, chunked`), is 501; the header twice, or
-//!   on an HTTP/1.0 request, is 400.
+//!   on an HTTP/1.0 request, or beside a `Content-Length`, is 400.
 //! - **Host**: an HTTP/1.1 request needs exactly one (400 without, 400 for two); its value must
 //!   be a host name or address literal with an optional port: no whitespace, `/`, `\`, `..`,
 //!   `@` or control bytes (400).
@@ -90,6 +90,13 @@ pub fn check_transfer_encoding(version: Version, headers: &HeaderMap) -> Result<
         return Err(refuse(
             StatusCode::BAD_REQUEST,
             "Transfer-Encoding sent twice",
+        ));
+    }
+    if headers.contains_key(header::CONTENT_LENGTH) {
+        // Request smuggling's classic: which framing does the next hop believe?
+        return Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "Content-Length and Transfer-Encoding together",
         ));
     }
     if version == Version::HTTP_10 {
@@ -277,6 +284,18 @@ mod tests {
         );
         assert_eq!(
             status(Version::HTTP_10, "/", &[("transfer-encoding", "chunked")]),
+            Err(400)
+        );
+        assert_eq!(
+            status(
+                V11,
+                "/",
+                &[
+                    ("host", "a"),
+                    ("content-length", "4"),
+                    ("transfer-encoding", "chunked")
+                ]
+            ),
             Err(400)
         );
     }

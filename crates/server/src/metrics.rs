@@ -16,6 +16,7 @@ pub struct Metrics {
     conns_refused: AtomicU64,
     conns_timed_out: AtomicU64,
     conns_reclaimed: AtomicU64,
+    conns_peak: AtomicU64,
     conns_open: AtomicU64,
 }
 
@@ -28,6 +29,7 @@ impl Default for Metrics {
             conns_refused: AtomicU64::new(0),
             conns_timed_out: AtomicU64::new(0),
             conns_reclaimed: AtomicU64::new(0),
+            conns_peak: AtomicU64::new(0),
             conns_open: AtomicU64::new(0),
         }
     }
@@ -37,7 +39,8 @@ impl Metrics {
     /// A connection was accepted: it is open until [`Metrics::conn_closed`].
     pub fn conn_accepted(&self) {
         self.conns_accepted.fetch_add(1, Relaxed);
-        self.conns_open.fetch_add(1, Relaxed);
+        let open = self.conns_open.fetch_add(1, Relaxed) + 1;
+        self.conns_peak.fetch_max(open, Relaxed);
     }
 
     /// An accepted connection was closed.
@@ -58,6 +61,13 @@ impl Metrics {
     /// An idle connection was closed to make room for a newcomer (at `max_conns`).
     pub fn conn_reclaimed(&self) {
         self.conns_reclaimed.fetch_add(1, Relaxed);
+    }
+
+    /// The most connections open at once since the last call, which starts a new period at
+    /// the connections open now.
+    pub fn take_peak_conns(&self) -> u64 {
+        let open = self.conns_open.load(Relaxed);
+        self.conns_peak.swap(open, Relaxed).max(open)
     }
 
     /// Connections open now.

@@ -6,11 +6,12 @@
 //!   version digit is rewritten in place);
 //! - a major version of 2 or more (`HTTP/2.0`, `HTTP/9.9`, the HTTP/2 preface
 //!   `PRI * HTTP/2.0`): 505;
-//! - a request line as long as the whole head may be (`max_header_size`) without its end: 414.
+//! - a request line as long as the whole head may be (`max_header_size`) without its end: 414;
+//! - a head with both `Content-Length` and `Transfer-Encoding` (the parser would drop the
+//!   length and go on; a proxy in front may have believed it): 400, as nginx.
 //!
-//! Only the first line of a request head is looked at, and only when it starts in a fresh read
-//! (a new connection, or after a response): a head that pipelining put behind another one is
-//! left to the parser.
+//! Only heads that start in a fresh read (a new connection, or after a response) are looked
+//! at: a head that pipelining put behind another one is left to the parser.
 
 /// What to do with the bytes just read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,17 +22,36 @@ pub enum Verdict {
     Refuse(u16),
 }
 
-/// Follows one request line across reads. See the module docs.
+/// Where the scanner is in a request head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not following a head.
+    Off,
+    /// In the request line.
+    Line,
+    /// In the header lines: their names are checked for `Content-Length` and
+    /// `Transfer-Encoding`.
+    Headers,
+}
+
+/// Follows one request head across reads. See the module docs.
 #[derive(Debug, Clone)]
 pub struct LineScan {
     limit: usize,
-    active: bool,
+    phase: Phase,
     len: usize,
     /// Whether the first word so far is a method token (`tchar`s).
     method: bool,
     spaces: u8,
     /// The last bytes of the line (enough for ` HTTP/x.y\r`).
     tail: [u8; 12],
+    /// The current header line: at its start, in its name, the name's first bytes (lower case).
+    at_start: bool,
+    in_name: bool,
+    name: [u8; 17],
+    name_len: usize,
+    content_length: bool,
+    transfer_encoding: bool,
 }
 
 fn tchar(b: u8) -> bool {
@@ -43,26 +63,29 @@ impl LineScan {
     pub fn new(limit: usize) -> Self {
         Self {
             limit,
-            active: false,
+            phase: Phase::Off,
             len: 0,
             method: true,
             spaces: 0,
             tail: [0; 12],
+            at_start: true,
+            in_name: true,
+            name: [0; 17],
+            name_len: 0,
+            content_length: false,
+            transfer_encoding: false,
         }
     }
 
     /// A request head starts with the next bytes.
     pub fn start(&mut self) {
-        self.active = true;
-        self.len = 0;
-        self.method = true;
-        self.spaces = 0;
-        self.tail = [0; 12];
+        *self = Self::new(self.limit);
+        self.phase = Phase::Line;
     }
 
-    /// Whether a request line is being followed.
+    /// Whether a request head is being followed.
     pub fn active(&self) -> bool {
-        self.active
+        self.phase != Phase::Off
     }
 
     fn push(&mut self, b: u8) {
@@ -73,34 +96,84 @@ impl LineScan {
     /// Look at `buf`, the bytes just read (the version digit of an HTTP/1.x line with x > 1 is
     /// rewritten to `1` when it is in `buf`).
     pub fn feed(&mut self, buf: &mut [u8]) -> Verdict {
-        if !self.active {
-            return Verdict::Pass;
-        }
         for i in 0..buf.len() {
             let b = buf[i];
-            if self.len == 0 && (b == b'\r' || b == b'\n') {
-                // Empty lines before a request line are allowed (RFC 9112 §2.2).
-                continue;
-            }
-            if b == b'\n' {
-                self.active = false;
-                return self.line_end(buf, i);
-            }
-            if b == b' ' {
-                self.spaces = self.spaces.saturating_add(1);
-            } else if self.spaces == 0 && !tchar(b) {
-                self.method = false;
-            }
-            self.push(b);
-            self.len += 1;
-            if self.len >= self.limit {
-                self.active = false;
-                return Verdict::Refuse(414);
+            match self.phase {
+                Phase::Off => return Verdict::Pass,
+                Phase::Line => {
+                    if self.len == 0 && (b == b'\r' || b == b'\n') {
+                        // Empty lines before a request line are allowed (RFC 9112 §2.2).
+                        continue;
+                    }
+                    if b == b'\n' {
+                        if let Verdict::Refuse(s) = self.line_end(buf, i) {
+                            self.phase = Phase::Off;
+                            return Verdict::Refuse(s);
+                        }
+                        // Only a request line's head is followed further.
+                        self.phase = if self.method && self.spaces >= 2 {
+                            Phase::Headers
+                        } else {
+                            Phase::Off
+                        };
+                        continue;
+                    }
+                    if b == b' ' {
+                        self.spaces = self.spaces.saturating_add(1);
+                    } else if self.spaces == 0 && !tchar(b) {
+                        self.method = false;
+                    }
+                    self.push(b);
+                    self.len += 1;
+                    if self.len >= self.limit {
+                        self.phase = Phase::Off;
+                        return Verdict::Refuse(414);
+                    }
+                }
+                Phase::Headers => {
+                    if b == b'\n' {
+                        if self.at_start {
+                            // The empty line: the head is complete.
+                            self.phase = Phase::Off;
+                            if self.content_length && self.transfer_encoding {
+                                return Verdict::Refuse(400);
+                            }
+                            return Verdict::Pass;
+                        }
+                        self.at_start = true;
+                        self.in_name = true;
+                        self.name_len = 0;
+                        continue;
+                    }
+                    if self.at_start && b == b'\r' {
+                        continue;
+                    }
+                    self.at_start = false;
+                    if !self.in_name {
+                        continue;
+                    }
+                    if b == b':' {
+                        self.in_name = false;
+                        match &self.name[..self.name_len] {
+                            b"content-length" => self.content_length = true,
+                            b"transfer-encoding" => self.transfer_encoding = true,
+                            _ => {}
+                        }
+                    } else if self.name_len < self.name.len() {
+                        self.name[self.name_len] = b.to_ascii_lowercase();
+                        self.name_len += 1;
+                    } else {
+                        // Longer than any name looked for.
+                        self.in_name = false;
+                    }
+                }
             }
         }
         Verdict::Pass
     }
+}
 
+impl LineScan {
     /// The line ended at `buf[nl]`: judge its version.
     fn line_end(&self, buf: &mut [u8], nl: usize) -> Verdict {
         if !self.method || self.spaces < 2 {
@@ -229,5 +302,21 @@ mod tests {
         assert_eq!(scan(&[long.as_bytes()], 32768).0, Verdict::Pass);
         let a = answer(414);
         assert!(a.starts_with(b"HTTP/1.1 414 URI Too Long\r\n"));
+    }
+
+    #[test]
+    fn length_and_chunked_together_are_400() {
+        let both = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(scan(&[both], 8192).0, Verdict::Refuse(400));
+        let split: Vec<&[u8]> = both.chunks(5).collect();
+        assert_eq!(scan(&split, 8192).0, Verdict::Refuse(400), "across reads");
+        let upper = b"POST / HTTP/1.1\r\nCONTENT-LENGTH: 4\r\nTRANSFER-ENCODING: chunked\r\n\r\n";
+        assert_eq!(scan(&[upper], 8192).0, Verdict::Refuse(400));
+        let one = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(scan(&[one], 8192).0, Verdict::Pass);
+        // A body mentioning both after the head is not a head.
+        let body =
+            b"POST / HTTP/1.1\r\nContent-Length: 40\r\n\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(scan(&[body], 8192).0, Verdict::Pass);
     }
 }

@@ -446,22 +446,28 @@ fn spawn_background(
 /// Give memory back to the system after connections leave. The allocator keeps the memory of
 /// freed connections (buffers, tasks) for reuse; when the open connections have dropped to
 /// half their peak (and by 256 or more) since the last look, `malloc_trim` returns what is
-/// free to the kernel (glibc; a no-op elsewhere). Checked every second, trimmed on the
-/// blocking pool.
+/// free to the kernel (glibc; a no-op elsewhere), and once more a second later. Checked every
+/// second, trimmed on the blocking pool.
 fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut iv = tokio::time::interval(Duration::from_secs(1));
         iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut peak = 0u64;
+        // Trim once more a second later: some memory of closed connections is freed after
+        // their tasks end (deferred deregistration, buffers dropped late).
+        let mut again = false;
         loop {
             tokio::select! {
                 _ = iv.tick() => {}
                 _ = stop.changed() => break,
             }
             let open = ctx.metrics().open_conns();
-            peak = peak.max(open);
+            peak = peak.max(ctx.metrics().take_peak_conns());
             if peak >= open + 256 && open <= peak / 2 {
                 peak = open;
+                again = true;
+                let _ = tokio::task::spawn_blocking(trim_heap).await;
+            } else if std::mem::take(&mut again) {
                 let _ = tokio::task::spawn_blocking(trim_heap).await;
             }
         }
