@@ -7,7 +7,8 @@
 //!   (`KEY=VALUE`, inherited by everything a script starts), found among all processes (after
 //!   a crash, to kill a previous run's leftovers) or among this process's children (adopted
 //!   orphans);
-//! - [`kill`] and [`reap`]: `SIGKILL` a process and collect an adopted child's exit.
+//! - [`kill`], [`zombie_children`] and [`reap`]: `SIGKILL` a process, find the children that
+//!   have exited, and collect an adopted child's exit.
 
 use std::io;
 
@@ -76,6 +77,19 @@ pub fn orphans(key: &str, prefix: &[u8]) -> Vec<(i32, Vec<u8>)> {
         })
         .filter_map(|p| env_value(p, key).map(|v| (p, v)))
         .filter(|(_, v)| v.starts_with(prefix))
+        .collect()
+}
+
+/// The children of this process that have exited and wait to be reaped (zombies).
+pub fn zombie_children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    crate::procfs::pids()
+        .into_iter()
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                parse_stat_ppid(&s) == Some(me) && crate::procfs::stat_state(&s) == Some('Z')
+            })
+        })
         .collect()
 }
 

@@ -48,7 +48,15 @@ impl Reclaim {
     /// A connection is closing: call before its socket is closed (the table peeks at sockets
     /// under its lock).
     pub fn remove(&self, conn: &Conn) {
-        self.lock().remove(&conn.key());
+        {
+            let mut conns = self.lock();
+            conns.remove(&conn.key());
+            // Give the table's memory back after a crowd has left.
+            if conns.capacity() > 1024 && conns.len() < conns.capacity() / 8 {
+                let keep = conns.len() * 2;
+                conns.shrink_to(keep);
+            }
+        }
         if conn.evicting() {
             self.pending.fetch_sub(1, Relaxed);
         }

@@ -99,10 +99,10 @@ async fn held_chunked_bodies_are_spooled_not_buffered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_child_holding_stdout_does_not_hold_the_response() {
-    let (_t, cfg) = script_site(&[
+    let (t, cfg) = script_site(&[
         (
             "bg.sh",
-            "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nhello\\n'\nsleep 30 &\nexit 0\n",
+            "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nhello\\n'\nsleep 30 &\necho $! > bg.pid\nexit 0\n",
         ),
         (
             "bg-cl.sh",
@@ -123,6 +123,21 @@ async fn a_background_child_holding_stdout_does_not_hold_the_response() {
             t0.elapsed()
         );
     }
+    // The background child was killed with the script's group, and reaped: no zombie is left
+    // under the server (its subreaper).
+    let pid: i32 = std::fs::read_to_string(t.path().join("cgi-bin/bg.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let t0 = Instant::now();
+    while os::procfs::exists(pid) && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !os::procfs::exists(pid),
+        "process {pid} is still there (a zombie?)"
+    );
     s.stop().await;
 }
 

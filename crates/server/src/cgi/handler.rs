@@ -559,7 +559,10 @@ impl Cgi {
             self.stats.in_cgroup.fetch_add(1, Relaxed);
         }
         let (stats, orphans) = (self.stats.clone(), self.orphans.clone());
+        let leader = sp.guard.pid();
+        orphans.started(leader);
         sp.guard.on_reaped(Box::new(move || {
+            orphans.reaped(leader);
             orphans.end(req);
             if let Some(cg) = cgroup {
                 remove_cgroup(cg, stats);

@@ -6,8 +6,9 @@
 //!   `TRIAGE_CGI=<run>.<request>` (`run` names this server's run, `request` the request);
 //! - the server is the child subreaper of its scripts (`os::reaper`): an escaped process whose
 //!   parent dies is re-parented to the server; [`Orphans::sweep`] (every half second) kills
-//!   and reaps adopted processes whose request is over, and leaves those of running requests
-//!   alone (as a request cgroup would);
+//!   and reaps adopted processes whose request is over, leaves those of running requests
+//!   alone (as a request cgroup would), and reaps adopted processes that have exited (the
+//!   server's children other than the script leaders, which their guards reap);
 //! - the run is recorded in a small state file (`cgi_state`, see docs/cgi.md): a server
 //!   started after a crash (`kill -9`) reads the previous run there and kills every process
 //!   still marked with it ([`Orphans::take_over`]), then records its own; a clean stop kills
@@ -34,6 +35,8 @@ pub struct Orphans {
     running: Mutex<HashSet<u64>>,
     /// Adopted processes killed and not reaped yet.
     killed: Mutex<HashSet<i32>>,
+    /// Script leaders (reaped by their own guards, never by the sweep).
+    leaders: Mutex<HashSet<i32>>,
     state_file: Mutex<Option<PathBuf>>,
 }
 
@@ -60,6 +63,7 @@ impl Orphans {
             seq: AtomicU64::new(0),
             running: Mutex::new(HashSet::new()),
             killed: Mutex::new(HashSet::new()),
+            leaders: Mutex::new(HashSet::new()),
             state_file: Mutex::new(None),
         }
     }
@@ -114,6 +118,22 @@ impl Orphans {
         (n, (MARK.to_owned(), format!("{}.{n}", self.run)))
     }
 
+    /// Request `n`'s script was started as process `pid` (its own guard reaps it).
+    pub fn started(&self, pid: i32) {
+        self.leaders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pid);
+    }
+
+    /// Script leader `pid` has been reaped.
+    pub fn reaped(&self, pid: i32) {
+        self.leaders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pid);
+    }
+
     /// Request `n`'s script has been reaped (or never started): what it left is an orphan.
     pub fn end(&self, n: u64) {
         self.running
@@ -152,9 +172,19 @@ impl Orphans {
         n
     }
 
+    /// Reap the adopted processes that have exited: those killed here, and any other child
+    /// that has exited and is not a script leader (a member of a killed process group that
+    /// was re-parented to the server, a daemon that ended by itself). In `triage serve` the
+    /// scripts are the server's only children.
     fn reap_killed(&self) {
         let mut killed = self.killed.lock().unwrap_or_else(|p| p.into_inner());
         killed.retain(|&pid| !os::reaper::reap(pid));
+        let leaders = self.leaders.lock().unwrap_or_else(|p| p.into_inner());
+        for pid in os::reaper::zombie_children() {
+            if !leaders.contains(&pid) {
+                os::reaper::reap(pid);
+            }
+        }
     }
 
     /// The server stops: kill every process of this run still there (waiting up to a second
