@@ -22,6 +22,18 @@ struct Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
+        // SIGTERM first: a clean stop removes the server's cgroups and state file.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         kill_marked_by(self.child.id());
