@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -176,9 +177,30 @@ async fn a_fifo_in_the_root_is_404_at_once_and_blocks_nothing() {
     cfg.admin = Some("127.0.0.1:0".parse().unwrap());
     let s = start(cfg).await;
     let t0 = Instant::now();
-    // Two at once: before the fix each held a runtime thread in open(2) for good.
-    let (a, b) = tokio::join!(get(s.addr, "/fifo", ""), get(s.addr, "/fifo", ""));
-    assert_eq!((a.status, b.status), (404, 404));
+    // Two at once, from threads of their own with socket timeouts: before the fix each held a
+    // runtime thread in open(2) until a writer came, so the test's own timers stopped too.
+    let ask = |addr: std::net::SocketAddr| {
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            c.write_all(b"GET /fifo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    let (a, b) = (ask(s.addr), ask(s.addr));
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    if !(a.starts_with("HTTP/1.1 404") && b.starts_with("HTTP/1.1 404")) {
+        // Unblock the server's opens (a writer arrives) so that the test can end.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+        panic!("FIFO requests not answered 404 at once: {a:?} {b:?}");
+    }
     assert_eq!(get(s.addr, "/ok.txt", "").await.status, 200);
     let h = get(s.admin.unwrap(), "/healthz", "").await;
     assert_eq!(h.body, b"ok\n");
