@@ -210,3 +210,28 @@ async fn a_daemon_that_left_the_process_group_does_not_outlive_its_request() {
     }
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_body_is_logged_499() {
+    let (t, mut cfg) = script_site(&[(
+        "slow.sh",
+        "#!/bin/sh\ncat > /dev/null\nprintf 'Content-Type: text/plain\\n\\nok\\n'\n",
+    )]);
+    let log = t.path().join("access.log");
+    cfg.access_log = Some(log.clone());
+    let s = start(cfg).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"POST /cgi-bin/slow.sh HTTP/1.1\r\nHost: site.test\r\nContent-Length: 100000\r\n\r\npartial")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.stop().await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("\"POST /cgi-bin/slow.sh HTTP/1.1\" 499 "),
+        "{text}"
+    );
+    assert!(!text.contains(" 503 "), "{text}");
+}
