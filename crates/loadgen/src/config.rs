@@ -133,6 +133,12 @@ impl AcceptEncoding {
     }
 }
 
+impl std::fmt::Display for AcceptEncoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for AcceptEncoding {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -146,6 +152,18 @@ impl std::str::FromStr for AcceptEncoding {
         .ok_or_else(|| format!("unknown value {s:?} (known: gzip, identity, none)"))
     }
 }
+
+/// Emulated browsers unless told otherwise.
+pub const DEFAULT_BROWSERS: usize = 1;
+/// Parallel connections per browser for embedded objects (K) unless told otherwise (Netscape
+/// 3 used 4).
+pub const DEFAULT_PARALLEL: usize = 4;
+/// How long a run schedules pages unless told otherwise (and no page count bounds it).
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// Per-request timeout unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Seed of all randomness unless told otherwise.
+pub const DEFAULT_SEED: u64 = 1;
 
 /// Everything a run needs. Build it with [`LoadConfig::new`] and set the public fields.
 #[derive(Clone, Debug, Serialize)]
@@ -192,13 +210,14 @@ pub struct LoadConfig {
 }
 
 impl LoadConfig {
-    /// A config with defaults: 1 browser, K=4, keep-alive, closed loop without think time,
-    /// 10 s, timeout 10 s, seed 1.
+    /// A config with the defaults: [`DEFAULT_BROWSERS`], [`DEFAULT_PARALLEL`], keep-alive,
+    /// closed loop without think time, [`DEFAULT_DURATION`], [`DEFAULT_TIMEOUT`],
+    /// [`DEFAULT_SEED`].
     pub fn new(url_pattern: impl Into<String>) -> Self {
         LoadConfig {
             url_pattern: url_pattern.into(),
-            browsers: 1,
-            parallel: 4,
+            browsers: DEFAULT_BROWSERS,
+            parallel: DEFAULT_PARALLEL,
             conn_mode: ConnMode::KeepAlive,
             arrival: Arrival::Closed {
                 think: Duration::ZERO,
@@ -207,11 +226,11 @@ impl LoadConfig {
             plain: false,
             throttle_bps: None,
             rcvbuf: None,
-            duration: Some(Duration::from_secs(10)),
+            duration: Some(DEFAULT_DURATION),
             max_pages: None,
-            timeout: Duration::from_secs(10),
+            timeout: DEFAULT_TIMEOUT,
             drain: None,
-            seed: 1,
+            seed: DEFAULT_SEED,
             progress: false,
             max_html_bytes: 4 << 20,
             accept_encoding: AcceptEncoding::None,

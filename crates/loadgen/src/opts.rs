@@ -1,15 +1,19 @@
 //! The options of `triage load` as a person gives them ([`LoadOpts`], a `clap::Args` the
 //! binary flattens), and [`LoadOpts::config`], which turns them into a [`LoadConfig`]: every
-//! option and its default is defined here once. A flag that does not belong to the chosen
-//! mode is an error, never ignored. Durations, rates and sizes are read by `units`
-//! (`500ms`, `10Mbit`, `200KB/s`, `8KiB`).
+//! option is defined here once, its default taken from [`crate::config`]'s `DEFAULT_*` (the
+//! ones [`LoadConfig::new`] uses). A flag that does not belong to the chosen mode is an error,
+//! never ignored. Durations, rates and sizes are read by `units` (`500ms`, `10Mbit`,
+//! `200KB/s`, `8KiB`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
 
-use crate::config::{AcceptEncoding, Arrival, ConnMode, LoadConfig, RandomDist, ThinkDist};
+use crate::config::{
+    AcceptEncoding, Arrival, ConnMode, LoadConfig, RandomDist, ThinkDist, DEFAULT_BROWSERS,
+    DEFAULT_DURATION, DEFAULT_PARALLEL, DEFAULT_SEED, DEFAULT_TIMEOUT,
+};
 use crate::LoadError;
 
 /// Arrival mode.
@@ -66,8 +70,8 @@ pub enum Think {
     Exp,
 }
 
-fn byte_rate(s: &str) -> Result<f64, units::UnitError> {
-    units::parse_rate(s)
+fn positive_duration(s: &str) -> Result<units::Dur, units::UnitError> {
+    units::parse_positive_duration(s).map(units::Dur)
 }
 
 fn buffer_size(s: &str) -> Result<usize, String> {
@@ -84,7 +88,7 @@ fn buffer_size(s: &str) -> Result<usize, String> {
 Rates: 200KB/s, 10Mbit, 64KiB/s (bare number = bytes/s). Sizes: 8192, 8KiB, 8KB. \
 See docs/load.md.")]
 pub struct LoadOpts {
-    /// Page URL, http://host[:port]/path; may contain {browser} (0-based browser index) and
+    /// Page URL, `http://host[:port]/path`; may contain {browser} (0-based browser index) and
     /// {page} (0-based page number of that browser) for unique URLs per browser.
     #[arg(value_name = "URL")]
     pub url: Option<String>,
@@ -95,11 +99,11 @@ pub struct LoadOpts {
     #[arg(long, value_enum, default_value = "closed")]
     pub mode: Mode,
     /// Number of emulated browsers (not for rate mode: see --connections).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = DEFAULT_BROWSERS)]
     pub browsers: usize,
     /// Parallel connections per browser for embedded objects (K; no effect with --plain or
     /// --mode rate, which make one request per unit).
-    #[arg(long, short = 'k', default_value_t = 4)]
+    #[arg(long, short = 'k', default_value_t = DEFAULT_PARALLEL)]
     pub parallel: usize,
     /// Keep-alive connections or one connection per request.
     #[arg(long, value_enum, default_value = "keep-alive")]
@@ -133,10 +137,10 @@ pub struct LoadOpts {
     /// `bytes_decoded` the content); `identity` sends `Accept-Encoding: identity`; `none` sends
     /// no header, like wrk. A response in a coding not accepted is an `encoding` error, a
     /// corrupt gzip body a `decode` error.
-    #[arg(long, value_name = "gzip|identity|none", default_value = "none")]
-    pub accept_encoding: String,
+    #[arg(long, value_name = "gzip|identity|none", default_value_t = AcceptEncoding::default())]
+    pub accept_encoding: AcceptEncoding,
     /// Per-connection read rate (slow link), e.g. 10Mbit or 200KB/s.
-    #[arg(long, value_parser = byte_rate)]
+    #[arg(long, value_parser = units::parse_rate)]
     pub throttle: Option<f64>,
     /// SO_RCVBUF per connection [default: 8KiB when throttled, else the kernel's].
     #[arg(long, value_parser = buffer_size)]
@@ -148,13 +152,13 @@ pub struct LoadOpts {
     #[arg(long, visible_alias = "requests")]
     pub pages: Option<u64>,
     /// Per-request timeout (connect + whole response).
-    #[arg(long, value_parser = units::parse_positive_duration, default_value = "10s")]
-    pub timeout: Duration,
+    #[arg(long, value_parser = positive_duration, default_value_t = units::Dur(DEFAULT_TIMEOUT))]
+    pub timeout: units::Dur,
     /// After --duration, how long in-flight pages may finish [default: --timeout].
     #[arg(long, value_parser = units::parse_duration)]
     pub drain: Option<Duration>,
     /// Seed of all randomness (random arrivals, exponential think times).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
     /// Write pages.csv, summary.json and config.json into this directory.
     #[arg(long, value_name = "DIR")]
@@ -205,19 +209,16 @@ impl LoadOpts {
             Connection::Close => ConnMode::Close,
         };
         cfg.plain = self.plain;
-        cfg.accept_encoding = self
-            .accept_encoding
-            .parse::<AcceptEncoding>()
-            .map_err(|e| usage(format!("--accept-encoding: {e}")))?;
+        cfg.accept_encoding = self.accept_encoding;
         cfg.throttle_bps = self.throttle;
         cfg.rcvbuf = self.rcvbuf;
         cfg.max_pages = self.pages;
         cfg.duration = match (self.duration, self.pages, self.mode) {
             (Some(d), _, _) => Some(d),
             (None, Some(_), _) | (None, None, Mode::Trace) => None,
-            (None, None, _) => Some(Duration::from_secs(10)),
+            (None, None, _) => Some(DEFAULT_DURATION),
         };
-        cfg.timeout = self.timeout;
+        cfg.timeout = self.timeout.0;
         cfg.drain = self.drain;
         cfg.seed = self.seed;
         cfg.progress = !self.quiet && !self.json;
@@ -369,7 +370,9 @@ mod tests {
 
     #[test]
     fn accept_encoding_flag() {
-        let e = config_err(&["http://h/", "--accept-encoding", "br"]);
+        let e = parse(&["http://h/", "--accept-encoding", "br"])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("--accept-encoding") && e.contains("\"br\"") && e.contains("gzip"),
             "{e}"
@@ -384,6 +387,38 @@ mod tests {
             enc(&["http://h/", "--accept-encoding", "identity"]),
             AcceptEncoding::Identity
         );
+    }
+
+    #[test]
+    fn defaults_are_the_librarys() {
+        let c = parse(&["http://h/"]).unwrap().config().unwrap();
+        let d = LoadConfig::new("http://h/");
+        assert_eq!(
+            (c.browsers, c.parallel, c.conn_mode, c.duration, c.timeout),
+            (d.browsers, d.parallel, d.conn_mode, d.duration, d.timeout)
+        );
+        assert_eq!(
+            (c.seed, c.accept_encoding, c.plain),
+            (d.seed, d.accept_encoding, d.plain)
+        );
+        assert_eq!((c.max_pages, c.drain, c.throttle_bps), (None, None, None));
+        assert!(matches!(
+            c.arrival,
+            Arrival::Closed { think, think_dist: ThinkDist::Fixed } if think.is_zero()
+        ));
+        let help = LoadOpts::augment_args(clap::Command::new("t"))
+            .render_help()
+            .to_string();
+        assert!(
+            help.contains("[default: 10s]") && help.contains("[default: none]"),
+            "{help}"
+        );
+        // A page count alone bounds the run; without either, the default duration does.
+        let c = parse(&["http://h/", "--pages", "3"])
+            .unwrap()
+            .config()
+            .unwrap();
+        assert_eq!((c.duration, c.max_pages), (None, Some(3)));
     }
 
     #[test]

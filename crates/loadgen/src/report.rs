@@ -331,7 +331,6 @@ impl Report {
     }
 }
 
-/// Quotes a CSV field when it holds a comma, quote or line break.
 #[cfg(test)]
 mod tests {
     use super::*;
