@@ -134,7 +134,15 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let found = orphans("OS_REAPER_TEST", mark.as_bytes());
+        // Until it has exec'd, the child shows the environment it was forked with.
+        let mut found = Vec::new();
+        for _ in 0..200 {
+            found = orphans("OS_REAPER_TEST", mark.as_bytes());
+            if !found.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert_eq!(found, vec![(pid, mark.clone().into_bytes())]);
         assert!(marked("OS_REAPER_TEST", mark.as_bytes())
             .iter()

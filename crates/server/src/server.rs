@@ -445,17 +445,17 @@ fn spawn_background(
 
 /// Give memory back to the system after connections leave. The allocator keeps the memory of
 /// freed connections (buffers, tasks) for reuse; when the open connections have dropped to
-/// half their peak (and by 256 or more) since the last look, `malloc_trim` returns what is
-/// free to the kernel (glibc; a no-op elsewhere), and once more a second later. Checked every
-/// second, trimmed on the blocking pool.
+/// half their peak (and by 256 or more), `malloc_trim` returns what is free to the kernel
+/// (glibc; a no-op elsewhere), then twice more a second apart. Checked every second, trimmed
+/// on the blocking pool.
 fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut iv = tokio::time::interval(Duration::from_secs(1));
         iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut peak = 0u64;
-        // Trim once more a second later: some memory of closed connections is freed after
-        // their tasks end (deferred deregistration, buffers dropped late).
-        let mut again = false;
+        // Trims still to come: some memory of closed connections is freed after their tasks
+        // end (deferred deregistration, buffers dropped late, connections still closing).
+        let mut again = 0u32;
         loop {
             tokio::select! {
                 _ = iv.tick() => {}
@@ -465,9 +465,10 @@ fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::Join
             peak = peak.max(ctx.metrics().take_peak_conns());
             if peak >= open + 256 && open <= peak / 2 {
                 peak = open;
-                again = true;
-                let _ = tokio::task::spawn_blocking(trim_heap).await;
-            } else if std::mem::take(&mut again) {
+                again = 3;
+            }
+            if again > 0 {
+                again -= 1;
                 let _ = tokio::task::spawn_blocking(trim_heap).await;
             }
         }
