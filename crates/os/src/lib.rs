@@ -2,7 +2,8 @@
 //! per-thread state goes through here: cgroups ([`cgroup`]), `/proc` readers ([`procfs`]),
 //! CPU affinity ([`cpu`]), network namespaces ([`netns`], `setns`), kernel parameters
 //! ([`sysctl`]), thread priority and scheduler slice ([`prio`], `setpriority`,
-//! `sched_setattr`), CPU clocks ([`cputime`]) and process liveness ([`task`]). Other crates call these; none reads `/proc` or
+//! `sched_setattr`), CPU clocks ([`cputime`]), process liveness ([`task`]) and keeping started processes in
+//! reach ([`reaper`]: child subreaper, processes marked in their environment). Other crates call these; none reads `/proc` or
 //! `/sys`, or makes these system calls, itself (`scripts/check_layout.py` checks it).
 #![warn(missing_docs)]
 pub mod cgroup;
@@ -11,6 +12,7 @@ pub mod cputime;
 pub mod netns;
 pub mod prio;
 pub mod procfs;
+pub mod reaper;
 pub mod sysctl;
 pub mod task;
 

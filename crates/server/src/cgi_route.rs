@@ -152,9 +152,14 @@ where
     }
 }
 
+/// What the log and the counters record for a request whose client went away before its
+/// answer (nginx's 499 "client closed request"; never sent, nobody is there to read it).
+pub const CLIENT_CLOSED: u16 = 499;
+
 /// The answer to a request whose client is gone (nobody reads it; hyper closes).
 fn gone() -> Response<ServeBody> {
-    let mut r = crate::static_file::simple(StatusCode::SERVICE_UNAVAILABLE);
+    let status = StatusCode::from_u16(CLIENT_CLOSED).expect("a valid status code");
+    let mut r = crate::static_file::simple(status);
     r.headers_mut()
         .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
     r

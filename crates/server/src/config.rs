@@ -274,7 +274,9 @@ pub struct Config {
     #[serde(with = "units::serde::duration")]
     pub boost_slice: Duration,
 
-    /// Most simultaneous connections; more are answered 503 and closed.
+    /// Most simultaneous connections. At the limit the oldest idle connections (nothing sent
+    /// yet, or idle keep-alive) are closed to make room; only when none is idle is a newcomer
+    /// answered 503 and closed.
     pub max_conns: usize,
     /// Largest request head (hyper's buffer; at least 8192).
     #[serde(with = "units::serde::size")]
@@ -306,6 +308,12 @@ pub struct Config {
     pub pfs_log: Option<PathBuf>,
     /// Combined Log Format; `-` = stdout.
     pub access_log: Option<PathBuf>,
+
+    /// Where the run of this server's CGI scripts is recorded, so that a server started after
+    /// a crash kills what the previous run's scripts left (docs/cgi.md); `None` = in
+    /// `$XDG_RUNTIME_DIR/triage`, `/run/triage` (root) or `<temp dir>/triage-<uid>`, named
+    /// after `listen` (none for port 0).
+    pub cgi_state: Option<PathBuf>,
 
     /// Resource containers (`[[container]]`, see docs/containers.md); none = no `share`.
     #[serde(rename = "container")]
@@ -344,6 +352,7 @@ impl Default for Config {
             gzip: GzipConfig::default(),
             pfs_log: None,
             access_log: None,
+            cgi_state: None,
             containers: Vec::new(),
         }
     }
@@ -483,6 +492,16 @@ impl Config {
         for (i, s) in self.sites.iter().enumerate() {
             if s.name.is_empty() {
                 return Err(bad(&format!("site[{i}].name"), "must not be empty".into()));
+            }
+            // Host matching ignores case: two sites answering one name would hide the second.
+            if let Some(j) = self.sites[..i]
+                .iter()
+                .position(|o| o.name.eq_ignore_ascii_case(&s.name))
+            {
+                return Err(bad(
+                    &format!("site[{i}].name"),
+                    format!("`{}` is already the name of site[{j}]", s.name),
+                ));
             }
         }
         self.container_tree()?;

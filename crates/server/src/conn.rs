@@ -21,13 +21,17 @@ use tokio::sync::{mpsc, watch};
 
 use crate::body::ServeBody;
 use crate::ctx::{Conn, Ctx, Timeouts};
+use crate::reclaim::Reclaim;
+use crate::request_line::{LineScan, Verdict};
 
 /// The socket, telling its [`Conn`] when a request head starts arriving and when writes
-/// progress (what the watchdog reads).
+/// progress (what the watchdog reads), and checking each request line as it arrives
+/// ([`LineScan`]): a refused line is answered here and the parser sees the end of the stream.
 struct ConnIo {
     stream: TcpStream,
     conn: Conn,
     epoch: Instant,
+    scan: LineScan,
 }
 
 impl ConnIo {
@@ -43,9 +47,23 @@ impl AsyncRead for ConnIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.conn.refused().is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        let starting = this.conn.at_rest();
         let before = buf.filled().len();
         let r = Pin::new(&mut this.stream).poll_read(cx, buf);
         if buf.filled().len() > before {
+            if starting {
+                this.scan.start();
+            }
+            if let Verdict::Refuse(status) = this.scan.feed(&mut buf.filled_mut()[before..]) {
+                // The parser sees the end of the stream; the client gets the answer.
+                buf.set_filled(before);
+                this.conn.set_refused(status);
+                let _ = this.stream.try_write(&crate::request_line::answer(status));
+                return Poll::Ready(Ok(()));
+            }
             this.conn.read_some(this.now());
         }
         r
@@ -129,10 +147,27 @@ pub struct Serving {
     pub stop: watch::Receiver<bool>,
     /// Held by every connection task: the server's shutdown waits until all are dropped.
     pub running: mpsc::Sender<()>,
+    /// Longest request head (`max_header_size`): a request line this long is 414.
+    pub max_head: usize,
+    /// Every open connection, for reclaiming idle ones at `max_conns`.
+    pub reclaim: Arc<Reclaim>,
 }
 
-/// Serve `stream` until the client closes, a timeout passes, or the server stops.
-pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
+/// A connection just accepted from `peer`: its worker checked out and its entry in the table
+/// of open connections (at once, so that the accept loop can reclaim it before its task
+/// first runs). Hand it to [`serve`].
+pub fn open(s: &Serving, stream: &TcpStream, peer: SocketAddr) -> Conn {
+    let worker = s.ctx.gate().checkout();
+    let local = stream.local_addr().unwrap_or(peer);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+    let conn = Conn::new(worker, peer, local, fd, s.ctx.now());
+    s.reclaim.insert(&conn);
+    conn
+}
+
+/// Serve `stream` (opened by [`open`] as `conn`) until the client closes, a timeout passes,
+/// the server stops or reclaims the connection.
+pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
     let Serving {
         ctx,
         http,
@@ -140,15 +175,15 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
         epoch,
         mut stop,
         running,
+        max_head,
+        reclaim,
     } = s;
-    let worker = ctx.gate().checkout();
-    let local = stream.local_addr().unwrap_or(peer);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let conn = Conn::new(worker, peer, local, fd, ctx.now());
+    let worker = conn.worker();
     let io = TokioIo::new(ConnIo {
         stream,
         conn: conn.clone(),
         epoch,
+        scan: LineScan::new(max_head),
     });
     let svc = ConnService {
         ctx: ctx.clone(),
@@ -173,12 +208,27 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
                 r = c.as_mut() => {
                     if let Err(e) = r {
                         tracing::debug!(error = %e, "connection ended with an error");
+                        if let Some(status) = parser_answer(&e) {
+                            ctx.answered_unparsed(&conn, status);
+                        }
                     }
                     break;
                 }
                 _ = stop.changed(), if !stopping => {
                     stopping = true;
+                    // Between requests (idle, or a head still arriving) nothing is lost by
+                    // closing now; a request being answered finishes first.
+                    if !conn.is_busy() {
+                        break;
+                    }
                     c.as_mut().graceful_shutdown();
+                }
+                _ = conn.evicted() => {
+                    // A request may have started since the eviction was decided: it goes on.
+                    if conn.at_rest() {
+                        ctx.metrics().conn_reclaimed();
+                        break;
+                    }
                 }
                 _ = &mut watchdog => {
                     let now = ctx.now();
@@ -190,8 +240,33 @@ pub async fn serve(s: Serving, stream: TcpStream, peer: SocketAddr) {
                 }
             }
         }
+        // Out of the table while the socket is still open (the table peeks at sockets).
+        reclaim.remove(&conn);
     } // the connection (and its socket) is dropped here
+    if let Some(status) = conn.refused() {
+        ctx.answered_unparsed(&conn, status);
+    }
     ctx.gate().checkin(worker);
     ctx.metrics().conn_closed();
     drop(running);
+}
+
+/// The status hyper answered for a parse error that ended the connection, if it answered one
+/// (it sends 400, 414 or 431 and closes; an HTTP/2 preface or an internal error gets nothing).
+fn parser_answer(e: &hyper::Error) -> Option<u16> {
+    if !e.is_parse() || e.is_parse_version_h2() || e.is_parse_status() {
+        return None;
+    }
+    let text = e.to_string();
+    if e.is_parse_too_large() {
+        Some(if text.contains("URI too long") {
+            414
+        } else {
+            431
+        })
+    } else if text.starts_with("internal") {
+        None
+    } else {
+        Some(400)
+    }
 }

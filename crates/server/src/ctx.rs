@@ -122,6 +122,23 @@ impl Ctx {
         }
         conn.response_done(self.now());
     }
+
+    /// The connection's request was answered `status` before it reached a handler (by the
+    /// HTTP parser, or by the request-line check): count and log it like any answer. The
+    /// access log shows `-` for the request line, which was not parsed.
+    pub fn answered_unparsed(&self, conn: &Conn, status: u16) {
+        self.0.metrics.record(status, 0);
+        if let Some(log) = &self.0.access_log {
+            let rec = AccessRecord {
+                remote: conn.remote().ip(),
+                time: std::time::SystemTime::now(),
+                request_line: "-".into(),
+                referer: String::new(),
+                user_agent: String::new(),
+            };
+            log.write(rec, status, 0);
+        }
+    }
 }
 
 /// A connection's timeouts, in nanoseconds.
@@ -145,6 +162,11 @@ struct ConnState {
     idle_since: AtomicU64,
     head_since: AtomicU64,
     last_write: AtomicU64,
+    /// A status answered before parsing (request-line check), 0 if none.
+    refused: std::sync::atomic::AtomicU16,
+    /// Set when the server reclaims the connection's slot (see `reclaim`).
+    evicting: AtomicBool,
+    evict: tokio::sync::Notify,
 }
 
 /// One connection: the worker serving it, its addresses and socket, and when it last made
@@ -181,6 +203,9 @@ impl Conn {
             idle_since: AtomicU64::new(now),
             head_since: AtomicU64::new(0),
             last_write: AtomicU64::new(now),
+            refused: std::sync::atomic::AtomicU16::new(0),
+            evicting: AtomicBool::new(false),
+            evict: tokio::sync::Notify::new(),
         }))
     }
 
@@ -217,6 +242,56 @@ impl Conn {
     pub fn response_done(&self, now: u64) {
         self.0.idle_since.store(now, Relaxed);
         self.0.busy.store(false, Relaxed);
+    }
+
+    /// Whether a handler is running (a request is being answered).
+    pub fn is_busy(&self) -> bool {
+        self.0.busy.load(Relaxed)
+    }
+
+    /// Whether the next bytes to arrive start a request head: between responses, with no
+    /// byte of a head read yet.
+    pub fn at_rest(&self) -> bool {
+        !self.0.busy.load(Relaxed) && self.0.head_since.load(Relaxed) == 0
+    }
+
+    /// The request line was refused with `status` before parsing (answered by the connection).
+    pub fn set_refused(&self, status: u16) {
+        self.0.refused.store(status, Relaxed);
+    }
+
+    /// When the connection last became idle (accepted, or its last response done), ns.
+    pub fn idle_since(&self) -> u64 {
+        self.0.idle_since.load(Relaxed)
+    }
+
+    /// Ask the connection to close (its slot is reclaimed); `false` if already asked.
+    pub fn evict(&self) -> bool {
+        if self.0.evicting.swap(true, Relaxed) {
+            return false;
+        }
+        self.0.evict.notify_one();
+        true
+    }
+
+    /// Whether [`Conn::evict`] was called.
+    pub fn evicting(&self) -> bool {
+        self.0.evicting.load(Relaxed)
+    }
+
+    /// Resolves once [`Conn::evict`] has been called.
+    pub async fn evicted(&self) {
+        self.0.evict.notified().await
+    }
+
+    /// An identity for tables of connections (the address of its shared state).
+    pub fn key(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    /// The status of [`Conn::set_refused`], if any.
+    pub fn refused(&self) -> Option<u16> {
+        Some(self.0.refused.load(Relaxed)).filter(|s| *s != 0)
     }
 
     /// Bytes arrived at `now`: between responses, a request head has started.

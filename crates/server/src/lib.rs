@@ -2,14 +2,16 @@
 //!
 //! `triage serve` is this crate behind clap. Modules, leaves first (each uses only modules
 //! above it in this list; the gate itself is the `gate` crate):
-//! - [`headers`], [`resolve`], [`store`], [`logs`], [`demo`], [`fields`]: pure request-header
-//!   logic, safe path resolution, the files of a site, the log writers, the built-in demo site,
-//!   struct field names for config checks;
+//! - [`headers`], [`admission`], [`request_line`], [`resolve`], [`store`], [`logs`], [`demo`], [`fields`]: pure
+//!   request-header logic, the checks a request head must pass before routing, safe path
+//!   resolution, the files of a site, the log writers, the built-in demo site, struct field
+//!   names for config checks;
 //! - [`cgi`]: CGI/1.1 (RFC 3875) scripts run in per-request cgroups;
 //! - [`containers`]: resource containers (seed 003) mirrored in cgroups and in the gate;
 //! - [`config`], [`overrides`]: the TOML configuration and the flags laid over it;
 //! - [`site`]: virtual hosts; [`metrics`]: counters and the Prometheus text;
 //! - [`ctx`]: what connections and requests share ([`ctx::Ctx`], [`ctx::Conn`]);
+//! - [`reclaim`]: the open connections, and closing idle ones at `max_conns`;
 //! - [`body`]: response bodies produced chunk by chunk, one gate burst per chunk;
 //! - [`static_file`], [`cgi_route`]: the two ways a request is answered;
 //! - [`router`]: picks the site and the handler; [`conn`]: one connection; [`admin`]: the
@@ -19,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod admission;
 pub mod body;
 pub mod cgi;
 pub mod cgi_route;
@@ -32,6 +35,8 @@ pub mod headers;
 pub mod logs;
 pub mod metrics;
 pub mod overrides;
+pub mod reclaim;
+pub mod request_line;
 pub mod resolve;
 pub mod router;
 pub mod server;

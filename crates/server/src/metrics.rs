@@ -15,6 +15,8 @@ pub struct Metrics {
     conns_accepted: AtomicU64,
     conns_refused: AtomicU64,
     conns_timed_out: AtomicU64,
+    conns_reclaimed: AtomicU64,
+    conns_peak: AtomicU64,
     conns_open: AtomicU64,
 }
 
@@ -26,6 +28,8 @@ impl Default for Metrics {
             conns_accepted: AtomicU64::new(0),
             conns_refused: AtomicU64::new(0),
             conns_timed_out: AtomicU64::new(0),
+            conns_reclaimed: AtomicU64::new(0),
+            conns_peak: AtomicU64::new(0),
             conns_open: AtomicU64::new(0),
         }
     }
@@ -35,7 +39,8 @@ impl Metrics {
     /// A connection was accepted: it is open until [`Metrics::conn_closed`].
     pub fn conn_accepted(&self) {
         self.conns_accepted.fetch_add(1, Relaxed);
-        self.conns_open.fetch_add(1, Relaxed);
+        let open = self.conns_open.fetch_add(1, Relaxed) + 1;
+        self.conns_peak.fetch_max(open, Relaxed);
     }
 
     /// An accepted connection was closed.
@@ -51,6 +56,18 @@ impl Metrics {
     /// A connection was closed by a timeout (it is still counted open until closed).
     pub fn conn_timed_out(&self) {
         self.conns_timed_out.fetch_add(1, Relaxed);
+    }
+
+    /// An idle connection was closed to make room for a newcomer (at `max_conns`).
+    pub fn conn_reclaimed(&self) {
+        self.conns_reclaimed.fetch_add(1, Relaxed);
+    }
+
+    /// The most connections open at once since the last call, which starts a new period at
+    /// the connections open now.
+    pub fn take_peak_conns(&self) -> u64 {
+        let open = self.conns_open.load(Relaxed);
+        self.conns_peak.swap(open, Relaxed).max(open)
     }
 
     /// Connections open now.
@@ -226,6 +243,12 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
         "counter",
         "Connections closed by a header, keep-alive or send timeout.",
         m.conns_timed_out.load(Relaxed)
+    );
+    metric!(
+        "triage_connections_reclaimed_total",
+        "counter",
+        "Idle connections closed to make room at max_conns.",
+        m.conns_reclaimed.load(Relaxed)
     );
     let _ = writeln!(
         o,

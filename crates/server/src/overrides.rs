@@ -118,9 +118,14 @@ pub struct Overrides {
     /// Write a Combined Log Format access log to FILE (`-` = stdout).
     #[arg(long, value_name = "FILE")]
     pub access_log: Option<PathBuf>,
-    /// Most simultaneous connections; more are answered 503 and closed.
+    /// Most simultaneous connections: at the limit the oldest idle ones are closed to make
+    /// room; when none is idle, newcomers are answered 503 and closed.
     #[arg(long)]
     pub max_conns: Option<usize>,
+    /// Record the run of the CGI scripts in FILE, so that a server started after a crash
+    /// kills what they left (default: a file named after --listen in the runtime directory).
+    #[arg(long, value_name = "FILE")]
+    pub cgi_state: Option<PathBuf>,
     /// Time allowed to send a request head (also the wait for a new connection's first
     /// request), e.g. 10s.
     #[arg(long, value_parser = units::parse_positive_duration)]
@@ -162,7 +167,7 @@ impl Config {
             first_chunk,
             sndbuf
         );
-        set!(pfs_log, access_log);
+        set!(pfs_log, access_log, cgi_state);
         let p = &mut self.policy;
         if let Some(name) = &o.policy {
             p.name = name.clone();

@@ -15,14 +15,17 @@ pub enum Reject {
     Forbidden,
 }
 
-/// A resolved path: decoded segments (no `.`/`..`/empty ones) and whether the request path
-/// ended with `/` (a directory request).
+/// A resolved path: decoded segments (no `.`/`..`/empty ones), whether the request path
+/// ended with `/`, and whether it names a directory (ends with `/` or `/.`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     /// Decoded segments, none of them `.`, `..` or empty.
     pub segments: Vec<Vec<u8>>,
     /// Whether the request path ended with `/`.
     pub trailing_slash: bool,
+    /// Whether the path can only name a directory: it ends with `/` or with a `.` segment
+    /// (`/a/` and `/a/.`; a file there is 404).
+    pub names_dir: bool,
 }
 
 impl Resolved {
@@ -63,8 +66,10 @@ pub fn resolve(path: &str) -> Result<Resolved, Reject> {
     }
     let mut segments = Vec::new();
     let mut trailing_slash = false;
+    let mut names_dir = false;
     for seg in raw[1..].split(|&b| b == b'/') {
         trailing_slash = seg.is_empty();
+        names_dir = trailing_slash;
         if seg.is_empty() {
             continue;
         }
@@ -97,7 +102,10 @@ pub fn resolve(path: &str) -> Result<Resolved, Reject> {
             return Err(Reject::Forbidden);
         }
         match dec.as_slice() {
-            b"." => continue,
+            b"." => {
+                names_dir = true;
+                continue;
+            }
             b".." => return Err(Reject::Forbidden),
             _ => segments.push(dec),
         }
@@ -105,6 +113,7 @@ pub fn resolve(path: &str) -> Result<Resolved, Reject> {
     Ok(Resolved {
         segments,
         trailing_slash,
+        names_dir,
     })
 }
 
@@ -130,6 +139,11 @@ mod tests {
         assert_eq!(segs("/a%20b"), vec!["a b"]);
         assert!(resolve("/dir/").unwrap().trailing_slash);
         assert!(!resolve("/dir").unwrap().trailing_slash);
+        assert!(resolve("/dir/").unwrap().names_dir);
+        assert!(resolve("/f.txt/.").unwrap().names_dir);
+        assert!(resolve("/f.txt/%2e").unwrap().names_dir);
+        assert!(!resolve("/f.txt").unwrap().names_dir);
+        assert!(!resolve("/./f.txt").unwrap().names_dir);
         assert_eq!(resolve("/x/y.PNG").unwrap().extension(), Some("PNG"));
         assert_eq!(resolve("/a/b").unwrap().rel_path(), b"a/b");
     }

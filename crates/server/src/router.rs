@@ -1,4 +1,6 @@
-//! One request on a connection: pick the site by `Host`, hand the request to CGI when its path
+//! One request on a connection: check its head ([`crate::admission`]: Host, transfer coding,
+//! absolute form; refused with 400/501 and `Connection: close`), pick the site by the host it
+//! names, hand the request to CGI when its path
 //! is under one of the site's script directories and to the static files otherwise, and attach
 //! the completion record (metrics, access log, connection idle) to the response.
 //!
@@ -19,12 +21,20 @@ pub async fn dispatch(ctx: &Ctx, conn: &Conn, req: Request<Incoming>) -> Respons
     let access = ctx
         .access_log()
         .map(|_| Box::new(access_record(conn, &req)));
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| req.uri().host());
-    let site = ctx.sites().pick(host);
+    let site = match crate::admission::admit(req.version(), req.uri(), req.headers()) {
+        Ok(host) => ctx.sites().pick(host),
+        Err(refusal) => {
+            tracing::debug!(status = refusal.status.as_u16(), "refused: {}", refusal.why);
+            let mut resp = crate::static_file::simple(refusal.status);
+            // The body (if any) is not read: the connection cannot be reused.
+            resp.headers_mut()
+                .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+            let status = resp.status().as_u16();
+            return resp.map(|b| {
+                b.with_completion(Completion::new(ctx.clone(), conn.clone(), status, access))
+            });
+        }
+    };
     let resp = match site.cgi_for(req.uri().path()) {
         Some(cgi) => crate::cgi_route::serve(ctx, conn, site, cgi, req).await,
         None => crate::static_file::serve(ctx, conn, site, req).await,

@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,12 +18,14 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
+use crate::cgi::orphans::Orphans;
 use crate::cgi::Cgi;
 use crate::config::{Config, ConfigError};
 use crate::conn::Serving;
 use crate::containers::Containers;
 use crate::ctx::{Bodies, Ctx, Timeouts};
 use crate::logs::{AccessLog, PfsLog};
+use crate::reclaim::Reclaim;
 use crate::site::{Site, Sites};
 use crate::store::{DirStore, Store};
 
@@ -72,6 +75,7 @@ pub struct Server {
     admin: Option<TcpListener>,
     ctx: Ctx,
     pfs_log: Option<PfsLog>,
+    orphans: Option<Arc<Orphans>>,
 }
 
 /// Build the tokio runtime for `cfg`: single-threaded when one thread is asked for (or the
@@ -93,8 +97,12 @@ pub fn runtime(cfg: &Config) -> io::Result<tokio::runtime::Runtime> {
     }
 }
 
-/// The sites of `cfg` with their stores and CGI handlers (the demo site if none).
-fn build_sites(cfg: &Config, containers: &mut Containers) -> Result<Sites, ServerError> {
+/// The sites of `cfg` with their stores and CGI handlers (the demo site if none), and the
+/// bookkeeping of script processes their CGI handlers share (if any site has CGI).
+fn build_sites(
+    cfg: &Config,
+    containers: &mut Containers,
+) -> Result<(Sites, Option<Arc<Orphans>>), ServerError> {
     let open = |p: &std::path::Path| {
         DirStore::open(p, cfg.cache_max_file, cfg.cache_budget)
             .map(Store::Dir)
@@ -133,6 +141,12 @@ fn build_sites(cfg: &Config, containers: &mut Containers) -> Result<Sites, Serve
     }
     let mut cgis: Vec<&mut Cgi> = built.iter_mut().filter_map(|(_, c)| c.as_mut()).collect();
     Cgi::share_places(&mut cgis)?;
+    let orphans = (!cgis.is_empty()).then(|| Arc::new(Orphans::new()));
+    if let Some(o) = &orphans {
+        for c in cgis.iter_mut() {
+            c.set_orphans(o.clone());
+        }
+    }
     for (mut site, cgi) in built {
         site.cgi = cgi;
         sites.push(site);
@@ -144,7 +158,7 @@ fn build_sites(cfg: &Config, containers: &mut Containers) -> Result<Sites, Serve
             cfg.index.clone(),
         ));
     }
-    Ok(Sites::new(sites))
+    Ok((Sites::new(sites), orphans))
 }
 
 fn log_error(what: &'static str, path: &std::path::Path) -> impl FnOnce(io::Error) -> ServerError {
@@ -157,7 +171,7 @@ impl Server {
     pub async fn bind(cfg: Config) -> Result<Self, ServerError> {
         cfg.validate()?;
         let mut containers = Containers::new(cfg.container_tree()?);
-        let sites = build_sites(&cfg, &mut containers)?;
+        let (sites, orphans) = build_sites(&cfg, &mut containers)?;
         let p = &cfg.policy;
         let policy = if containers.tree().is_empty() {
             policy::build(&p.name, &p.config)
@@ -191,6 +205,18 @@ impl Server {
             Some(a) => Some(bind_listener(a, "admin")?),
             None => None,
         };
+        // Only once the address is ours: a second server on the same address must not kill
+        // the first one's scripts.
+        if let Some(o) = &orphans {
+            let state = cfg
+                .cgi_state
+                .clone()
+                .or_else(|| crate::cgi::orphans::default_state_file(cfg.listen));
+            o.take_over(state.as_deref()).map_err(log_error(
+                "cgi state file",
+                state.as_deref().unwrap_or(Path::new("-")),
+            ))?;
+        }
         let bodies = Bodies {
             chunk: cfg.chunk as usize,
             first_chunk: cfg.first_chunk() as usize,
@@ -203,6 +229,7 @@ impl Server {
             admin,
             ctx,
             pfs_log,
+            orphans,
         })
     }
 
@@ -233,11 +260,15 @@ impl Server {
             admin,
             ctx,
             pfs_log,
+            orphans,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let (running, mut all_closed) = mpsc::channel::<()>(1);
         let pfs_log = pfs_log.map(Arc::new);
-        let bg = spawn_background(&ctx, pfs_log.clone(), stop_rx.clone());
+        let mut bg = spawn_background(&ctx, pfs_log.clone(), stop_rx.clone());
+        if let Some(o) = &orphans {
+            bg.push(spawn_sweeper(o.clone(), stop_rx.clone()));
+        }
         let admin_task =
             admin.map(|l| tokio::spawn(crate::admin::serve(l, ctx.clone(), stop_rx.clone())));
 
@@ -256,6 +287,8 @@ impl Server {
             epoch: Instant::now() - Duration::from_nanos(ctx.now()),
             stop: stop_rx,
             running,
+            max_head: cfg.max_header_size as usize,
+            reclaim: Arc::new(Reclaim::default()),
         };
         let mut shutdown = pin!(shutdown);
         loop {
@@ -273,17 +306,25 @@ impl Server {
                 }
             };
             let m = ctx.metrics();
-            if m.open_conns() >= cfg.max_conns as u64 {
-                m.conn_refused();
-                tokio::spawn(refuse(stream));
-                continue;
+            // Connections asked to close count as gone: one newcomer per eviction.
+            let open = m.open_conns().saturating_sub(serving.reclaim.pending());
+            if open >= cfg.max_conns as u64 {
+                // Reclaim idle connections (a sixteenth of the limit at a time, oldest first)
+                // before refusing the newcomer.
+                let batch = (cfg.max_conns / 16).max(1);
+                if serving.reclaim.evict(batch) == 0 {
+                    m.conn_refused();
+                    tokio::spawn(refuse(stream));
+                    continue;
+                }
             }
             m.conn_accepted();
             let _ = stream.set_nodelay(true);
             if let Some(n) = cfg.sndbuf {
                 let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n as usize);
             }
-            tokio::spawn(crate::conn::serve(serving.clone(), stream, peer));
+            let conn = crate::conn::open(&serving, &stream, peer);
+            tokio::spawn(crate::conn::serve(serving.clone(), stream, conn));
         }
         drop(listener);
         let _ = stop_tx.send(true);
@@ -304,8 +345,29 @@ impl Server {
             l.close()?;
         }
         ctx.containers().cleanup();
+        if let Some(o) = orphans {
+            let _ = tokio::task::spawn_blocking(move || o.shut_down()).await;
+        }
         Ok(())
     }
+}
+
+/// Every half second, kill what finished scripts left behind (`Orphans::sweep`; it reads
+/// `/proc`, so on the blocking pool).
+fn spawn_sweeper(o: Arc<Orphans>, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut iv = tokio::time::interval(Duration::from_millis(500));
+        iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = iv.tick() => {
+                    let o = o.clone();
+                    let _ = tokio::task::spawn_blocking(move || o.sweep()).await;
+                }
+                _ = stop.changed() => break,
+            }
+        }
+    })
 }
 
 fn bind_listener(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {
@@ -369,6 +431,7 @@ fn spawn_background(
             ));
         }
     }
+    tasks.push(spawn_trimmer(ctx.clone(), stop.clone()));
     if let Some(log) = pfs_log {
         let c = ctx.clone();
         tasks.push(every(
@@ -378,4 +441,45 @@ fn spawn_background(
         ));
     }
     tasks
+}
+
+/// Give memory back to the system after connections leave. The allocator keeps the memory of
+/// freed connections (buffers, tasks) for reuse; when the open connections have dropped to
+/// half their peak (and by 256 or more), `malloc_trim` returns what is free to the kernel
+/// (glibc; a no-op elsewhere), then twice more a second apart. Checked every second, trimmed
+/// on the blocking pool.
+fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut iv = tokio::time::interval(Duration::from_secs(1));
+        iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut peak = 0u64;
+        // Trims still to come: some memory of closed connections is freed after their tasks
+        // end (deferred deregistration, buffers dropped late, connections still closing).
+        let mut again = 0u32;
+        loop {
+            tokio::select! {
+                _ = iv.tick() => {}
+                _ = stop.changed() => break,
+            }
+            let open = ctx.metrics().open_conns();
+            peak = peak.max(ctx.metrics().take_peak_conns());
+            if peak >= open + 256 && open <= peak / 2 {
+                peak = open;
+                again = 3;
+            }
+            if again > 0 {
+                again -= 1;
+                let _ = tokio::task::spawn_blocking(trim_heap).await;
+            }
+        }
+    })
+}
+
+/// Return the allocator's free memory to the kernel.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

@@ -91,13 +91,15 @@ fn burst<B>(
     let (entry, mime) = match site.store.lookup(&rel) {
         // The decoded name has the same extension as the raw path unless the dot or the
         // extension was percent-encoded.
+        // `/file.txt/` and `/file.txt/.` name a directory that is not there.
+        Lookup::File(_) if resolved.names_dir => return simple(StatusCode::NOT_FOUND),
         Lookup::File(e) => match resolved.extension() {
             Some(x) if path.ends_with(x) => (e, path_mime),
             x => (e, mime_for(x)),
         },
         Lookup::Dir => {
-            if !resolved.trailing_slash && !resolved.segments.is_empty() {
-                let mut loc = path.to_owned();
+            if !resolved.names_dir && !resolved.segments.is_empty() {
+                let mut loc = redirect_path(path);
                 loc.push('/');
                 if let Some(q) = req.uri().query() {
                     loc.push('?');
@@ -133,6 +135,12 @@ fn burst<B>(
         }
     };
     respond(ctx, conn, req, entry, mime, head, hints)
+}
+
+/// The path of a redirect to `path`: with one leading slash, so that it cannot be read as a
+/// network-path reference (`//host/...`, which a client would resolve to another host).
+fn redirect_path(path: &str) -> String {
+    format!("/{}", path.trim_start_matches('/'))
 }
 
 fn header_str(h: &HeaderMap, n: header::HeaderName) -> Option<&str> {
@@ -279,5 +287,17 @@ impl ChunkSource for EntrySource {
 
     fn remaining(&self) -> Option<u64> {
         Some(self.end - self.pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_are_never_protocol_relative() {
+        assert_eq!(redirect_path("//sub"), "/sub");
+        assert_eq!(redirect_path("///evil.example/x"), "/evil.example/x");
+        assert_eq!(redirect_path("/a//b"), "/a//b");
     }
 }

@@ -2,6 +2,10 @@
 //! path or symlink can leave the document root) with a small content cache, or an in-memory
 //! map (the built-in demo site, tests).
 //!
+//! Files are opened non-blocking (`O_NONBLOCK`) and their type checked on the open
+//! descriptor: a FIFO, socket or device in the root is "not found" at once (as nginx answers
+//! them), never an open that waits for a writer on a runtime thread.
+//!
 //! The cache keeps, per (device, inode), the file's validators and header values and, for files
 //! up to `cache_max_file` bytes, the content. Every request still opens and `fstat`s the file,
 //! so a changed file (new mtime or size) is re-read at once; a total budget bounds memory (the
@@ -107,7 +111,7 @@ pub enum Lookup {
     File(Arc<Entry>),
     /// A directory.
     Dir,
-    /// No such file.
+    /// No such file, or not a regular file or directory (FIFO, socket, device).
     NotFound,
     /// Outside the root (symlink escape), or not readable.
     Forbidden,
@@ -187,7 +191,9 @@ impl DirStore {
         // SAFETY: `open_how` is a plain C struct of integers, for which all zeroes is a valid
         // value (no flags, no mode, no resolve restrictions) before the fields are set below.
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+        // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting (it
+        // changes nothing for regular files and directories, the only types served).
+        how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64;
         how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
         // SAFETY: valid fd, C string and open_how of the size passed.
         let fd = unsafe {
@@ -229,7 +235,8 @@ impl DirStore {
             return Lookup::Dir;
         }
         if !md.is_file() {
-            return Lookup::Forbidden;
+            // FIFOs, sockets, devices: not something a site serves.
+            return Lookup::NotFound;
         }
         let key = (md.dev(), md.ino());
         let stamp = (md.mtime(), md.mtime_nsec());
@@ -334,6 +341,18 @@ mod tests {
         assert!(matches!(s.lookup(b"out"), Lookup::Forbidden));
         assert!(matches!(s.lookup(b"nope"), Lookup::NotFound));
         assert!(matches!(s.lookup(b""), Lookup::Dir));
+    }
+
+    #[test]
+    fn a_fifo_is_not_found_at_once() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("fifo");
+        let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let s = DirStore::open(t.path(), 1024, 1 << 20).unwrap();
+        // Without O_NONBLOCK this open would wait for a writer forever.
+        assert!(matches!(s.lookup(b"fifo"), Lookup::NotFound));
     }
 
     #[test]

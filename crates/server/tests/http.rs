@@ -331,17 +331,22 @@ async fn access_log_in_combined_format() {
 }
 
 #[tokio::test]
-async fn connection_limit_answers_503() {
+async fn connection_limit_answers_503_when_no_connection_is_idle() {
     let t = site();
     let mut cfg = config(Some(t.path()));
     cfg.max_conns = 2;
+    cfg.sndbuf = Some(4096);
     cfg.admin = Some("127.0.0.1:0".parse().unwrap());
     let s = start(cfg).await;
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut c = TcpStream::connect(s.addr).await.unwrap();
-        // Make sure each is accepted and counted before the next.
-        c.write_all(b"GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+        socket2::SockRef::from(&c)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        // A response the client does not read keeps each connection busy (not idle, so not
+        // reclaimable).
+        c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
             .await
             .unwrap();
         let mut tmp = [0u8; 1024];

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::os::fd::AsRawFd;
+
 use bytes::{Bytes, BytesMut};
 use http::header::CONTENT_LENGTH;
 use http::{Request, Response, StatusCode};
@@ -16,10 +18,12 @@ use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 
 use super::config::{CgiConfig, CgiError};
+use super::orphans::Orphans;
 use super::outcome::{text, Outcome, Reply};
 use super::relay::{self, CgiRelay};
 use super::script::{Located, ScriptDirs};
 use super::spawn::{self, Placed};
+use super::spool;
 use super::stats::{AbortOnDrop, CgiStats, Tracker};
 use super::{env, parse};
 
@@ -92,6 +96,8 @@ pub struct Cgi {
     container: Option<Container>,
     warned: AtomicBool,
     stats: Arc<CgiStats>,
+    /// The marks and the bookkeeping that keep script processes in reach.
+    orphans: Arc<Orphans>,
 }
 
 impl std::fmt::Debug for Cgi {
@@ -161,6 +167,7 @@ impl Cgi {
             container: None,
             warned: AtomicBool::new(false),
             stats: Arc::new(CgiStats::default()),
+            orphans: Arc::new(Orphans::new()),
         })
     }
 
@@ -262,6 +269,11 @@ impl Cgi {
             }
         }
         Ok(())
+    }
+
+    /// Share one server's [`Orphans`] (every site's scripts carry its run's mark).
+    pub fn set_orphans(&mut self, o: Arc<Orphans>) {
+        self.orphans = o;
     }
 
     /// The site's CGI container, if any.
@@ -387,7 +399,7 @@ impl Cgi {
             path_info,
         } = p;
         let path = parts.uri.path().to_owned();
-        // The request body: streamed when its length is known, else read first.
+        // The request body: streamed when its length is known, else spooled to a file first.
         let declared = parts
             .headers
             .get(CONTENT_LENGTH)
@@ -396,7 +408,7 @@ impl Cgi {
         enum Input<B> {
             None,
             Stream(B),
-            Buffered(Bytes),
+            Spooled(std::os::fd::OwnedFd),
         }
         let (input, content_length) = if body.is_end_stream() {
             (Input::None, declared)
@@ -404,34 +416,17 @@ impl Cgi {
             // Checked against the limit by `prepare`.
             (Input::Stream(body), Some(n))
         } else {
-            let mut body = body;
-            let mut buf = BytesMut::new();
-            loop {
-                match body.frame().await {
-                    None => break,
-                    Some(Ok(f)) => {
-                        if let Ok(d) = f.into_data() {
-                            if (buf.len() + d.len()) as u64 > self.max_request_body {
-                                return self.reject(
-                                    StatusCode::PAYLOAD_TOO_LARGE,
-                                    &path,
-                                    "request body too large",
-                                );
-                            }
-                            buf.extend_from_slice(&d);
-                        }
-                    }
-                    Some(Err(e)) => {
-                        return self.reject(
-                            StatusCode::BAD_REQUEST,
-                            &path,
-                            &format!("reading the request body: {e}"),
-                        )
-                    }
+            match spool::spool(body, self.max_request_body).await {
+                Ok((file, n)) => (Input::Spooled(file), Some(n)),
+                Err(e) => {
+                    let status = match e {
+                        spool::SpoolError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+                        spool::SpoolError::Read(_) => StatusCode::BAD_REQUEST,
+                        spool::SpoolError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    };
+                    return self.reject(status, &path, &e.to_string());
                 }
             }
-            let n = buf.len() as u64;
-            (Input::Buffered(buf.freeze()), Some(n))
         };
 
         let request_uri = parts
@@ -482,6 +477,10 @@ impl Cgi {
                 }
             },
         };
+        let (req, mark) = self.orphans.begin();
+        let mut env = env;
+        let at = env.partition_point(|(k, _)| k.as_str() < mark.0.as_str());
+        env.insert(at, mark);
         let cgroup = self.request_cgroup();
         let started = tokio::time::Instant::now();
         let deadline = started + self.timeout;
@@ -506,6 +505,10 @@ impl Cgi {
                     dir: &cwd,
                     env: &env,
                     slice: self.slice,
+                    stdin_file: match &input {
+                        Input::Spooled(f) => Some(f.as_raw_fd()),
+                        _ => None,
+                    },
                 },
                 placement,
             )
@@ -525,6 +528,7 @@ impl Cgi {
         let mut sp = match spawned {
             Ok(sp) => sp,
             Err(e) => {
+                self.orphans.end(req);
                 if let Some(cg) = cgroup {
                     remove_cgroup(cg, self.stats.clone());
                 }
@@ -554,15 +558,17 @@ impl Cgi {
         if cgroup.is_some() && sp.placed != Placed::Nowhere {
             self.stats.in_cgroup.fetch_add(1, Relaxed);
         }
-        if cgroup.is_some() || permit.is_some() {
-            let stats = self.stats.clone();
-            sp.guard.on_reaped(Box::new(move || {
-                if let Some(cg) = cgroup {
-                    remove_cgroup(cg, stats);
-                }
-                drop(permit);
-            }));
-        }
+        let (stats, orphans) = (self.stats.clone(), self.orphans.clone());
+        let leader = sp.guard.pid();
+        orphans.started(leader);
+        sp.guard.on_reaped(Box::new(move || {
+            orphans.reaped(leader);
+            orphans.end(req);
+            if let Some(cg) = cgroup {
+                remove_cgroup(cg, stats);
+            }
+            drop(permit);
+        }));
         let mut tracker = Tracker::new(self.stats.clone(), script_id.clone());
 
         // stdin: the request body, concurrently with reading the output.
@@ -572,9 +578,11 @@ impl Cgi {
                 drop(stdin);
                 None
             }
-            Input::Buffered(b) => Some(AbortOnDrop(tokio::spawn(async move {
-                let _ = stdin.write_all(&b).await;
-            }))),
+            // The child reads the file itself.
+            Input::Spooled(_) => {
+                drop(stdin);
+                None
+            }
             Input::Stream(mut body) => Some(AbortOnDrop(tokio::spawn(async move {
                 while let Some(Ok(f)) = body.frame().await {
                     if let Ok(d) = f.into_data() {

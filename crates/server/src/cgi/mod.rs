@@ -15,8 +15,9 @@
 //!   line; no shell, so no metacharacter in a name or query is ever interpreted; no command
 //!   line arguments, the RFC's "indexed query" form is not used), in the script's directory,
 //!   with exactly the meta-variables of [`env`](mod@env) as environment, the request body on stdin
-//!   (`CONTENT_LENGTH` always set when there is a body; a chunked request body is read first,
-//!   up to `max_request_body`, to know its length), stderr logged (at most 8 KiB per request).
+//!   (`CONTENT_LENGTH` always set when there is a body; a chunked request body is spooled to
+//!   an unnamed temporary file first, up to `max_request_body`, to know its length: [`spool`]),
+//!   stderr logged (at most 8 KiB per request).
 //!   The script leads its own session and process group (`setsid` between fork and exec).
 //! - **Container**: with a site container configured ([`Cgi::set_container`]), each request
 //!   gets `<site cgi container>/req-<n>`; the child is created inside it by
@@ -32,22 +33,27 @@
 //!   the body is cut; `max_output` body bytes: cut there, the script killed; both logged.
 //!   When the client goes away (the response future or body is dropped) the script's process
 //!   group is killed (`killpg(SIGKILL)`) and its cgroup removed.
+//! - **Leftovers**: with or without cgroups, nothing a script starts outlives its request or
+//!   the server, also after a crash: see [`orphans`] (the `TRIAGE_CGI` mark in every script's
+//!   environment, the server as child subreaper, the run recorded in `cgi_state`).
 
 //!
 //! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`](mod@env) (meta-variables), [`parse`] (the
 //! header block), [`script`] (script directories), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
-//! cgroup), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
+//! cgroup), [`orphans`] (no script process outlives its request or the server), [`spool`] (chunked request bodies), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
 
 pub mod config;
 pub mod env;
 pub mod handler;
 pub mod metrics;
+pub mod orphans;
 pub mod outcome;
 pub mod parse;
 pub mod peer;
 pub mod relay;
 pub mod script;
 pub mod spawn;
+pub mod spool;
 pub mod stats;
 
 pub use config::{CgiConfig, CgiDirConfig, CgiError};

@@ -13,7 +13,9 @@
 //!
 //! When the script closes its stdout the relay ends the body and lets the script finish in the
 //! background (until the deadline), then kills whatever is left of its process group and
-//! removes its cgroup. If the relay is dropped early (the client went away) the process group
+//! removes its cgroup. The script exiting ends the body too, once the pipe holds nothing more:
+//! a background process that inherited its stdout does not hold the response open (as
+//! Apache's mod_cgi). If the relay is dropped early (the client went away) the process group
 //! is killed at once.
 
 use std::future::Future;
@@ -59,6 +61,8 @@ pub struct CgiRelay {
     pub(super) tracker: Tracker,
     _stdin: Option<AbortOnDrop>,
     peer: Option<super::peer::PeerWatch>,
+    /// The script has exited: the next empty read of the pipe is its end.
+    exited: bool,
 }
 
 impl std::fmt::Debug for CgiRelay {
@@ -98,6 +102,7 @@ impl CgiRelay {
             tracker: p.tracker,
             _stdin: p.stdin,
             peer: None,
+            exited: false,
         };
         if !p.first.is_empty() {
             r.accept(p.first);
@@ -210,24 +215,7 @@ impl CgiRelay {
                 Poll::Ready(Ok(())) => {
                     let n = rb.filled().len();
                     if n == 0 {
-                        if let Some(d) = self.declared {
-                            if self.sent < d {
-                                tracing::warn!(
-                                    script = %self.tracker.script,
-                                    "cgi: script output ended after {} of its Content-Length {d}",
-                                    self.sent
-                                );
-                                return self.fail(
-                                    cx,
-                                    io::Error::new(
-                                        io::ErrorKind::UnexpectedEof,
-                                        "CGI output shorter than its Content-Length",
-                                    ),
-                                );
-                            }
-                        }
-                        self.finish();
-                        return Poll::Ready(Ok(()));
+                        return self.output_ended(cx);
                     }
                     // SAFETY: `n` bytes of the spare capacity were initialised by the read.
                     unsafe { self.buf.set_len(self.buf.len() + n) };
@@ -242,6 +230,17 @@ impl CgiRelay {
                 }
                 Poll::Ready(Err(e)) => return self.fail(cx, e),
                 Poll::Pending => {
+                    // Everything the script wrote before exiting is in the pipe: once it has
+                    // exited, an empty pipe is the end even if a child it left holds the pipe.
+                    if self.exited {
+                        return self.output_ended(cx);
+                    }
+                    if let Some(g) = &self.guard {
+                        if g.poll_exited(cx).is_ready() {
+                            self.exited = true;
+                            continue;
+                        }
+                    }
                     if let Some(w) = &mut self.peer {
                         if w.poll_closed(cx).is_ready() {
                             // Counted as "client gone" when the relay is dropped.
@@ -268,6 +267,29 @@ impl CgiRelay {
                 }
             }
         }
+    }
+
+    /// The output ended (end of the pipe, or the script exited and the pipe is empty):
+    /// complete the body, or fail it when it is shorter than the declared length.
+    fn output_ended(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(d) = self.declared {
+            if self.sent < d {
+                tracing::warn!(
+                    script = %self.tracker.script,
+                    "cgi: script output ended after {} of its Content-Length {d}",
+                    self.sent
+                );
+                return self.fail(
+                    cx,
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "CGI output shorter than its Content-Length",
+                    ),
+                );
+            }
+        }
+        self.finish();
+        Poll::Ready(Ok(()))
     }
 
     /// The next chunk (`None` at the end). Cheap: the data was read by

@@ -82,6 +82,9 @@ pub struct Command<'a> {
     pub env: &'a [(String, String)],
     /// Scheduler slice for the script (EEVDF custom slice); `None` = the kernel's default.
     pub slice: Option<std::time::Duration>,
+    /// A file to give the script as stdin instead of the pipe (a spooled request body; the
+    /// caller keeps it open until `spawn` returns). [`Spawned::stdin`] then leads nowhere.
+    pub stdin_file: Option<RawFd>,
 }
 
 /// A started script.
@@ -311,7 +314,11 @@ fn fork_script(cmd: &Command<'_>, placement: Placement) -> Result<Forked, SpawnE
         program,
         dir,
         envp,
-        stdio: [in_r.as_raw_fd(), out_w.as_raw_fd(), errp_w.as_raw_fd()],
+        stdio: [
+            cmd.stdin_file.unwrap_or(in_r.as_raw_fd()),
+            out_w.as_raw_fd(),
+            errp_w.as_raw_fd(),
+        ],
         join: None,
         sched: cmd.slice.map(os::prio::SliceHook::new),
         err: st_w.as_raw_fd(),
@@ -551,6 +558,15 @@ impl ProcGuard {
         }
     }
 
+    /// Ready once the script (the group leader) has exited, reaped or not; it stays ready.
+    pub fn poll_exited(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match &self.pidfd {
+            None => std::task::Poll::Ready(()),
+            // A pidfd becomes readable when its process exits.
+            Some(fd) => fd.poll_read_ready(cx).map(|_| ()),
+        }
+    }
+
     /// The exit status if already reaped.
     pub fn exit(&self) -> Option<Exit> {
         self.exit
@@ -648,6 +664,7 @@ mod tests {
             dir: Path::new("/"),
             env,
             slice: None,
+            stdin_file: None,
         }
     }
 
@@ -734,6 +751,7 @@ mod tests {
                 dir: Path::new("/"),
                 env: &[],
                 slice: None,
+                stdin_file: None,
             },
             Placement::None,
         )

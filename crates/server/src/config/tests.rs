@@ -221,3 +221,14 @@ fn unknown_policy_lists_known_ones() {
         .to_string();
     assert!(err.contains("lottery") && err.contains("fifo"), "{err}");
 }
+
+#[test]
+fn two_sites_with_one_name_are_an_error() {
+    let text =
+        "[[site]]\nname = \"a.test\"\nroot = \"/\"\n[[site]]\nname = \"A.test\"\nroot = \"/tmp\"\n";
+    let err = Config::from_toml(text, "t.toml").unwrap_err().to_string();
+    assert!(
+        err.contains("site[1].name") && err.contains("site[0]"),
+        "{err}"
+    );
+}
