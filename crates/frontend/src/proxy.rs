@@ -204,6 +204,14 @@ impl ProxyHttp for FrontProxy {
         ctx.load = None;
         ctx.tries += 1;
         let Some(choice) = self.choose(ctx) else {
+            // After a failed try, the failure is the answer (502); before any, 503.
+            if ctx.tries > 1 {
+                s.counters.bad_gateway.fetch_add(1, Relaxed);
+                return Err(Error::explain(
+                    ErrorType::HTTPStatus(502),
+                    "the back end failed and no other is up",
+                ));
+            }
             s.counters.no_backend.fetch_add(1, Relaxed);
             return Err(Error::explain(
                 ErrorType::HTTPStatus(503),
