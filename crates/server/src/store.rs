@@ -280,17 +280,23 @@ impl DirStore {
         Ok(unsafe { File::from_raw_fd(fd as i32) })
     }
 
-    /// Look up `rel` under the root.
-    pub fn lookup(&self, rel: &[u8]) -> Lookup {
-        self.lookup_traced(rel).0
-    }
-
     /// [`DirStore::lookup`], and whether the body came from the cache.
     pub fn lookup_traced(&self, rel: &[u8]) -> (Lookup, Fill) {
+        let mut fill = Fill::None;
+        let found = self.lookup_filling(rel, &mut fill);
+        (found, fill)
+    }
+
+    /// Look up `rel` under the root.
+    pub fn lookup(&self, rel: &[u8]) -> Lookup {
+        self.lookup_filling(rel, &mut Fill::None)
+    }
+
+    fn lookup_filling(&self, rel: &[u8], fill: &mut Fill) -> Lookup {
         let file = match self.open_beneath(rel) {
             Ok(f) => f,
             Err(e) => {
-                let found = match e.raw_os_error() {
+                return match e.raw_os_error() {
                     Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ENAMETOOLONG) => {
                         Lookup::NotFound
                     }
@@ -299,42 +305,42 @@ impl DirStore {
                     | Some(libc::EPERM) => Lookup::Forbidden,
                     _ => Lookup::Error(e),
                 };
-                return (found, Fill::None);
             }
         };
         let md = match file.metadata() {
             Ok(m) => m,
-            Err(e) => return (Lookup::Error(e), Fill::None),
+            Err(e) => return Lookup::Error(e),
         };
         if md.is_dir() {
-            return (Lookup::Dir, Fill::None);
+            return Lookup::Dir;
         }
         if !md.is_file() {
-            return (Lookup::Forbidden, Fill::None);
+            return Lookup::Forbidden;
         }
         let key = (md.dev(), md.ino());
         let stamp = (md.mtime(), md.mtime_nsec());
         let fresh = |(s, ns, e): &(i64, i64, Arc<Entry>)| (*s, *ns) == stamp && e.len == md.len();
         if let Some((_, _, e)) = self.cache().get(&key, fresh) {
-            return (Lookup::File(e.clone()), Fill::Hit);
+            *fill = Fill::Hit;
+            return Lookup::File(e.clone());
         }
         let mtime = md.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let len = md.len();
+        *fill = Fill::Miss(len);
         if len <= self.cache_max_file {
             let probe = Entry::new(len, mtime, Content::File(file));
             let data = match probe.read_at(0, len as usize) {
                 Ok(d) => d,
-                Err(e) => return (Lookup::Error(e), Fill::None),
+                Err(e) => return Lookup::Error(e),
             };
             let e = Arc::new(Entry {
                 content: Content::Mem(data),
                 ..probe
             });
             self.cache().insert(key, (stamp.0, stamp.1, e.clone()), len);
-            (Lookup::File(e), Fill::Miss(len))
+            Lookup::File(e)
         } else {
-            let e = Arc::new(Entry::new(len, mtime, Content::File(file)));
-            (Lookup::File(e), Fill::Miss(len))
+            Lookup::File(Arc::new(Entry::new(len, mtime, Content::File(file))))
         }
     }
 }
@@ -405,6 +411,25 @@ mod tests {
     }
 
     #[test]
+    fn cache_sees_changes() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("f"), b"one").unwrap();
+        let s = DirStore::open(t.path(), 1024, 1 << 20).unwrap();
+        let Lookup::File(a) = s.lookup(b"f") else {
+            panic!()
+        };
+        let Lookup::File(b) = s.lookup(b"f") else {
+            panic!()
+        };
+        assert!(Arc::ptr_eq(&a, &b));
+        std::fs::write(t.path().join("f"), b"three").unwrap();
+        let Lookup::File(c) = s.lookup(b"f") else {
+            panic!()
+        };
+        assert_eq!(c.len, 5);
+    }
+
+    #[test]
     fn lookups_say_hit_or_miss_and_lru_keeps_the_hot_file() {
         let t = tempfile::tempdir().unwrap();
         for f in ["a", "b", "c"] {
@@ -430,24 +455,5 @@ mod tests {
         let st = s.cache_stats();
         assert!(st.bytes <= 250);
         assert_eq!((st.hits, st.evictions), (3, 2));
-    }
-
-    #[test]
-    fn cache_sees_changes() {
-        let t = tempfile::tempdir().unwrap();
-        std::fs::write(t.path().join("f"), b"one").unwrap();
-        let s = DirStore::open(t.path(), 1024, 1 << 20).unwrap();
-        let Lookup::File(a) = s.lookup(b"f") else {
-            panic!()
-        };
-        let Lookup::File(b) = s.lookup(b"f") else {
-            panic!()
-        };
-        assert!(Arc::ptr_eq(&a, &b));
-        std::fs::write(t.path().join("f"), b"three").unwrap();
-        let Lookup::File(c) = s.lookup(b"f") else {
-            panic!()
-        };
-        assert_eq!(c.len, 5);
     }
 }
