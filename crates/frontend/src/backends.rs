@@ -92,23 +92,28 @@ impl Backend {
 }
 
 /// Releases the load a request put on its back ends when dropped (the request is done, failed,
-/// or retried elsewhere).
-#[derive(Debug, Default)]
-pub struct Load(Vec<Arc<Backend>>);
+/// or retried elsewhere): the back end it was sent to and, when forwarded, the one serving it.
+#[derive(Debug)]
+pub struct Load {
+    via: Arc<Backend>,
+    also: Option<Arc<Backend>>,
+}
 
 impl Load {
-    /// Count one request in flight on each of `backends`.
-    pub fn on(backends: Vec<Arc<Backend>>) -> Self {
-        for b in &backends {
+    /// Count one request in flight on `via` and on `also`, if any.
+    pub fn on(via: Arc<Backend>, also: Option<Arc<Backend>>) -> Self {
+        via.inflight.fetch_add(1, Relaxed);
+        if let Some(b) = &also {
             b.inflight.fetch_add(1, Relaxed);
         }
-        Self(backends)
+        Self { via, also }
     }
 }
 
 impl Drop for Load {
     fn drop(&mut self) {
-        for b in &self.0 {
+        self.via.inflight.fetch_sub(1, Relaxed);
+        if let Some(b) = &self.also {
             b.inflight.fetch_sub(1, Relaxed);
         }
     }
@@ -140,7 +145,8 @@ impl Backends {
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Backend>>> {
+    /// Every back end, by number, under the table's read lock (no copy).
+    pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Backend>>> {
         self.all.read().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -271,8 +277,8 @@ mod tests {
     fn load_guards_count_requests_in_flight() {
         let t = table();
         let (a, b) = (t.get(0).unwrap(), t.get(1).unwrap());
-        let g = Load::on(vec![a.clone(), b.clone()]);
-        let h = Load::on(vec![a.clone()]);
+        let g = Load::on(a.clone(), Some(b.clone()));
+        let h = Load::on(a.clone(), None);
         assert_eq!((a.load(), b.load()), (2, 1));
         drop(g);
         assert_eq!((a.load(), b.load()), (1, 0));

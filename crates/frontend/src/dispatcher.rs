@@ -118,7 +118,7 @@ impl Dispatcher {
     /// The back end for a request of `target` distributed on its own; `None` when no back end
     /// is up.
     pub fn choose(&self, target: Target) -> Option<Choice> {
-        let all = self.backends.all();
+        let all = self.backends.read();
         let now = self.now();
         let mut inner = self.lock();
         self.sync(&mut inner, &all);
@@ -136,7 +136,7 @@ impl Dispatcher {
     /// forwarding); `None` when the handler is no longer up (the caller pins the connection
     /// anew).
     pub fn route(&self, target: Target, handler: NodeId) -> Option<Choice> {
-        let all = self.backends.all();
+        let all = self.backends.read();
         let h = all.get(handler).filter(|b| b.is_up())?.clone();
         let now = self.now();
         let mut inner = self.lock();
@@ -201,7 +201,7 @@ mod tests {
     fn lard_follows_the_loads_of_the_table() {
         let (b, d) = setup("lard", 3);
         // Back ends 0 and 1 busy: a new target goes to 2.
-        let _busy = Load::on(vec![b.get(0).unwrap(), b.get(1).unwrap()]);
+        let _busy = Load::on(b.get(0).unwrap(), Some(b.get(1).unwrap()));
         let c = d.choose(target_id("/a")).unwrap();
         assert_eq!(c.via.id, 2);
         // And stays there.

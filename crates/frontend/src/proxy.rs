@@ -218,9 +218,7 @@ impl ProxyHttp for FrontProxy {
                 "no back end is up",
             ));
         };
-        let mut on = vec![choice.via.clone()];
-        on.extend(choice.forward_to.clone());
-        ctx.load = Some(Load::on(on));
+        ctx.load = Some(Load::on(choice.via.clone(), choice.forward_to.clone()));
         let cfg = &s.cfg;
         let mut peer = HttpPeer::new(choice.via.addr, false, String::new());
         peer.options.connection_timeout = Some(cfg.connect_timeout);
