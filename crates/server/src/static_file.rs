@@ -89,9 +89,10 @@ async fn read_through(site: &Site, fill: Fill, resp: &mut Response<ServeBody>) {
     }
 }
 
-/// `r` with the fill of its body's lookup, for [`read_through`].
-fn with_fill(mut r: Response<ServeBody>, fill: Fill) -> Response<ServeBody> {
-    if fill != Fill::None {
+/// `r` with the fill of its body's lookup, for [`read_through`], when `site` reports fills
+/// (nothing is added otherwise: no allocation on a plain server's path).
+fn with_fill(site: &Site, mut r: Response<ServeBody>, fill: Fill) -> Response<ServeBody> {
+    if fill != Fill::None && site.store.dir().is_some_and(|d| d.reports_fill()) {
         r.extensions_mut().insert(fill);
     }
     r
@@ -170,7 +171,11 @@ fn burst<B>(
             return simple(StatusCode::INTERNAL_SERVER_ERROR);
         }
     };
-    with_fill(respond(ctx, conn, req, entry, mime, head, hints), fill)
+    with_fill(
+        site,
+        respond(ctx, conn, req, entry, mime, head, hints),
+        fill,
+    )
 }
 
 fn header_str(h: &HeaderMap, n: header::HeaderName) -> Option<&str> {
