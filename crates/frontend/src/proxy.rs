@@ -292,10 +292,13 @@ impl ProxyHttp for FrontProxy {
         client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("Peer: {peer}"));
-        let reset = matches!(
-            e.etype(),
-            ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
-        );
+        // Only the back end's side: a client that leaves says nothing about the back end, and
+        // its request is not tried again.
+        let reset = *e.esource() == ErrorSource::Upstream
+            && matches!(
+                e.etype(),
+                ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
+            );
         let retry = reset && self.may_retry(session, ctx);
         if retry {
             // A pooled connection the back end closed while idle says nothing of the back

@@ -40,6 +40,29 @@ fn a_hung_back_end_is_a_504_after_the_response_timeout() {
 }
 
 #[test]
+fn a_client_that_leaves_says_nothing_about_the_back_end() {
+    let h = FakeBackend::start(Fake::Hang);
+    let mut cfg = front_config(&[h.addr], "lard");
+    cfg.response_timeout = Duration::from_secs(20);
+    let front = Front::start(cfg).unwrap();
+    for _ in 0..3 {
+        let mut c = std::net::TcpStream::connect(front.addr()).unwrap();
+        std::io::Write::write_all(&mut c, b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        eventually("the request reached the back end", || {
+            front.metrics().backends[0].load == 1
+        });
+        drop(c);
+        eventually("the front end saw the client leave", || {
+            front.metrics().backends[0].load == 0
+        });
+    }
+    let m = front.metrics();
+    assert!(m.backends[0].up, "{m:?}");
+    assert_eq!((m.backends[0].failures, m.retries), (0, 0), "{m:?}");
+    front.stop();
+}
+
+#[test]
 fn a_reset_is_retried_on_another_back_end() {
     let t = site();
     let good = Backend::start(serve_config(t.path()));
