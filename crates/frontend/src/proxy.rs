@@ -314,6 +314,15 @@ impl ProxyHttp for FrontProxy {
         e
     }
 
+    fn suppress_error_log(&self, _session: &Session, _ctx: &ReqCtx, e: &Error) -> bool {
+        // A client that left is counted (`triage_front_aborted_total`), not an error here.
+        *e.esource() == ErrorSource::Downstream
+            && matches!(
+                e.etype(),
+                ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
+            )
+    }
+
     fn suppress_proxy_warn_log(
         &self,
         _session: &Session,
