@@ -53,6 +53,10 @@ impl Admission {
 
     /// Enter once fewer than `bound()` requests are inside.
     pub async fn enter(self: &Arc<Self>, bound: impl Fn() -> usize) -> Admitted {
+        // The usual case: room at once, without registering as a waiter.
+        if let Some(a) = self.try_enter(bound()) {
+            return a;
+        }
         loop {
             // Registered before the check, so a departure between the check and the wait
             // still wakes this request.

@@ -99,7 +99,8 @@ fn haproxy(cfg: &FrontConfig) -> String {
     let _ = writeln!(o, "# triage front --emit haproxy: policy {}", cfg.policy);
     let _ = writeln!(o, "# {note}");
     mechanism_note(cfg, &mut o, "#");
-    let _ = writeln!(o, "global\n    maxconn 100000\n");
+    // No maxconn: HAProxy derives it from the file-descriptor limit.
+    let _ = writeln!(o, "global\n    log stderr format short local0 notice\n");
     let _ = writeln!(o, "defaults\n    mode http");
     let _ = writeln!(o, "    timeout connect {}ms", ms(cfg.connect_timeout));
     let _ = writeln!(o, "    timeout client {}ms", ms(cfg.keepalive_timeout));

@@ -115,11 +115,19 @@ impl Front {
             access_log,
         });
         let cpu = RuntimeCpu::new();
+        // One thread: a current-thread runtime on the front end's own thread (no hand-over
+        // between threads); more: a multi-threaded one.
+        let single = threads == 1;
         let rt = {
             let started = cpu.clone();
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads)
-                .thread_name("front")
+            let mut b = if single {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(threads);
+                b
+            };
+            b.thread_name("front")
                 .on_thread_start(move || started.thread_started())
                 .on_thread_park(RuntimeCpu::record)
                 .on_thread_stop(RuntimeCpu::record)
@@ -127,6 +135,7 @@ impl Front {
                 .build()
                 .map_err(FrontError::Runtime)?
         };
+        let main_cpu = cpu.clone();
 
         let conf = ServerConf {
             threads,
@@ -154,6 +163,10 @@ impl Front {
         let thread = std::thread::Builder::new()
             .name("front-main".into())
             .spawn(move || {
+                if single {
+                    // The runtime's one thread is this one.
+                    main_cpu.thread_started();
+                }
                 rt.block_on(async move {
                     let admin = admin.and_then(|l| tokio::net::TcpListener::from_std(l).ok());
                     if let Some(l) = admin {
@@ -164,6 +177,7 @@ impl Front {
                     service.start_service(Some(fds), stop_rx, 1).await;
                     drain(&run_shared).await;
                 });
+                RuntimeCpu::record();
                 rt.shutdown_timeout(Duration::from_secs(1));
             })
             .map_err(FrontError::Runtime)?;
@@ -220,6 +234,20 @@ impl Front {
 impl Drop for Front {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Make glibc's allocator keep freed memory for reuse in this process: by default it hands
+/// freed heap back to the kernel (`madvise`) and faults it in again almost at every response
+/// a proxy relays, which cost the front end about a quarter of its CPU per request (docs/front.md).
+/// For a process that runs a front end (`triage front` calls it); it changes the whole
+/// process's allocator, so a program that embeds a front end decides for itself.
+pub fn keep_freed_memory() {
+    // SAFETY: mallopt only changes allocator parameters; it is called before the front end's
+    // threads start.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
     }
 }
 
