@@ -52,6 +52,7 @@ pub fn metrics_text(ctx: &Ctx) -> String {
     crate::metrics::render(ctx.gate(), ctx.metrics())
         + &crate::cgi::render_metrics(&cgi)
         + &ctx.containers().render_metrics()
+        + &crate::cluster_metrics::render(ctx.sites())
 }
 
 fn page(ctx: &Ctx, path: &str) -> Response<Full<Bytes>> {

@@ -9,7 +9,7 @@
 //! A [`Completion`] rides along and, when the body is dropped (sent, or abandoned), records
 //! the request in the metrics and the access log and marks the connection idle.
 
-use std::io::{self, Write};
+use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -37,29 +37,67 @@ pub trait ChunkSource: Send + 'static {
     }
 }
 
-/// Gzip compression applied chunk by chunk under the slot.
+/// Gzip compression applied chunk by chunk under the slot, on zlib-rs directly (a deflate
+/// stream with zlib's gzip wrapper: header, CRC-32 and length trailer). Not through flate2: in
+/// a build that also links a C zlib (pingora, in `triage`, turns on zlib-ng), flate2 would use
+/// the C one, which costs this server about 10% more CPU per compressed response.
 pub struct Gzip {
-    enc: flate2::write::GzEncoder<Vec<u8>>,
+    z: zlib_rs::Deflate,
 }
 
 impl Gzip {
     /// A compressor at `level` (0..=9).
     pub fn new(level: u32) -> Self {
+        let cfg = zlib_rs::DeflateConfig {
+            // 15 bits of window, +16: the gzip wrapper.
+            window_bits: 15 + 16,
+            ..zlib_rs::DeflateConfig::new(level as i32)
+        };
         Self {
-            enc: flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level)),
+            z: zlib_rs::Deflate::new_with_config(cfg),
+        }
+    }
+
+    /// Feed `input` with `flush`; what the compressor has output.
+    fn run(&mut self, mut input: &[u8], flush: zlib_rs::DeflateFlush) -> io::Result<Bytes> {
+        let finish = matches!(flush, zlib_rs::DeflateFlush::Finish);
+        let mut out = Vec::new();
+        loop {
+            let start = out.len();
+            let room = (input.len() / 2).clamp(4096, 64 * 1024);
+            out.resize(start + room, 0);
+            let (in0, out0) = (self.z.total_in(), self.z.total_out());
+            let status = self
+                .z
+                .compress(input, &mut out[start..], flush)
+                .map_err(|e| io::Error::other(e.as_str()))?;
+            let used = (self.z.total_in() - in0) as usize;
+            let made = (self.z.total_out() - out0) as usize;
+            out.truncate(start + made);
+            input = &input[used..];
+            let full = made == room;
+            let stuck = made == 0 && used == 0;
+            let done = stuck
+                || match status {
+                    zlib_rs::Status::StreamEnd => true,
+                    // No progress possible: everything given has been taken.
+                    zlib_rs::Status::BufError => !full,
+                    zlib_rs::Status::Ok => !finish && input.is_empty() && !full,
+                };
+            if done {
+                return Ok(Bytes::from(out));
+            }
         }
     }
 
     /// Compress one chunk; returns what the encoder has output so far.
     pub fn chunk(&mut self, data: &[u8]) -> io::Result<Bytes> {
-        self.enc.write_all(data)?;
-        Ok(Bytes::from(std::mem::take(self.enc.get_mut())))
+        self.run(data, zlib_rs::DeflateFlush::NoFlush)
     }
 
     /// Finish the stream; returns the trailing bytes.
     pub fn finish(&mut self) -> io::Result<Bytes> {
-        self.enc.try_finish()?;
-        Ok(Bytes::from(std::mem::take(self.enc.get_mut())))
+        self.run(&[], zlib_rs::DeflateFlush::Finish)
     }
 }
 
@@ -309,5 +347,42 @@ impl Body for ServeBody {
             Kind::Once(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Gated(_) => SizeHint::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn gunzip(b: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(b)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn gzip_chunks_decode_to_the_input() {
+        let data: Vec<u8> = (0..300_000u32)
+            .map(|i| ((i * 7) ^ (i >> 5)) as u8 % 61)
+            .collect();
+        for level in [0, 1, 6, 9] {
+            let mut gz = Gzip::new(level);
+            let mut out = Vec::new();
+            for c in data.chunks(16384) {
+                out.extend_from_slice(&gz.chunk(c).unwrap());
+            }
+            out.extend_from_slice(&gz.finish().unwrap());
+            assert_eq!(out[..2], [0x1f, 0x8b], "a gzip header");
+            assert_eq!(gunzip(&out), data, "level {level}");
+            if level > 0 {
+                assert!(out.len() < data.len() / 2, "level {level}: {}", out.len());
+            }
+        }
+        let mut empty = Gzip::new(6);
+        let out = empty.finish().unwrap();
+        assert!(gunzip(&out).is_empty());
     }
 }

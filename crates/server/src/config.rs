@@ -13,8 +13,11 @@ use policy::PolicyConfig;
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
 
+use crate::body_cache::Eviction;
 use crate::cgi::CgiConfig;
 use crate::containers::{ContainerConfig, Tree};
+use crate::disk::DiskConfig;
+use crate::forward::ForwardConfig;
 
 /// A configuration problem, naming the key (and line, for files).
 #[derive(Debug, thiserror::Error)]
@@ -300,6 +303,13 @@ pub struct Config {
     /// Memory of the content cache, all files together.
     #[serde(with = "units::serde::size")]
     pub cache_budget: u64,
+    /// What the content cache drops when full: `clear` (everything), `lru` or `gds`
+    /// (GreedyDual-Size); see `body_cache`.
+    pub cache_policy: Eviction,
+    /// `[disk]`: an emulated disk that content-cache misses wait for (off by default).
+    pub disk: DiskConfig,
+    /// `[forward]`: back-end forwarding for a cluster front end (off by default).
+    pub forward: ForwardConfig,
 
     /// `[gzip]`: on-the-fly compression.
     pub gzip: GzipConfig,
@@ -349,6 +359,9 @@ impl Default for Config {
             shutdown_timeout: Duration::from_secs(30),
             cache_max_file: 256 * 1024,
             cache_budget: 64 * 1024 * 1024,
+            cache_policy: Eviction::Clear,
+            disk: DiskConfig::default(),
+            forward: ForwardConfig::default(),
             gzip: GzipConfig::default(),
             pfs_log: None,
             access_log: None,
@@ -473,6 +486,12 @@ impl Config {
             if d.is_zero() {
                 return Err(bad(key, "must be longer than zero".into()));
             }
+        }
+        if let Err((key, msg)) = self.disk.check() {
+            return Err(bad(key, msg));
+        }
+        if self.forward.timeout.is_zero() {
+            return Err(bad("forward.timeout", "must be longer than zero".into()));
         }
         if self.gzip.level > 9 {
             return Err(bad(

@@ -10,7 +10,9 @@ use std::time::Duration;
 use policy::registry::{PosTail, RwRule};
 use policy::{Nanos, Tunable};
 
+use crate::body_cache::Eviction;
 use crate::config::{Boost, Config, Rounds};
+use crate::disk::DiskKind;
 
 /// A duration or `off` (`--starvation-bound`). A type of its own because clap reads an
 /// `Option<Option<_>>` field as a flag whose value may be left out.
@@ -142,6 +144,29 @@ pub struct Overrides {
     /// gzip level 0..=9 (implies --gzip).
     #[arg(long)]
     pub gzip_level: Option<u32>,
+    /// Files up to this size are kept in the content cache (e.g. 256KiB; 0 = none).
+    #[arg(long, value_parser = units::parse_size)]
+    pub cache_max_file: Option<u64>,
+    /// Memory of the content cache, all files together (e.g. 64MiB).
+    #[arg(long, value_parser = units::parse_size)]
+    pub cache_budget: Option<u64>,
+    /// What the full content cache drops: `clear` (everything, the default), `lru` (least
+    /// recently used first) or `gds` (GreedyDual-Size).
+    #[arg(long)]
+    pub cache_policy: Option<Eviction>,
+    /// Emulated disk for content-cache misses: `off` or `lard` (the LARD papers' model:
+    /// 28 ms + 410 us per 4 KB + 14 ms per further 44 KB).
+    #[arg(long)]
+    pub disk: Option<DiskKind>,
+    /// Multiply the emulated disk's times (e.g. 0.1 for ten times faster).
+    #[arg(long)]
+    pub disk_scale: Option<f64>,
+    /// Honour X-Triage-Forward (back-end forwarding) from this address (repeat for more).
+    #[arg(long, value_name = "IP")]
+    pub forward_from: Vec<std::net::IpAddr>,
+    /// A back end this server may fetch forwarded requests from (repeat for more).
+    #[arg(long, value_name = "ADDR")]
+    pub forward_peer: Vec<SocketAddr>,
 }
 
 impl Config {
@@ -197,6 +222,19 @@ impl Config {
             self.gzip.enabled = true;
             self.gzip.level = l;
         }
+        replace!(cache_max_file, cache_budget, cache_policy);
+        if let Some(d) = o.disk {
+            self.disk.model = d;
+        }
+        if let Some(x) = o.disk_scale {
+            self.disk.scale = x;
+        }
+        if !o.forward_from.is_empty() {
+            self.forward.from = o.forward_from.clone();
+        }
+        if !o.forward_peer.is_empty() {
+            self.forward.peers = o.forward_peer.clone();
+        }
     }
 }
 
@@ -251,6 +289,14 @@ mod tests {
             "--keepalive-timeout=2s",
             "--send-timeout=3s",
             "--gzip-level=1",
+            "--cache-max-file=1MiB",
+            "--cache-budget=32MiB",
+            "--cache-policy=lru",
+            "--disk=lard",
+            "--disk-scale=0.1",
+            "--forward-from=127.0.0.1",
+            "--forward-peer=127.0.0.1:8081",
+            "--forward-peer=127.0.0.1:8082",
         ]);
         let p = &c.policy.config;
         assert_eq!(c.root, Some(PathBuf::from("/srv")));
@@ -285,6 +331,11 @@ mod tests {
         );
         assert!(c.gzip.enabled);
         assert_eq!(c.gzip.level, 1);
+        assert_eq!((c.cache_max_file, c.cache_budget), (1 << 20, 32 << 20));
+        assert_eq!(c.cache_policy, Eviction::Lru);
+        assert_eq!((c.disk.model, c.disk.scale), (DiskKind::Lard, 0.1));
+        assert_eq!(c.forward.from.len(), 1);
+        assert_eq!(c.forward.peers.len(), 2);
         c.validate().unwrap();
     }
 

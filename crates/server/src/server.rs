@@ -103,9 +103,11 @@ fn build_sites(
     cfg: &Config,
     containers: &mut Containers,
 ) -> Result<(Sites, Option<Arc<Orphans>>), ServerError> {
+    // One emulated disk for the server, whatever the site.
+    let disk = cfg.disk.build().map(Arc::new);
     let open = |p: &std::path::Path| {
         DirStore::open(p, cfg.cache_max_file, cfg.cache_budget)
-            .map(Store::Dir)
+            .map(|d| Store::Dir(d.with_eviction(cfg.cache_policy).with_disk(disk.clone())))
             .map_err(|err| ServerError::Root {
                 path: p.display().to_string(),
                 err,
@@ -157,6 +159,10 @@ fn build_sites(
             Store::Mem(crate::demo::site()),
             cfg.index.clone(),
         ));
+    }
+    let forward = crate::forward::Forwarder::new(&cfg.forward);
+    for s in &mut sites {
+        s.forward = forward.clone();
     }
     Ok((Sites::new(sites), orphans))
 }

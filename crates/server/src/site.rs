@@ -2,7 +2,10 @@
 //! unknown hosts get the first site). A site serves its files, and its CGI script directories
 //! when it has them.
 
+use std::sync::Arc;
+
 use crate::cgi::Cgi;
+use crate::forward::Forwarder;
 use crate::store::Store;
 
 /// One virtual host.
@@ -21,6 +24,8 @@ pub struct Site {
     pub container: u32,
     /// CGI script directories, checked before the files (see `cgi`).
     pub cgi: Option<Cgi>,
+    /// Back-end forwarding of its static files (see `forward`), shared by the sites.
+    pub forward: Option<Arc<Forwarder>>,
 }
 
 impl Site {
@@ -33,6 +38,7 @@ impl Site {
             index,
             container: 0,
             cgi: None,
+            forward: None,
         }
     }
 

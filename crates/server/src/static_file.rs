@@ -14,7 +14,7 @@ use crate::ctx::{Conn, Ctx};
 use crate::headers::{self, RangeReq};
 use crate::resolve::{resolve, Reject};
 use crate::site::Site;
-use crate::store::{Entry, Lookup};
+use crate::store::{Entry, Fill, Lookup};
 
 /// MIME type for a file name's extension.
 pub fn mime_for(ext: Option<&str>) -> &'static str {
@@ -57,10 +57,45 @@ pub async fn serve<B>(ctx: &Ctx, conn: &Conn, site: &Site, req: Request<B>) -> R
             .and_then(headers::urgency),
         container: site.container,
     };
+    if let Some(peer) = crate::forward_route::wanted(conn, site, &req) {
+        if let Some(r) = crate::forward_route::relay(ctx, conn, site, peer, &req).await {
+            return r;
+        }
+    }
     let permit = ctx.gate().acquire(conn.worker(), hints).await;
-    let resp = burst(ctx, conn, site, &req, hints, mime);
+    let mut resp = burst(ctx, conn, site, &req, hints, mime);
     drop(permit);
+    if let Some(fill) = resp.extensions_mut().remove::<Fill>() {
+        read_through(site, fill, &mut resp).await;
+    }
     resp
+}
+
+/// A body the cache did not hold waits for the emulated disk (without a slot); the response
+/// says where its body came from when the store reports it.
+async fn read_through(site: &Site, fill: Fill, resp: &mut Response<ServeBody>) {
+    use crate::forward_route::{CACHE_HEADER, DISK_HEADER};
+    let Some(dir) = site.store.dir().filter(|d| d.reports_fill()) else {
+        return;
+    };
+    if let (Fill::Miss(len), Some(disk)) = (fill, dir.disk()) {
+        disk.read(len).await;
+    }
+    let h = resp.headers_mut();
+    let how = if fill == Fill::Hit { "hit" } else { "miss" };
+    h.insert(CACHE_HEADER, HeaderValue::from_static(how));
+    if let Some(disk) = dir.disk() {
+        h.insert(DISK_HEADER, HeaderValue::from(disk.queued()));
+    }
+}
+
+/// `r` with the fill of its body's lookup, for [`read_through`], when `site` reports fills
+/// (nothing is added otherwise: no allocation on a plain server's path).
+fn with_fill(site: &Site, mut r: Response<ServeBody>, fill: Fill) -> Response<ServeBody> {
+    if fill != Fill::None && site.store.dir().is_some_and(|d| d.reports_fill()) {
+        r.extensions_mut().insert(fill);
+    }
+    r
 }
 
 fn burst<B>(
@@ -88,7 +123,8 @@ fn burst<B>(
         Err(Reject::Forbidden) => return simple(StatusCode::FORBIDDEN),
     };
     let rel = resolved.rel_path();
-    let (entry, mime) = match site.store.lookup(&rel) {
+    let (found, mut fill) = site.store.lookup_traced(&rel);
+    let (entry, mime) = match found {
         // The decoded name has the same extension as the raw path unless the dot or the
         // extension was percent-encoded.
         // `/file.txt/` and `/file.txt/.` name a directory that is not there.
@@ -117,13 +153,16 @@ fn burst<B>(
                     p.push(b'/');
                 }
                 p.extend_from_slice(idx.as_bytes());
-                match site.store.lookup(&p) {
-                    Lookup::File(e) => Some((e, mime_for(ext_of(idx)))),
+                match site.store.lookup_traced(&p) {
+                    (Lookup::File(e), f) => Some((e, mime_for(ext_of(idx)), f)),
                     _ => None,
                 }
             });
             match found {
-                Some(f) => f,
+                Some((e, m, f)) => {
+                    fill = f;
+                    (e, m)
+                }
                 None => return simple(StatusCode::FORBIDDEN),
             }
         }
@@ -134,7 +173,11 @@ fn burst<B>(
             return simple(StatusCode::INTERNAL_SERVER_ERROR);
         }
     };
-    respond(ctx, conn, req, entry, mime, head, hints)
+    with_fill(
+        site,
+        respond(ctx, conn, req, entry, mime, head, hints),
+        fill,
+    )
 }
 
 /// The path of a redirect to `path`: with one leading slash, so that it cannot be read as a

@@ -8,8 +8,12 @@
 //!
 //! The cache keeps, per (device, inode), the file's validators and header values and, for files
 //! up to `cache_max_file` bytes, the content. Every request still opens and `fstat`s the file,
-//! so a changed file (new mtime or size) is re-read at once; a total budget bounds memory (the
-//! cache is emptied when a new entry would exceed it).
+//! so a changed file (new mtime or size) is re-read at once; a total budget bounds memory, and
+//! the cache's eviction ([`crate::body_cache::Eviction`]) decides what goes when a new entry
+//! would exceed it: everything (`clear`, the default), or the least recently used or least
+//! valuable entries (`lru`, `gds`). With an emulated disk ([`crate::disk`]) a lookup that did
+//! not find the body in the cache tells its caller how many bytes the disk must read
+//! ([`Fill`]).
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -24,6 +28,9 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::HeaderValue;
+
+use crate::body_cache::{BodyCache, CacheStats, Eviction};
+use crate::disk::EmulatedDisk;
 
 /// A file ready to be served: validators, preformatted header values, and its content (in
 /// memory, or an open file to read chunk by chunk).
@@ -128,12 +135,36 @@ pub enum Store {
     Mem(MemStore),
 }
 
+/// Where a looked-up file's body came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// Not a file, or a store without a body cache (the demo site).
+    None,
+    /// The body was in the cache.
+    Hit,
+    /// The body was not in the cache: `len` bytes were read (into the cache when they fit).
+    Miss(u64),
+}
+
 impl Store {
     /// Look up `rel` (segments joined with `/`, already checked by `resolve`).
     pub fn lookup(&self, rel: &[u8]) -> Lookup {
+        self.lookup_traced(rel).0
+    }
+
+    /// [`Store::lookup`], and whether the body came from the cache.
+    pub fn lookup_traced(&self, rel: &[u8]) -> (Lookup, Fill) {
         match self {
-            Store::Dir(d) => d.lookup(rel),
-            Store::Mem(m) => m.lookup(rel),
+            Store::Dir(d) => d.lookup_traced(rel),
+            Store::Mem(m) => (m.lookup(rel), Fill::None),
+        }
+    }
+
+    /// The store's document root on disk, if it has one.
+    pub fn dir(&self) -> Option<&DirStore> {
+        match self {
+            Store::Dir(d) => Some(d),
+            Store::Mem(_) => None,
         }
     }
 }
@@ -145,14 +176,12 @@ pub struct DirStore {
     root_fd: OwnedFd,
     cache: Mutex<Cache>,
     cache_max_file: u64,
-    cache_budget: u64,
+    eviction: Eviction,
+    disk: Option<Arc<EmulatedDisk>>,
 }
 
-#[derive(Debug, Default)]
-struct Cache {
-    map: HashMap<(u64, u64), (i64, i64, Arc<Entry>)>,
-    bytes: u64,
-}
+/// Per (device, inode): the modification time (s, ns) it was read at, and the entry.
+type Cache = BodyCache<(u64, u64), (i64, i64, Arc<Entry>)>;
 
 impl DirStore {
     /// Open `root` (must be a directory).
@@ -173,10 +202,55 @@ impl DirStore {
             root: root.to_owned(),
             // SAFETY: fd was just opened and is owned by nobody else.
             root_fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            cache: Mutex::new(Cache::default()),
+            cache: Mutex::new(Cache::new(Eviction::Clear, cache_budget)),
             cache_max_file,
-            cache_budget,
+            eviction: Eviction::Clear,
+            disk: None,
         })
+    }
+
+    /// The same store with its cache making room by `eviction` (keeping its budget).
+    pub fn with_eviction(self, eviction: Eviction) -> Self {
+        let budget = self.cache_budget();
+        Self {
+            cache: Mutex::new(Cache::new(eviction, budget)),
+            eviction,
+            ..self
+        }
+    }
+
+    /// The same store whose cache misses read from `disk` (shared by the server's stores).
+    pub fn with_disk(self, disk: Option<Arc<EmulatedDisk>>) -> Self {
+        Self { disk, ..self }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cache_budget(&self) -> u64 {
+        self.cache().budget()
+    }
+
+    /// The cache's counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache().stats()
+    }
+
+    /// How the cache makes room.
+    pub fn eviction(&self) -> Eviction {
+        self.eviction
+    }
+
+    /// Whether responses say where their body came from (`X-Triage-Cache`, `X-Triage-Disk`):
+    /// with an emulated disk or a cache that keeps a working set (`lru`, `gds`).
+    pub fn reports_fill(&self) -> bool {
+        self.disk.is_some() || self.eviction != Eviction::Clear
+    }
+
+    /// The emulated disk misses read from, if any.
+    pub fn disk(&self) -> Option<&Arc<EmulatedDisk>> {
+        self.disk.as_ref()
     }
 
     /// The document root.
@@ -212,7 +286,19 @@ impl DirStore {
         Ok(unsafe { File::from_raw_fd(fd as i32) })
     }
 
-    fn lookup(&self, rel: &[u8]) -> Lookup {
+    /// [`DirStore::lookup`], and whether the body came from the cache.
+    pub fn lookup_traced(&self, rel: &[u8]) -> (Lookup, Fill) {
+        let mut fill = Fill::None;
+        let found = self.lookup_filling(rel, &mut fill);
+        (found, fill)
+    }
+
+    /// Look up `rel` under the root.
+    pub fn lookup(&self, rel: &[u8]) -> Lookup {
+        self.lookup_filling(rel, &mut Fill::None)
+    }
+
+    fn lookup_filling(&self, rel: &[u8], fill: &mut Fill) -> Lookup {
         let file = match self.open_beneath(rel) {
             Ok(f) => f,
             Err(e) => {
@@ -240,16 +326,14 @@ impl DirStore {
         }
         let key = (md.dev(), md.ino());
         let stamp = (md.mtime(), md.mtime_nsec());
-        {
-            let c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((s, ns, e)) = c.map.get(&key) {
-                if (*s, *ns) == stamp && e.len == md.len() {
-                    return Lookup::File(e.clone());
-                }
-            }
+        let fresh = |(s, ns, e): &(i64, i64, Arc<Entry>)| (*s, *ns) == stamp && e.len == md.len();
+        if let Some((_, _, e)) = self.cache().get(&key, fresh) {
+            *fill = Fill::Hit;
+            return Lookup::File(e.clone());
         }
         let mtime = md.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let len = md.len();
+        *fill = Fill::Miss(len);
         if len <= self.cache_max_file {
             let probe = Entry::new(len, mtime, Content::File(file));
             let data = match probe.read_at(0, len as usize) {
@@ -260,17 +344,7 @@ impl DirStore {
                 content: Content::Mem(data),
                 ..probe
             });
-            let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if c.bytes + len > self.cache_budget {
-                c.map.clear();
-                c.bytes = 0;
-            }
-            if len <= self.cache_budget {
-                if let Some(old) = c.map.insert(key, (stamp.0, stamp.1, e.clone())) {
-                    c.bytes -= old.2.len;
-                }
-                c.bytes += len;
-            }
+            self.cache().insert(key, (stamp.0, stamp.1, e.clone()), len);
             Lookup::File(e)
         } else {
             Lookup::File(Arc::new(Entry::new(len, mtime, Content::File(file))))
@@ -372,5 +446,33 @@ mod tests {
             panic!()
         };
         assert_eq!(c.len, 5);
+    }
+
+    #[test]
+    fn lookups_say_hit_or_miss_and_lru_keeps_the_hot_file() {
+        let t = tempfile::tempdir().unwrap();
+        for f in ["a", "b", "c"] {
+            std::fs::write(t.path().join(f), [b'x'; 100]).unwrap();
+        }
+        std::fs::write(t.path().join("big"), [b'x'; 300]).unwrap();
+        let s = DirStore::open(t.path(), 200, 250)
+            .unwrap()
+            .with_eviction(Eviction::Lru);
+        let fill = |p: &[u8]| s.lookup_traced(p).1;
+        assert_eq!(fill(b"a"), Fill::Miss(100));
+        assert_eq!(fill(b"a"), Fill::Hit);
+        assert_eq!(fill(b"b"), Fill::Miss(100));
+        assert_eq!(fill(b"a"), Fill::Hit);
+        // c evicts b, the least recently used, not a.
+        assert_eq!(fill(b"c"), Fill::Miss(100));
+        assert_eq!(fill(b"a"), Fill::Hit);
+        assert_eq!(fill(b"b"), Fill::Miss(100));
+        // Above cache_max_file: never held, every lookup reads it.
+        assert_eq!(fill(b"big"), Fill::Miss(300));
+        assert_eq!(fill(b"big"), Fill::Miss(300));
+        assert_eq!(fill(b"nope"), Fill::None);
+        let st = s.cache_stats();
+        assert!(st.bytes <= 250);
+        assert_eq!((st.hits, st.evictions), (3, 2));
     }
 }

@@ -17,6 +17,8 @@ struct Cli {
 enum Cmd {
     /// Serve static files (and CGI) through the policy-ordered CPU gate.
     Serve(cmd::serve::Args),
+    /// Run the LARD cluster front end (a reverse proxy on pingora) before back ends.
+    Front(cmd::front::Args),
     /// Emulate browsers against a server and measure what users feel (t1, t2).
     Load(cmd::load::Args),
     /// Reproduce the papers' experiments end to end on the real server, beside real peers.
@@ -40,6 +42,7 @@ fn main() {
         .init();
     let res = match cli.cmd {
         Cmd::Serve(a) => cmd::serve::run(a),
+        Cmd::Front(a) => cmd::front::run(a),
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Lab(a) => cmd::lab::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),

@@ -6,8 +6,10 @@
 //! `ceil(c * (L + 1) / n)`, where `L + 1` is the total load including this request. So no assignment
 //! ever puts a node above `ceil(c * mean)` (some node is always below the capacity,
 //! since `n * capacity >= c * (L + 1) > L`), and a target keeps its node while that node is not
-//! full: locality like LARD, with a hard balance bound instead of thresholds.
+//! full: locality like LARD, with a hard balance bound instead of thresholds. Nodes that are
+//! down are passed over on the walk and left out of `n` and `L`.
 
+use super::members::Members;
 use super::{mix64, Dispatch, Entry, NodeId, Target};
 use crate::config::PolicyError;
 use crate::Nanos;
@@ -21,6 +23,7 @@ pub struct Chbl {
     permille: u64,
     /// Requests not sent to their first choice because it was full.
     spills: u64,
+    members: Members,
 }
 
 impl Chbl {
@@ -43,12 +46,19 @@ impl Chbl {
             ring,
             permille: u64::from(bound_permille),
             spills: 0,
+            members: Members::new(),
         })
     }
 
-    /// The capacity for a total load of `total` (this request included) over the nodes.
+    /// The capacity for a total load of `total` (this request included) over the nodes that
+    /// are up.
     pub fn capacity(&self, total: u64) -> u64 {
-        (self.permille * total).div_ceil(1000 * self.nodes as u64)
+        let up = if self.members.all_up() {
+            self.nodes
+        } else {
+            self.members.count_up(self.nodes).max(1)
+        };
+        (self.permille * total).div_ceil(1000 * up as u64)
     }
 
     /// Requests that went past their target's first node because it was full.
@@ -68,7 +78,15 @@ impl Dispatch for Chbl {
 
     fn assign(&mut self, target: Target, loads: &[u32], _now: Nanos) -> NodeId {
         let load = |n: NodeId| u64::from(loads.get(n).copied().unwrap_or(0));
-        let total: u64 = (0..self.nodes).map(load).sum::<u64>() + 1;
+        let m = &self.members;
+        // With every node down, walk them all anyway (the mechanism has nowhere to send it).
+        let all = m.all_up() || m.count_up(self.nodes) == 0;
+        let usable = |n: NodeId| all || m.is_up(n);
+        let total: u64 = (0..self.nodes)
+            .filter(|&n| usable(n))
+            .map(load)
+            .sum::<u64>()
+            + 1;
         let cap = self.capacity(total);
         let h = mix64(target);
         let start = self.ring.partition_point(|&(p, _)| p < h);
@@ -76,7 +94,7 @@ impl Dispatch for Chbl {
         let first = self.ring[start % len].1;
         for i in 0..len {
             let n = self.ring[(start + i) % len].1;
-            if load(n) < cap {
+            if usable(n) && load(n) < cap {
                 if n != first {
                     self.spills += 1;
                 }
@@ -84,7 +102,13 @@ impl Dispatch for Chbl {
             }
         }
         // Unreachable (some node is below the capacity); stay total anyway.
-        super::least_loaded(&loads[..self.nodes.min(loads.len())]).unwrap_or(0)
+        m.least(loads, self.nodes)
+    }
+
+    fn set_up(&mut self, node: NodeId, up: bool) {
+        if node < self.nodes {
+            self.members.set(node, up);
+        }
     }
 }
 
@@ -128,6 +152,25 @@ mod tests {
         let next = c.assign(42, &loads, 0);
         assert_ne!(next, first);
         assert_eq!(c.spills(), 1);
+    }
+
+    #[test]
+    fn a_down_node_is_passed_over_and_keeps_its_place() {
+        let mut c = Chbl::new(4, 1250, 50).unwrap();
+        let loads = [0u32; 4];
+        let homes: Vec<NodeId> = (0..200u64).map(|t| c.assign(t, &loads, 0)).collect();
+        c.set_up(2, false);
+        for t in 0..200u64 {
+            let n = c.assign(t, &loads, 0);
+            assert_ne!(n, 2);
+            // Targets of the other nodes stay where they were (consistent hashing).
+            if homes[t as usize] != 2 {
+                assert_eq!(n, homes[t as usize]);
+            }
+        }
+        c.set_up(2, true);
+        let back: Vec<NodeId> = (0..200u64).map(|t| c.assign(t, &loads, 0)).collect();
+        assert_eq!(back, homes);
     }
 
     #[test]

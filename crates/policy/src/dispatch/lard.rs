@@ -9,9 +9,12 @@
 //!                                        server[target] = least loaded node
 //! send to server[target]
 //! ```
-//! Load = active connections (passed in). Ties in "least loaded" go to the lowest index.
+//! Load = active connections (passed in). Ties in "least loaded" go to the lowest index. Only
+//! nodes that are up count (as least loaded, and as the node below T_low); a node going down
+//! drops its targets from the table.
 
-use super::{check_thresholds, least_loaded, load, Dispatch, DispatchConfig, DispatchStats, Entry};
+use super::members::Members;
+use super::{check_thresholds, load, Dispatch, DispatchConfig, DispatchStats, Entry};
 use super::{NodeId, Target};
 use crate::config::PolicyError;
 use crate::idhash::IdMap;
@@ -25,6 +28,8 @@ pub struct Lard {
     t_high: u32,
     server: IdMap<Target, NodeId>,
     reassignments: u64,
+    forgotten: u64,
+    members: Members,
 }
 
 impl Lard {
@@ -37,6 +42,8 @@ impl Lard {
             t_high: cfg.t_high,
             server: IdMap::default(),
             reassignments: 0,
+            forgotten: 0,
+            members: Members::new(),
         })
     }
 
@@ -46,20 +53,16 @@ impl Lard {
     }
 }
 
-/// LARD's move condition for a node with load `l`.
-pub(crate) fn overloaded(l: u32, loads: &[u32], nodes: usize, t_low: u32, t_high: u32) -> bool {
-    let some_idle = (0..nodes).any(|i| load(loads, i) < t_low);
-    (l > t_high && some_idle) || l >= 2 * t_high
-}
-
-/// Least loaded of `nodes` nodes.
-pub(crate) fn least(loads: &[u32], nodes: usize) -> NodeId {
-    if loads.len() >= nodes {
-        least_loaded(&loads[..nodes]).unwrap_or(0)
-    } else {
-        // Missing loads count as 0: the first missing node.
-        loads.len()
-    }
+/// LARD's move condition for a node with load `l` (only nodes that are up can be idle).
+pub(crate) fn overloaded(
+    l: u32,
+    loads: &[u32],
+    nodes: usize,
+    members: &Members,
+    t_low: u32,
+    t_high: u32,
+) -> bool {
+    (l > t_high && members.some_below(loads, nodes, t_low)) || l >= 2 * t_high
 }
 
 impl Dispatch for Lard {
@@ -72,10 +75,12 @@ impl Dispatch for Lard {
     }
 
     fn assign(&mut self, target: Target, loads: &[u32], _now: Nanos) -> NodeId {
+        let (nodes, m) = (self.nodes, &self.members);
         let chosen = match self.server.get(&target).copied() {
-            None => least(loads, self.nodes),
-            Some(n) if overloaded(load(loads, n), loads, self.nodes, self.t_low, self.t_high) => {
-                let m = least(loads, self.nodes);
+            None => m.least(loads, nodes),
+            Some(n) if !m.is_up(n) => m.least(loads, nodes),
+            Some(n) if overloaded(load(loads, n), loads, nodes, m, self.t_low, self.t_high) => {
+                let m = m.least(loads, nodes);
                 if m != n {
                     self.reassignments += 1;
                 }
@@ -87,11 +92,20 @@ impl Dispatch for Lard {
         chosen
     }
 
+    fn set_up(&mut self, node: NodeId, up: bool) {
+        if node < self.nodes && self.members.set(node, up) && !up {
+            let before = self.server.len();
+            self.server.retain(|_, n| *n != node);
+            self.forgotten += (before - self.server.len()) as u64;
+        }
+    }
+
     fn stats(&self) -> DispatchStats {
         DispatchStats {
             targets: self.server.len(),
             reassignments: self.reassignments,
             shrinks: 0,
+            forgotten: self.forgotten,
         }
     }
 }
@@ -140,6 +154,23 @@ mod tests {
         l.assign(1, &[0, 0], 0);
         assert_eq!(l.assign(1, &[129, 100], 0), 0);
         assert_eq!(l.assign(1, &[130, 100], 0), 1);
+    }
+
+    #[test]
+    fn a_down_node_loses_its_targets_and_is_not_chosen() {
+        let mut l = lard(3);
+        assert_eq!(l.assign(1, &[0, 5, 5], 0), 0);
+        assert_eq!(l.assign(2, &[1, 0, 5], 0), 1);
+        l.set_up(0, false);
+        assert_eq!(l.server(1), None);
+        assert_eq!(l.server(2), Some(1));
+        assert_eq!(l.stats().forgotten, 1);
+        // Target 1 goes to the least loaded node that is up, though node 0 is idler.
+        assert_eq!(l.assign(1, &[0, 9, 4], 0), 2);
+        // Node 0 back: chosen again as least loaded for new targets; old ones stay.
+        l.set_up(0, true);
+        assert_eq!(l.assign(3, &[0, 9, 4], 0), 0);
+        assert_eq!(l.assign(1, &[0, 9, 4], 0), 2);
     }
 
     #[test]

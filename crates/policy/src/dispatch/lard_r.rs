@@ -11,9 +11,11 @@
 //! send to n;  if the set changed: set.modified = now
 //! ```
 //! Ties: least loaded = lowest load, earliest in the set (or lowest index overall); most loaded
-//! = highest load, latest in the set, so `n != m` whenever the set has two nodes.
+//! = highest load, latest in the set, so `n != m` whenever the set has two nodes. A node going
+//! down leaves every set (a set left empty is dropped); only nodes that are up are added.
 
-use super::lard::{least, overloaded};
+use super::lard::overloaded;
+use super::members::Members;
 use super::{check_thresholds, load, Dispatch, DispatchConfig, DispatchStats, Entry};
 use super::{NodeId, Target};
 use crate::config::PolicyError;
@@ -36,6 +38,8 @@ pub struct LardR {
     sets: IdMap<Target, ServerSet>,
     replications: u64,
     shrinks: u64,
+    forgotten: u64,
+    members: Members,
 }
 
 impl LardR {
@@ -50,6 +54,8 @@ impl LardR {
             sets: IdMap::default(),
             replications: 0,
             shrinks: 0,
+            forgotten: 0,
+            members: Members::new(),
         })
     }
 
@@ -59,6 +65,55 @@ impl LardR {
             .get(&target)
             .map(|s| s.nodes.clone())
             .unwrap_or_default()
+    }
+
+    /// Whether `node` is in `target`'s server set.
+    pub(crate) fn in_set(&self, target: Target, node: NodeId) -> bool {
+        self.sets
+            .get(&target)
+            .is_some_and(|s| s.nodes.contains(&node))
+    }
+
+    /// Add `node` to `target`'s server set (creating it) at `now`.
+    pub(crate) fn add_to_set(&mut self, target: Target, node: NodeId, now: Nanos) {
+        match self.sets.get_mut(&target) {
+            Some(s) if s.nodes.contains(&node) => {}
+            Some(s) => {
+                s.nodes.push(node);
+                s.modified = now;
+                self.replications += 1;
+            }
+            None => {
+                self.sets.insert(
+                    target,
+                    ServerSet {
+                        nodes: vec![node],
+                        modified: now,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The least loaded member of `target`'s server set (ties: earliest), if it has one, and
+    /// whether it is overloaded by LARD's rule.
+    pub(crate) fn least_in_set(&self, target: Target, loads: &[u32]) -> Option<(NodeId, bool)> {
+        let set = self.sets.get(&target)?;
+        let mut n = *set.nodes.first()?;
+        for &x in &set.nodes {
+            if load(loads, x) < load(loads, n) {
+                n = x;
+            }
+        }
+        let over = overloaded(
+            load(loads, n),
+            loads,
+            self.nodes,
+            &self.members,
+            self.t_low,
+            self.t_high,
+        );
+        Some((n, over))
     }
 }
 
@@ -73,8 +128,18 @@ impl Dispatch for LardR {
 
     fn assign(&mut self, target: Target, loads: &[u32], now: Nanos) -> NodeId {
         let (nodes, t_low, t_high, ttl) = (self.nodes, self.t_low, self.t_high, self.ttl);
+        let members = &self.members;
+        if !members.all_up() && members.count_up(nodes) > 0 {
+            // A set can hold a node that is down only if it was added while every node was.
+            if let Some(set) = self.sets.get_mut(&target) {
+                set.nodes.retain(|&x| members.is_up(x));
+                if set.nodes.is_empty() {
+                    self.sets.remove(&target);
+                }
+            }
+        }
         let Some(set) = self.sets.get_mut(&target) else {
-            let n = least(loads, nodes);
+            let n = members.least(loads, nodes);
             self.sets.insert(
                 target,
                 ServerSet {
@@ -95,8 +160,8 @@ impl Dispatch for LardR {
             }
         }
         let mut changed = false;
-        if overloaded(load(loads, n), loads, nodes, t_low, t_high) {
-            let p = least(loads, nodes);
+        if overloaded(load(loads, n), loads, nodes, members, t_low, t_high) {
+            let p = members.least(loads, nodes);
             if !set.nodes.contains(&p) {
                 set.nodes.push(p);
                 self.replications += 1;
@@ -115,11 +180,25 @@ impl Dispatch for LardR {
         n
     }
 
+    fn set_up(&mut self, node: NodeId, up: bool) {
+        if node < self.nodes && self.members.set(node, up) && !up {
+            let mut forgotten = 0;
+            self.sets.retain(|_, s| {
+                let before = s.nodes.len();
+                s.nodes.retain(|&x| x != node);
+                forgotten += (before - s.nodes.len()) as u64;
+                !s.nodes.is_empty()
+            });
+            self.forgotten += forgotten;
+        }
+    }
+
     fn stats(&self) -> DispatchStats {
         DispatchStats {
             targets: self.sets.len(),
             reassignments: self.replications,
             shrinks: self.shrinks,
+            forgotten: self.forgotten,
         }
     }
 }
@@ -172,6 +251,21 @@ mod tests {
         // A single node set never shrinks.
         l.assign(5, &[5, 9, 0], 100 * SEC);
         assert_eq!(l.server_set(5), vec![0]);
+    }
+
+    #[test]
+    fn a_down_node_leaves_every_set() {
+        let mut l = lard_r(3);
+        l.assign(5, &[0, 0, 0], 0);
+        l.assign(5, &[66, 10, 30], SEC); // set {0, 1}
+        l.assign(6, &[0, 1, 1], SEC); // set {0}
+        l.set_up(0, false);
+        assert_eq!(l.server_set(5), vec![1]);
+        assert_eq!(l.server_set(6), Vec::<NodeId>::new());
+        assert_eq!(l.stats().forgotten, 2);
+        assert_eq!(l.stats().targets, 1);
+        // A new set never starts on the down node, though it is idlest.
+        assert_eq!(l.assign(6, &[0, 9, 4], 2 * SEC), 2);
     }
 
     #[test]

@@ -10,10 +10,22 @@
 //! - [`lard`]: locality-aware request distribution, T_low / T_high (seed 004);
 //! - [`lard_r`]: LARD with replication (a target's server set grows under load, shrinks after
 //!   K seconds without change);
+//! - [`ext_lard`]: extended LARD (Aron, Druschel, Zwaenepoel, USENIX 1999; seed 004): LARD/R
+//!   for a connection's first request, then, for each further request on the persistent
+//!   connection, serve it where the connection is or forward it to a node that caches it
+//!   ([`Dispatch::route`]);
 //! - [`chbl`]: consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam, SODA
 //!   2018): no node above `ceil(c * mean load)`.
+//!
+//! A real front end also tells a policy which nodes are up ([`Dispatch::set_up`], kept in
+//! [`members::Members`]): a node that is down is never chosen while another is up, and the
+//! targets a LARD table assigned to it are forgotten, so they are reassigned at their next
+//! request. The simulator never marks a node down.
+
+pub mod members;
 
 pub mod chbl;
+pub mod ext_lard;
 pub mod lard;
 pub mod lard_r;
 pub mod wrr;
@@ -56,7 +68,7 @@ pub fn least_loaded(loads: &[u32]) -> Option<NodeId> {
 }
 
 /// Load of node `n`, 0 if the mechanism passed fewer loads than nodes.
-pub(crate) fn load(loads: &[u32], n: NodeId) -> u32 {
+pub fn load(loads: &[u32], n: NodeId) -> u32 {
     loads.get(n).copied().unwrap_or(0)
 }
 
@@ -69,6 +81,35 @@ pub struct DispatchStats {
     pub reassignments: u64,
     /// Nodes removed from a target's server set (LARD/R).
     pub shrinks: u64,
+    /// Assignments dropped because their node went down (LARD, LARD/R, extended LARD): those
+    /// targets are reassigned at their next request.
+    pub forgotten: u64,
+}
+
+/// Where a request on a persistent connection goes when the connection is pinned to one node
+/// (back-end forwarding, [`Dispatch::route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The node handling the connection serves it itself (from its cache or its disk).
+    Serve(NodeId),
+    /// The handling node fetches the response from `server` (which caches the target) and
+    /// relays it.
+    Forward {
+        /// The node the connection is pinned to.
+        handler: NodeId,
+        /// The node that serves the target.
+        server: NodeId,
+    },
+}
+
+impl Route {
+    /// The node whose cache or disk serves the request.
+    pub fn server(&self) -> NodeId {
+        match *self {
+            Route::Serve(n) => n,
+            Route::Forward { server, .. } => server,
+        }
+    }
 }
 
 /// A request-distribution policy. Implementations must be deterministic functions of the calls
@@ -83,6 +124,30 @@ pub trait Dispatch: Send {
     /// The node that serves a new request for `target`. `loads[i]` is node `i`'s load (active
     /// connections) *before* this request; the mechanism adds it to the chosen node.
     fn assign(&mut self, target: Target, loads: &[u32], now: Nanos) -> NodeId;
+
+    /// A request for `target` on a persistent connection pinned to node `handler` (back-end
+    /// forwarding): serve it there, or have `handler` fetch it from another node. `disk[i]` is
+    /// node `i`'s disk queue (reads waiting or in service; missing = 0). Default: the node
+    /// [`Dispatch::assign`] picks, reached through `handler` when it is another.
+    fn route(
+        &mut self,
+        target: Target,
+        handler: NodeId,
+        loads: &[u32],
+        disk: &[u32],
+        now: Nanos,
+    ) -> Route {
+        let _ = disk;
+        match self.assign(target, loads, now) {
+            n if n == handler => Route::Serve(handler),
+            server => Route::Forward { handler, server },
+        }
+    }
+
+    /// Node `node` went down (`false`: failed, or left the configuration) or came back up
+    /// (`true`). A node that is down is not chosen while another is up; what the policy
+    /// assigned to it is forgotten. Every node starts up.
+    fn set_up(&mut self, node: NodeId, up: bool);
 
     /// Counters (default: none).
     fn stats(&self) -> DispatchStats {
@@ -105,6 +170,15 @@ pub struct DispatchConfig {
     pub vnodes: u32,
     /// WRR: one weight per node (empty: all 1).
     pub weights: Vec<u32>,
+    /// Extended LARD: a connection's node whose disk has this many reads queued or in service
+    /// is busy, so a target it does not cache is forwarded to a node that does rather than
+    /// read from its disk (1: read locally only when the disk is idle).
+    #[serde(default = "default_disk_busy")]
+    pub disk_busy: u32,
+}
+
+fn default_disk_busy() -> u32 {
+    1
 }
 
 impl Default for DispatchConfig {
@@ -116,6 +190,7 @@ impl Default for DispatchConfig {
             bound_permille: 1250,
             vnodes: 100,
             weights: Vec::new(),
+            disk_busy: default_disk_busy(),
         }
     }
 }
@@ -145,7 +220,13 @@ pub struct Entry {
 }
 
 /// Every distribution policy.
-pub const REGISTRY: &[Entry] = &[wrr::ENTRY, lard::ENTRY, lard_r::ENTRY, chbl::ENTRY];
+pub const REGISTRY: &[Entry] = &[
+    wrr::ENTRY,
+    lard::ENTRY,
+    lard_r::ENTRY,
+    ext_lard::ENTRY,
+    chbl::ENTRY,
+];
 
 /// Names of all distribution policies.
 pub fn names() -> Vec<&'static str> {
@@ -194,6 +275,39 @@ pub(crate) fn check_thresholds(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever goes down and comes back, no policy chooses (or routes to) a node that is
+        /// down while another is up.
+        #[test]
+        fn no_policy_chooses_a_down_node(
+            ops in prop::collection::vec((0u64..40, 0usize..5, 0u32..140, any::<bool>()), 1..300),
+        ) {
+            for name in names() {
+                let mut p = build(name, 5, &DispatchConfig::default()).unwrap();
+                let mut up = [true; 5];
+                let mut loads = [0u32; 5];
+                for &(target, who, l, flip) in &ops {
+                    if flip {
+                        up[who] = !up[who];
+                        p.set_up(who, up[who]);
+                        continue;
+                    }
+                    loads[who] = l;
+                    let n = p.assign(target, &loads, 0);
+                    if up.iter().any(|&u| u) {
+                        prop_assert!(up[n], "{name} chose down node {n}, up {up:?}");
+                        // A mechanism routes only requests of connections on nodes that are up.
+                        if up[who] {
+                            let r = p.route(target, who, &loads, &loads, 0);
+                            prop_assert!(up[r.server()], "{name} routed to {r:?}, up {up:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn registry_builds_every_policy_with_defaults() {

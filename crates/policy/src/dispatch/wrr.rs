@@ -5,7 +5,9 @@
 //! credit, takes the node with the most credit (ties: lowest index) and charges it the total
 //! weight. Over any window of `sum(weights)` picks node `i` is chosen exactly `weights[i]` times,
 //! interleaved rather than in runs. Equal weights give plain rotation 0, 1, ..., n-1, 0, ...
+//! A node that is down takes no credit and no turn; the others share its turns by weight.
 
+use super::members::Members;
 use super::{Dispatch, DispatchConfig, Entry, NodeId, Target};
 use crate::config::PolicyError;
 use crate::Nanos;
@@ -16,6 +18,7 @@ pub struct Wrr {
     weights: Vec<i64>,
     credit: Vec<i64>,
     total: i64,
+    members: Members,
 }
 
 impl Wrr {
@@ -32,6 +35,7 @@ impl Wrr {
             total: weights.iter().sum(),
             credit: vec![0; weights.len()],
             weights,
+            members: Members::new(),
         })
     }
 
@@ -59,15 +63,40 @@ impl Dispatch for Wrr {
     }
 
     fn assign(&mut self, _target: Target, _loads: &[u32], _now: Nanos) -> NodeId {
-        let mut best = 0;
-        for i in 0..self.weights.len() {
+        let n = self.weights.len();
+        let m = &self.members;
+        let live = |i: usize| m.is_up(i) && self.weights[i] > 0;
+        if m.all_up() || !(0..n).any(live) {
+            let mut best = 0;
+            for i in 0..n {
+                self.credit[i] += self.weights[i];
+                if self.credit[i] > self.credit[best] {
+                    best = i;
+                }
+            }
+            self.credit[best] -= self.total;
+            return best;
+        }
+        let mut best = None::<usize>;
+        let mut total = 0;
+        for i in (0..n).filter(|&i| m.is_up(i)) {
             self.credit[i] += self.weights[i];
-            if self.credit[i] > self.credit[best] {
-                best = i;
+            total += self.weights[i];
+            if best.is_none_or(|b| self.credit[i] > self.credit[b]) {
+                best = Some(i);
             }
         }
-        self.credit[best] -= self.total;
+        let best = best.unwrap_or(0);
+        self.credit[best] -= total;
         best
+    }
+
+    fn set_up(&mut self, node: NodeId, up: bool) {
+        if node < self.weights.len() && self.members.set(node, up) {
+            // A node rejoins (or leaves) with no credit: smooth WRR stays exact over the
+            // nodes that are up.
+            self.credit[node] = 0;
+        }
     }
 }
 
@@ -103,6 +132,21 @@ mod tests {
             let count = |n| chunk.iter().filter(|&&x| x == n).count();
             assert_eq!((count(0), count(1), count(2)), (3, 0, 2));
         }
+    }
+
+    #[test]
+    fn a_down_node_gets_no_turn_and_rejoins() {
+        let mut w = Wrr::new(&[1, 1, 1]).unwrap();
+        w.set_up(1, false);
+        assert_eq!(picks(&mut w, 4), vec![0, 2, 0, 2]);
+        w.set_up(1, true);
+        let p = picks(&mut w, 6);
+        assert_eq!(p.iter().filter(|&&n| n == 1).count(), 2, "{p:?}");
+        // Every node down: it still answers (the mechanism has nowhere to send it).
+        for n in 0..3 {
+            w.set_up(n, false);
+        }
+        assert!(picks(&mut w, 3).iter().all(|&n| n < 3));
     }
 
     #[test]

@@ -50,8 +50,22 @@ send_timeout = "1m"
 shutdown_timeout = "10s"
 cache_max_file = 0
 cache_budget = "1MiB"
+cache_policy = "gds"
 pfs_log = "pfs.jsonl"
 access_log = "-"
+[disk]
+model = "lard"
+scale = 0.5
+first = "10ms"
+per_block = "100us"
+block = "8KiB"
+cluster = "64KiB"
+reposition = "5ms"
+[forward]
+from = ["127.0.0.1"]
+peers = ["127.0.0.1:8081", "127.0.0.1:8082"]
+timeout = "2s"
+pool = 4
 [policy]
 name = "fifo"
 slp = "200ms"
@@ -108,6 +122,38 @@ index = ["home.html"]
     assert!(c.gzip.enabled);
     assert_eq!(c.sites[0].aliases, vec!["www.a.test"]);
     assert!(!c.gate);
+    assert_eq!(c.cache_policy, crate::body_cache::Eviction::Gds);
+    assert_eq!(c.disk.model, crate::disk::DiskKind::Lard);
+    assert_eq!(
+        (c.disk.scale, c.disk.block, c.disk.cluster),
+        (0.5, 8192, 65536)
+    );
+    assert_eq!(c.disk.first, Duration::from_millis(10));
+    assert_eq!(c.disk.per_block, Duration::from_micros(100));
+    assert_eq!(c.disk.reposition, Duration::from_millis(5));
+    assert_eq!(c.forward.peers.len(), 2);
+    assert_eq!(
+        c.forward.from,
+        vec!["127.0.0.1".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert_eq!(
+        (c.forward.timeout, c.forward.pool),
+        (Duration::from_secs(2), 4)
+    );
+}
+
+#[test]
+fn disk_and_forward_values_are_checked() {
+    for (text, key) in [
+        ("[disk]\nscale = 0\n", "disk.scale"),
+        ("[disk]\nfirst = 28\n", "write"),
+        ("[disk]\nmodel = \"ssd\"\n", "model"),
+        ("cache_policy = \"lfu\"\n", "cache_policy"),
+        ("[forward]\npeers = [\"nowhere\"]\n", "peers"),
+    ] {
+        let e = Config::from_toml(text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains(key), "{text}: {e}");
+    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_load;
 pub mod bench_static;
+pub mod front;
 pub mod lab;
 pub mod lab_containers;
 pub mod lab_pos;
