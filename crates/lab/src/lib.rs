@@ -42,6 +42,7 @@ pub mod runner;
 pub mod sampler;
 pub mod signals;
 pub mod site;
+pub mod stats;
 pub mod testbed;
 pub mod util;
 pub mod wrk;
