@@ -111,12 +111,12 @@ pub struct PosOptions {
     #[arg(long = "no-disk", action = ArgAction::SetFalse,
           help = "Serve files from memory instead of the disk (the paper disabled the buffer cache)")]
     pub use_disk: bool,
-    /// Disk: latency of a file's first read (default 9ms: one short seek within the
+    /// Disk: latency of a file's first read (default 5ms: a track-to-track seek within the
     /// directory's cylinder group + half a turn; the LARD model's 28ms with
     /// --previous-testbed).
     #[arg(long)]
     pub disk_first: Option<Dur>,
-    /// Disk: latency of each further 44 KB cluster (default 9ms; LARD: 14ms).
+    /// Disk: latency of each further 44 KB cluster (default 5ms; LARD: 14ms).
     #[arg(long)]
     pub disk_reposition: Option<Dur>,
     /// The previous model's testbed, to compare: LARD disk (28 ms first read, 14 ms per further

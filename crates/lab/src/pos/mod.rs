@@ -553,6 +553,35 @@ mod tests {
     }
 
     #[test]
+    fn exp4_goals_per_browser_count_and_pooled_carry_intervals() {
+        let o = opts(4);
+        let p = resolve(&o).unwrap();
+        let tb = Testbed::new(TestbedConfig {
+            net: NetMode::Loopback,
+            ..Default::default()
+        })
+        .unwrap();
+        let vs = variants(&p, &o);
+        let mut cells = Vec::new();
+        for &b in &p.browser_counts {
+            for v in &vs {
+                let scale = if v.name == "fifo" { 1.0 } else { 0.6 };
+                cells.push(Cell {
+                    variant: v.clone(),
+                    browsers: b,
+                    runs: (0..2).map(|rep| (rep, outcome(scale))).collect(),
+                });
+            }
+        }
+        let s = summarize(&o, &p, &env(&tb), &cells);
+        assert_eq!(s.goals.len(), p.browser_counts.len() + 1, "{:?}", s.goals);
+        let pooled = s.goals.last().unwrap();
+        assert!(pooled.goal.contains("pooled"), "{pooled:?}");
+        assert!(pooled.met && pooled.detail.contains("ci95"), "{pooled:?}");
+        assert!(s.goals[0].detail.contains("ci95"), "{:?}", s.goals[0]);
+    }
+
+    #[test]
     fn summary_and_report_are_written_complete() {
         let mut o = opts(1);
         o.quick = true;

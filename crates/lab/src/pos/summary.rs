@@ -520,7 +520,10 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
             }
         }
     }
-    let goals = goals(p, &vs);
+    let mut goals = goals(p, &vs);
+    if p.exp == 4 {
+        goals.push(pooled_goal(p, &vs, cells));
+    }
     let (mut pl_ratio, mut lrq_ratio) = (Vec::new(), Vec::new());
     if p.exp == 4 {
         let fifo: Vec<&VariantSummary> = p
@@ -672,6 +675,104 @@ fn random_goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
         });
     }
     out
+}
+
+/// Exp 4 over all browser counts: for each POS variant the improvement of its mean t1 over all
+/// pages against fifo's over the same bursts, with an interval over the bursts of every count
+/// (each browser count's burst paired with fifo's); the best variant whose mean t2 over all
+/// pages is at most 10% worse, and whether its interval clears 0.
+fn pooled_goal(p: &Params, vs: &[VariantSummary], cells: &[Cell]) -> Goal {
+    let goal =
+        "exp 4 (all browser counts pooled): the best POS variant improves mean t1 over fifo \
+                with a 95% interval above 0, mean t2 at most 10% worse"
+            .to_string();
+    let names: Vec<String> = vs
+        .iter()
+        .filter(|v| v.name.starts_with("pos"))
+        .map(|v| v.name.clone())
+        .fold(Vec::new(), |mut acc, n| {
+            if !acc.contains(&n) {
+                acc.push(n);
+            }
+            acc
+        });
+    let pooled = |name: &str, f: fn(&Page) -> Option<f64>| -> Vec<PairedCluster> {
+        p.browser_counts
+            .iter()
+            .filter_map(|&b| {
+                let fc = cells
+                    .iter()
+                    .find(|c| c.variant.name == "fifo" && c.browsers == b)?;
+                let vc = cells
+                    .iter()
+                    .find(|c| c.variant.name == name && c.browsers == b)?;
+                Some(burst_clusters(fc, vc, f))
+            })
+            .flatten()
+            .collect()
+    };
+    let point = |cl: &[PairedCluster]| -> Option<f64> {
+        let full = || cl.iter().filter(|c| !c.a.is_empty() && !c.b.is_empty());
+        let a: Vec<f64> = full().flat_map(|c| c.a.iter().copied()).collect();
+        let b: Vec<f64> = full().flat_map(|c| c.b.iter().copied()).collect();
+        (!a.is_empty()).then(|| (Stat::Mean.of(&a) - Stat::Mean.of(&b)) / Stat::Mean.of(&a))
+    };
+    let mut rows: Vec<(String, f64, Option<Ci95>, f64, usize)> = Vec::new();
+    for n in &names {
+        let c1 = pooled(n, |p| p.t1_ms);
+        let c2 = pooled(n, |p| p.t2_ms);
+        let (Some(i1), Some(i2)) = (point(&c1), point(&c2)) else {
+            continue;
+        };
+        let ci = paired_cluster_improvement_ci95(&c1, Stat::Mean, CI_SEED);
+        let k = c1
+            .iter()
+            .filter(|c| !c.a.is_empty() && !c.b.is_empty())
+            .count();
+        rows.push((n.clone(), i1, ci, i2, k));
+    }
+    let best = rows
+        .iter()
+        .filter(|r| r.3 >= -0.10)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .or_else(|| rows.iter().max_by(|a, b| a.1.total_cmp(&b.1)));
+    let Some(best) = best else {
+        return Goal {
+            goal,
+            met: false,
+            detail: "no POS variant with measured pages".into(),
+        };
+    };
+    let clears = best.2.is_some_and(|c| c.low > 0.0);
+    let all: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:+.1}% t1 ({}) / {:+.1}% t2",
+                r.0,
+                r.1 * 100.0,
+                r.2.map_or("no interval".into(), |c| format!("ci95 {}", c.pct())),
+                r.3 * 100.0
+            )
+        })
+        .collect();
+    Goal {
+        goal,
+        met: clears && best.3 >= -0.10,
+        detail: format!(
+            "{}: mean t1 {:+.1}%, {} over {} bursts of {} browser counts, the interval {} 0; \
+             mean t2 {:+.1}%; all: {}",
+            best.0,
+            best.1 * 100.0,
+            best.2
+                .map_or("no interval".into(), |c| format!("ci95 {}", c.pct())),
+            best.4,
+            p.browser_counts.len(),
+            if clears { "clears" } else { "does not clear" },
+            best.3 * 100.0,
+            all.join(", ")
+        ),
+    }
 }
 
 fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
