@@ -413,7 +413,7 @@ mod tests {
         assert_ne!(trace_seed(1, 9, 0), trace_seed(1, 12, 0));
         // The window reading: every click of burst k in [lead + k * interval, + window).
         let w = p2.window_s.unwrap() * 1e3;
-        assert_eq!(w, 1000.0);
+        assert_eq!(w, 500.0);
         let mut per_burst = vec![0; p2.pages_per_browser];
         for l in trace(&p2, 9, 5).lines().filter(|l| !l.starts_with('#')) {
             let t: f64 = l.split_whitespace().next().unwrap().parse().unwrap();

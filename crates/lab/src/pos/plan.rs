@@ -126,11 +126,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         (false, false, 2 | 3) => 4,
         (false, false, _) => 5,
     });
-    let window = o.window.unwrap_or(if tiny {
-        Duration::from_millis(500)
-    } else {
-        DEFAULT_WINDOW
-    });
+    let window = o.window.unwrap_or(DEFAULT_WINDOW);
     if o.exp != 1 && window > interval {
         return Err(LabError::Config(format!(
             "--window {window:?} must not be longer than the interval {interval:?}"
