@@ -276,10 +276,10 @@ mod tests {
             "{ci:?}"
         );
         // A gain in half the bursts and a loss in the other half: the interval spans 0.
-        let mixed: Vec<PairedCluster> = (0..12)
+        let mixed: Vec<PairedCluster> = (0..12u32)
             .map(|i| PairedCluster {
                 a: vec![10.0],
-                b: vec![if i % 2 == 0 { 5.0 } else { 15.0 }],
+                b: vec![if i.is_multiple_of(2) { 5.0 } else { 15.0 }],
             })
             .collect();
         let ci = paired_cluster_improvement_ci95(&mixed, Stat::Mean, 1).unwrap();
