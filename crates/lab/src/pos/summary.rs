@@ -117,8 +117,11 @@ fn open_ms(pages: &[Page]) -> f64 {
     total + cur.map_or(0.0, |(s, e)| e - s)
 }
 
+/// One run's burst figures: open seconds, PL, LRQ, the gate's LRQ.
+type BurstRun = (f64, f64, f64, Option<f64>);
+
 fn burst_load(runs: &[(usize, RunOutcome)]) -> Option<BurstLoad> {
-    let per: Vec<(f64, f64, f64, Option<f64>)> = runs
+    let per: Vec<BurstRun> = runs
         .iter()
         .filter_map(|(_, r)| {
             let open = open_ms(&r.pages);
@@ -136,8 +139,7 @@ fn burst_load(runs: &[(usize, RunOutcome)]) -> Option<BurstLoad> {
     if per.is_empty() {
         return None;
     }
-    let m =
-        |f: fn(&(f64, f64, f64, Option<f64>)) -> f64| mean(&per.iter().map(f).collect::<Vec<_>>());
+    let m = |f: fn(&BurstRun) -> f64| mean(&per.iter().map(f).collect::<Vec<_>>());
     let gates: Vec<f64> = per.iter().filter_map(|x| x.3).collect();
     Some(BurstLoad {
         open_s: m(|x| x.0),
