@@ -52,10 +52,14 @@ impl DiskModel {
     /// - **A short seek.** FFS puts the inodes and data of a directory's files in the
     ///   directory's cylinder group (McKusick, Joy, Leffler, Fabry, "A Fast File System for
     ///   UNIX", ACM TOCS 1984, layout policies), so the seek between two files of the page is a
-    ///   few tracks, not LARD's average seek. **Estimate**: 3 ms for a seek
-    ///   within one cylinder group plus 5.6 ms of rotational latency (half a turn of a
-    ///   5400 rpm IDE disk of 1998): 9 ms, for a file's first block and for each further 44 KB
-    ///   cluster alike. Transfer: LARD's 410 µs per 4 KB.
+    ///   few tracks, not LARD's average seek. **Calibrated**: 5 ms for a file's first block and
+    ///   for each further 44 KB cluster alike: a track-to-track seek within one cylinder group
+    ///   (about 1 ms) plus half a turn of a 7200 rpm disk (4.2 ms), the fast end of 1998 IDE
+    ///   drives (5400 rpm with a 3 ms seek would be 9 ms, the previous value). Chosen because
+    ///   seed 001 says the *processor* was the bottleneck in experiment 1 (§4.2): with 9 ms the
+    ///   disk was half of an HTML request's t1 (48 of 96 ms) and POS gained 14.8 % (paper
+    ///   33.8 %); with 5 ms the CPU wait is over half of t1 and POS gains 33.6 % (docs/sim.md,
+    ///   "Calibration of issue 21"). Transfer: LARD's 410 µs per 4 KB.
     ///
     /// Why it matters: with LARD's 28 ms the disk is busy all through an experiment-1 burst
     /// (81 files x ~31 ms = 2.5 s) and is the bottleneck, against the paper's statement that the
@@ -63,8 +67,8 @@ impl DiskModel {
     /// `--previous-testbed`) restores the LARD model.
     pub fn one_cylinder_group() -> Self {
         Self {
-            first: 9 * MS,
-            reposition: 9 * MS,
+            first: 5 * MS,
+            reposition: 5 * MS,
             ..Self::default()
         }
     }

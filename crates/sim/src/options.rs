@@ -111,12 +111,12 @@ pub struct PosOptions {
     #[arg(long = "no-disk", action = ArgAction::SetFalse,
           help = "Serve files from memory instead of the disk (the paper disabled the buffer cache)")]
     pub use_disk: bool,
-    /// Disk: latency of a file's first read (default 9ms: one short seek within the
+    /// Disk: latency of a file's first read (default 5ms: a track-to-track seek within the
     /// directory's cylinder group + half a turn; the LARD model's 28ms with
     /// --previous-testbed).
     #[arg(long)]
     pub disk_first: Option<Dur>,
-    /// Disk: latency of each further 44 KB cluster (default 9ms; LARD: 14ms).
+    /// Disk: latency of each further 44 KB cluster (default 5ms; LARD: 14ms).
     #[arg(long)]
     pub disk_reposition: Option<Dur>,
     /// The previous model's testbed, to compare: LARD disk (28 ms first read, 14 ms per further
@@ -130,9 +130,14 @@ pub struct PosOptions {
     #[arg(long)]
     pub jitter: Option<Dur>,
     /// Random arrivals (exp 2-4): each browser clicks at a uniform moment of the first this
-    /// long of every interval (default: the whole interval).
+    /// long of every interval (default 500ms, the reading of "randomly at the same time" in
+    /// docs/sim.md; the interval's length for the earlier reading).
     #[arg(long)]
     pub random_window: Option<Dur>,
+    /// Time between bursts of experiments 2-4 (default 10s: under the fixed SLP of 20 s, as
+    /// seed 001 §4.2 says of exp 2; exp 1 uses --interval).
+    #[arg(long, default_value_t = defaults().random_interval)]
+    pub random_interval: Dur,
     /// Apache pool: StartServers,MinSpareServers,MaxSpareServers,MaxClients (default
     /// 45,45,90,150: an idle process for each of the 9 x (1 + 4) connections of a burst, as
     /// seed 001 §4.2 implies; Apache 1.2.5's defaults 5,5,10,150 with --previous-testbed).
@@ -208,6 +213,7 @@ impl Default for PosOptions {
             previous_testbed: false,
             jitter: None,
             random_window: None,
+            random_interval: dur_of(p.random_interval),
             pool: None,
             hog_preempt: w.hog_preempt,
             threads: p.threads,
@@ -349,7 +355,8 @@ impl PosOptions {
             random_window: self
                 .random_window
                 .map(|w| positive("random-window", nanos(w)))
-                .transpose()?,
+                .transpose()?
+                .or(defaults.random_window),
             pool,
             hog_preempt: self.hog_preempt,
             ..defaults
@@ -364,6 +371,7 @@ impl PosOptions {
             exp4_browsers: self.exp4_browsers.clone(),
             slp: positive("slp", nanos(self.slp))?,
             period,
+            random_interval: positive("random-interval", nanos(self.random_interval))?,
             base,
             threads: self.threads,
         })

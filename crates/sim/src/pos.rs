@@ -59,6 +59,9 @@ pub struct PosConfig {
     pub slp: Nanos,
     /// Prediction period of experiments 3 and 4.
     pub period: Nanos,
+    /// Time between bursts of experiments 2-4 (`web::RANDOM_INTERVAL`); exp 1 uses
+    /// `base.interval` (30 s).
+    pub random_interval: Nanos,
     /// Testbed parameters; `policy`, `hog`, `arrivals`, `seed` (and `browsers` in exp 4) are
     /// set per experiment, variant and trial.
     pub base: WebConfig,
@@ -78,6 +81,7 @@ impl Default for PosConfig {
             exp4_browsers: vec![3, 6, 9, 12],
             slp: 20 * SEC,
             period: 500 * MS,
+            random_interval: web::RANDOM_INTERVAL,
             base: WebConfig::default(),
             threads: 2,
         }
@@ -111,15 +115,17 @@ pub struct VariantResult {
     pub t1: Summary,
     /// t2 (s): click to the last image complete.
     pub t2: Summary,
-    /// Improvement of mean t1 against timesharing (%).
+    /// Improvement of mean t1 against timesharing: the paper's `(a - b) / a` as a fraction
+    /// (0.338 is the paper's 33.8 %).
     pub t1_mean_impr: f64,
-    /// Improvement of median t1 against timesharing (%).
+    /// Improvement of median t1 against timesharing (fraction).
     pub t1_median_impr: f64,
-    /// Improvement of mean t2 against timesharing (%).
+    /// Improvement of mean t2 against timesharing (fraction).
     pub t2_mean_impr: f64,
-    /// Improvement of median t2 against timesharing (%).
+    /// Improvement of median t2 against timesharing (fraction).
     pub t2_median_impr: f64,
-    /// Improvement of mean t1 against `fifo` (POS's own base discipline), if it ran (%).
+    /// Improvement of mean t1 against `fifo` (POS's own base discipline), if it ran
+    /// (fraction).
     pub t1_mean_impr_vs_fifo: Option<f64>,
     /// PL: 10 ms samples with the CPU busy, summed over the trials.
     pub pl: u64,
@@ -172,6 +178,10 @@ pub struct ExpResult {
     pub hog: bool,
     /// How browsers click.
     pub arrivals: Arrivals,
+    /// Time between bursts (s).
+    pub interval_s: f64,
+    /// Window of the random clicks (s), exp 2-4.
+    pub window_s: Option<f64>,
     /// SLP as run (`fixed 20 s`, `predicted`).
     pub slp: String,
     /// One result per variant.
@@ -197,13 +207,13 @@ pub struct Exp4Summary {
     pub mean_t1_rw9: Vec<Option<f64>>,
     /// Label of the best variant per browser count.
     pub best_label: Vec<String>,
-    /// Its mean t1 improvement over timesharing (%).
+    /// Its mean t1 improvement over timesharing (fraction).
     pub best_impr: Vec<f64>,
     /// The paper's PL ratios.
     pub paper_pl_ratio: Vec<f64>,
     /// The paper's LRQ ratios.
     pub paper_lrq_ratio: Vec<f64>,
-    /// The paper's best mean t1 improvements (%).
+    /// The paper's best mean t1 improvements (fraction).
     pub paper_best_impr: Vec<f64>,
 }
 
@@ -224,6 +234,21 @@ pub struct PosResult {
     pub exp4: Option<Exp4Summary>,
     /// What to keep in mind reading the figures.
     pub notes: Vec<String>,
+    /// Each of seed 001's figures this experiment reproduces, ours beside the paper's.
+    pub figures: Vec<FigureRow>,
+}
+
+/// One figure of seed 001, our number beside the paper's.
+#[derive(Debug, Clone, Serialize)]
+pub struct FigureRow {
+    /// The figure (`Fig. 3(a)`).
+    pub figure: String,
+    /// What is compared.
+    pub what: String,
+    /// Ours.
+    pub ours: String,
+    /// The paper's.
+    pub paper: String,
 }
 
 /// The variants of an experiment.
@@ -357,6 +382,10 @@ fn run_one(
             hog,
             arrivals,
             browsers,
+            interval: match cfg.exp {
+                1 => cfg.base.interval,
+                _ => cfg.random_interval,
+            },
             seed: trial_seed(cfg.seed, t),
             ..cfg.base.clone()
         };
@@ -380,17 +409,27 @@ fn run_one(
     let (base_t1, base_t2) = (out[0].t1, out[0].t2);
     let fifo_t1 = out.iter().find(|v| v.label == "fifo").map(|v| v.t1.mean);
     for v in &mut out {
-        v.t1_mean_impr_vs_fifo = fifo_t1.map(|f| round(improvement(f, v.t1.mean), 1));
-        v.t1_mean_impr = round(improvement(base_t1.mean, v.t1.mean), 1);
-        v.t1_median_impr = round(improvement(base_t1.median, v.t1.median), 1);
-        v.t2_mean_impr = round(improvement(base_t2.mean, v.t2.mean), 1);
-        v.t2_median_impr = round(improvement(base_t2.median, v.t2.median), 1);
+        let frac = |a: f64, b: f64| round(improvement(a, b) / 100.0, 4);
+        v.t1_mean_impr_vs_fifo = fifo_t1.map(|f| frac(f, v.t1.mean));
+        v.t1_mean_impr = frac(base_t1.mean, v.t1.mean);
+        v.t1_median_impr = frac(base_t1.median, v.t1.median);
+        v.t2_mean_impr = frac(base_t2.mean, v.t2.mean);
+        v.t2_median_impr = frac(base_t2.median, v.t2.median);
     }
     Ok(ExpResult {
         exp: cfg.exp,
         browsers,
         hog,
         arrivals,
+        interval_s: match cfg.exp {
+            1 => cfg.base.interval,
+            _ => cfg.random_interval,
+        } as f64
+            / 1e9,
+        window_s: match arrivals {
+            Arrivals::Sync => None,
+            Arrivals::Random => cfg.base.random_window.map(|w| w as f64 / 1e9),
+        },
         slp: match cfg.exp {
             1 | 2 => format!("fixed {} s", cfg.slp as f64 / 1e9),
             _ => format!("predicted every {} ms", cfg.period / MS),
@@ -512,8 +551,10 @@ pub fn run(cfg: &PosConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<PosResul
         runs,
         exp4,
         notes: Vec::new(),
+        figures: Vec::new(),
     };
     res.notes = notes(cfg, &res);
+    res.figures = figures(&res);
     Ok(res)
 }
 
@@ -564,7 +605,7 @@ fn exp4_summary(runs: &[ExpResult]) -> Exp4Summary {
         best_impr,
         paper_pl_ratio: paper::EXP4_PL.iter().take(n).copied().collect(),
         paper_lrq_ratio: paper::EXP4_LRQ.iter().take(n).copied().collect(),
-        paper_best_impr: paper::EXP4_BEST.iter().take(n).copied().collect(),
+        paper_best_impr: paper::EXP4_BEST.iter().take(n).map(|p| p / 100.0).collect(),
     }
 }
 
@@ -583,6 +624,153 @@ pub fn paper_t1(exp: u8, rw: u32) -> Option<(f64, f64)> {
     }
 }
 
+/// `a / b / c` of the fixed-RW variants' `f` (percent), `-` where a variant did not run.
+fn per_rw(e: &ExpResult, f: fn(&VariantResult) -> f64) -> String {
+    [3, 6, 9]
+        .iter()
+        .map(|rw| {
+            find(e, &format!("pos RW={rw}")).map_or("-".into(), |v| format!("{:+.1}", f(v) * 100.0))
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// Seed 001's figures that `res` reproduces, ours beside the paper's (Fig. 1 is `triage sim
+/// pos-fig1`).
+fn figures(res: &PosResult) -> Vec<FigureRow> {
+    let row = |figure: &str, what: &str, ours: String, paper: &str| FigureRow {
+        figure: figure.into(),
+        what: what.into(),
+        ours,
+        paper: paper.into(),
+    };
+    let mut out = vec![row(
+        "Fig. 1",
+        "A / B processing times (s), timesharing and POS",
+        "`triage sim pos-fig1`: 5.5 / 4.1 and 5.5 / 3.1".into(),
+        "5.5 / 4.1 and 5.5 / 3.1",
+    )];
+    let e = &res.runs[0];
+    let ts = find(e, "timesharing");
+    match res.exp {
+        1 => {
+            let (tmax, tmin) = ts.map_or((0.0, 0.0), |v| (v.t1.max, v.t1.min));
+            let rw = |f: fn(&Summary) -> f64| {
+                [3, 6, 9]
+                    .iter()
+                    .map(|rw| {
+                        find(e, &format!("pos RW={rw}"))
+                            .map_or("-".into(), |v| format!("{:.3}", f(&v.t1)))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            out.push(row(
+                "Fig. 2",
+                "per-URL t1 (s): min and max, timesharing vs RW = 3 / 6 / 9",
+                format!(
+                    "min {tmin:.3} vs {}; max {tmax:.3} vs {}",
+                    rw(|s| s.min),
+                    rw(|s| s.max)
+                ),
+                "min and max better with RW = 3, 6, 9; extremes pressed down",
+            ));
+            out.push(row(
+                "Fig. 3(a)",
+                "mean t1 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t1_mean_impr),
+                "+33.8 / +21.3 / +26.6",
+            ));
+            out.push(row(
+                "Fig. 3(a)",
+                "median t1 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t1_median_impr),
+                "+44.7 / +22.8 / +37.7",
+            ));
+            out.push(row(
+                "Fig. 3(b)",
+                "mean t2 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t2_mean_impr),
+                "negative (t2 not as fast as timesharing)",
+            ));
+        }
+        2 => {
+            out.push(row(
+                "Fig. 4(a)",
+                "mean t1 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t1_mean_impr),
+                "no consistent improvement (RW = 9 a little faster)",
+            ));
+            out.push(row(
+                "Fig. 4(b)",
+                "mean t2 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t2_mean_impr),
+                "improved (images mistaken for text)",
+            ));
+        }
+        3 => {
+            out.push(row(
+                "Fig. 5(a)",
+                "mean t1 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t1_mean_impr),
+                "+22.2 / +17.9 / +6.7",
+            ));
+            out.push(row(
+                "Fig. 5(a)",
+                "median t1 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t1_median_impr),
+                "+44.6 / +13.0 / +19.3",
+            ));
+            out.push(row(
+                "Fig. 5(b)",
+                "mean t2 improvement (%), RW = 3 / 6 / 9",
+                per_rw(e, |v| v.t2_mean_impr),
+                "not so different; medians smaller",
+            ));
+        }
+        _ => {}
+    }
+    if let Some(x) = &res.exp4 {
+        let j = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" : ")
+        };
+        let pj = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{:+.1}", x * 100.0))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        let counts = x
+            .browsers
+            .iter()
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(row(
+            "Fig. 6",
+            &format!("PL ratio, {counts} browsers"),
+            j(&x.pl_ratio),
+            &j(&x.paper_pl_ratio),
+        ));
+        out.push(row(
+            "Fig. 6",
+            &format!("LRQ ratio, {counts} browsers"),
+            j(&x.lrq_ratio),
+            &j(&x.paper_lrq_ratio),
+        ));
+        out.push(row(
+            "Fig. 7",
+            &format!("best mean t1 improvement (%), {counts} browsers"),
+            pj(&x.best_impr),
+            &pj(&x.paper_best_impr),
+        ));
+    }
+    out
+}
+
 /// Comparison with the paper, in words, computed from the results.
 fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
     let mut n = Vec::new();
@@ -596,7 +784,8 @@ fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
                     n.push(format!(
                         "RW={rw}: mean t1 improvement {:+.1}% (paper {pm}%), median {:+.1}% \
                          (paper {pd}%)",
-                        v.t1_mean_impr, v.t1_median_impr
+                        v.t1_mean_impr * 100.0,
+                        v.t1_median_impr * 100.0
                     ));
                 }
             }
@@ -605,7 +794,7 @@ fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
             let best = e.variants[1..]
                 .iter()
                 .filter(|v| v.rw.is_some())
-                .map(|v| v.t1_mean_impr)
+                .map(|v| v.t1_mean_impr * 100.0)
                 .fold(f64::NEG_INFINITY, f64::max);
             n.push(format!(
                 "paper: no consistent improvement with SLP fixed at 20 s under random \
@@ -654,14 +843,16 @@ impl PosResult {
         let mut s = String::new();
         for e in &self.runs {
             s += &format!(
-                "seed 001 experiment {} - {} browsers, {} arrivals every 30 s, CPU hog: {}, SLP {}; \
+                "seed 001 experiment {} - {} browsers, {} arrivals every {} s, CPU hog: {}, SLP {}; \
                  {} trials x {} rounds, seed {}\n",
                 e.exp,
                 e.browsers,
-                match e.arrivals {
-                    Arrivals::Sync => "synchronized",
-                    Arrivals::Random => "random",
+                match (e.arrivals, e.window_s) {
+                    (Arrivals::Sync, _) => "synchronized".to_string(),
+                    (Arrivals::Random, Some(w)) => format!("random (within {w} s)"),
+                    (Arrivals::Random, None) => "random".to_string(),
                 },
+                e.interval_s,
                 if e.hog { "yes" } else { "no" },
                 e.slp,
                 self.trials,
@@ -694,11 +885,11 @@ impl PosResult {
                     v.t1.mean,
                     v.t1.median,
                     v.t1.range,
-                    v.t1_mean_impr,
-                    v.t1_median_impr,
+                    v.t1_mean_impr * 100.0,
+                    v.t1_median_impr * 100.0,
                     paper,
                     v.t1_mean_impr_vs_fifo
-                        .map_or("-".into(), |x| format!("{x:.1}"))
+                        .map_or("-".into(), |x| format!("{:.1}", x * 100.0))
                 );
             }
             s += &format!(
@@ -714,8 +905,8 @@ impl PosResult {
                     v.t2.mean,
                     v.t2.median,
                     v.t2.range,
-                    v.t2_mean_impr,
-                    v.t2_median_impr
+                    v.t2_mean_impr * 100.0,
+                    v.t2_median_impr * 100.0
                 );
             }
             s += &format!(
@@ -789,14 +980,25 @@ impl PosResult {
                     f(x.mean_t1_rw3[i]),
                     f(x.mean_t1_rw6[i]),
                     f(x.mean_t1_rw9[i]),
-                    format!("{} {:+.1}%", x.best_label[i], x.best_impr[i]),
+                    format!("{} {:+.1}%", x.best_label[i], x.best_impr[i] * 100.0),
                     x.paper_best_impr
                         .get(i)
-                        .map_or("-".into(), |v| format!("{v:.1}%"))
+                        .map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
                 );
             }
             s += "\n";
         }
+        s += &format!(
+            "{:<10} {:<52} {:<36} {}\n",
+            "figure", "seed 001", "ours", "paper"
+        );
+        for f in &self.figures {
+            s += &format!(
+                "{:<10} {:<52} {:<36} {}\n",
+                f.figure, f.what, f.ours, f.paper
+            );
+        }
+        s += "\n";
         for note in &self.notes {
             s += &format!("note: {note}\n");
         }

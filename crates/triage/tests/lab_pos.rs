@@ -129,6 +129,19 @@ fn lab_pos_exp1_tiny_writes_complete_results() {
             assert!(x.is_finite(), "{} {k} = {}", v["name"], v[k]);
         }
         assert!(v["t1"]["min_ms"].as_f64() <= v["t1"]["max_ms"].as_f64());
+        // Every improvement carries its 95% interval (issue 21), bootstrapped over bursts.
+        for k in [
+            "t1_mean_improvement",
+            "t1_median_improvement",
+            "t2_mean_improvement",
+        ] {
+            let ci = v[k]["ci95"].as_array();
+            let ci = ci.unwrap_or_else(|| panic!("{} {k}.ci95 = {}", v["name"], v[k]));
+            assert_eq!(ci.len(), 2, "{} {k}", v["name"]);
+            let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+            assert!(lo <= hi, "{} {k} {lo} {hi}", v["name"]);
+            assert_eq!(v[k]["resampled"], "bursts");
+        }
     }
     assert_eq!(pages as usize, rows.len());
     let fifo = vs.iter().find(|v| v["name"] == "fifo").unwrap();

@@ -207,7 +207,7 @@ mod tests {
     use policy::registry::PosTail;
 
     use super::opts::{default_quota, DEFAULT_QUOTA, DEFAULT_QUOTA_PLAIN, RANDOM_QUOTA_SCALE};
-    use super::plan::{lead_ms, resolve, trace, variants};
+    use super::plan::{lead_ms, resolve, trace, trace_seed, variants};
     use super::summary::summarize;
     use super::*;
     use crate::harness::Env;
@@ -240,8 +240,10 @@ mod tests {
         assert!(p.slp_s.unwrap() < p.interval_s);
         let p3 = resolve(&opts(3)).unwrap();
         assert!(!p3.hog && p3.slp_s.is_none() && p3.arrivals == "random");
+        assert_eq!((p3.reps, p3.pages_per_browser, p3.interval_s), (4, 4, 4.0));
         let p4 = resolve(&opts(4)).unwrap();
         assert_eq!(p4.browser_counts, vec![3, 6, 9, 12]);
+        assert_eq!((p4.reps, p4.pages_per_browser), (2, 3));
         assert_eq!(p4.site.browsers, 12);
         let mut q = opts(1);
         q.quick = true;
@@ -311,10 +313,38 @@ mod tests {
             .map(|v| v.name)
             .collect();
         assert_eq!(vb, ["fifo", "pos-rw1-nice"]);
-        let n3 = names(3);
-        assert!(n3.contains(&"pos-auto-rw3".to_string()));
-        assert!(n3.contains(&"pos-auto-rwauto-paper".to_string()));
-        assert!(n3.contains(&"pos-auto-rwauto-split".to_string()));
+        // Exp 3 and 4 fit about 8 minutes: RW predicted (exp 3) and content and the peers
+        // (exp 4) run only when named.
+        assert_eq!(
+            names(3),
+            [
+                "fifo",
+                "pos-auto-rw3",
+                "pos-auto-rw6",
+                "pos-auto-rw9",
+                "content",
+                "nginx",
+                "apache"
+            ]
+        );
+        assert_eq!(
+            names(4),
+            ["fifo", "pos-auto-rw3", "pos-auto-rw6", "pos-auto-rw9"]
+        );
+        let mut named = opts(3);
+        named.only = Some(vec!["fifo".into(), "pos-auto-rwauto-split".into()]);
+        let vn: Vec<_> = variants(&resolve(&named).unwrap(), &named)
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        assert_eq!(vn, ["fifo", "pos-auto-rwauto-split"]);
+        let mut named4 = opts(4);
+        named4.only = Some(vec!["fifo".into(), "nginx".into(), "content".into()]);
+        let vn4: Vec<_> = variants(&resolve(&named4).unwrap(), &named4)
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        assert_eq!(vn4, ["fifo", "content", "nginx"]);
         let o = opts(1);
         let v = variants(&resolve(&o).unwrap(), &o);
         assert!(v.iter().all(|v| v.hog));
@@ -378,11 +408,25 @@ mod tests {
         let p2 = resolve(&opts(2)).unwrap();
         assert_eq!(trace(&p2, 9, 5), trace(&p2, 9, 5));
         assert_ne!(trace(&p2, 9, 5), trace(&p2, 9, 6));
+        // Every repetition draws new arrivals; every variant of one repetition the same.
+        assert_ne!(trace_seed(1, 9, 0), trace_seed(1, 9, 1));
+        assert_ne!(trace_seed(1, 9, 0), trace_seed(1, 12, 0));
+        // The window reading: every click of burst k in [lead + k * interval, + window).
+        let w = p2.window_s.unwrap() * 1e3;
+        assert_eq!(w, 500.0);
+        let mut per_burst = vec![0; p2.pages_per_browser];
         for l in trace(&p2, 9, 5).lines().filter(|l| !l.starts_with('#')) {
             let t: f64 = l.split_whitespace().next().unwrap().parse().unwrap();
-            let lead = lead_ms(&p2);
-            assert!((lead..lead + p2.interval_s * 1e3 * p2.pages_per_browser as f64).contains(&t));
+            let off = t - lead_ms(&p2);
+            let k = (off / (p2.interval_s * 1e3)).floor() as usize;
+            let within = off - k as f64 * p2.interval_s * 1e3;
+            assert!((0.0..w).contains(&within), "{t} {k} {within}");
+            per_burst[k] += 1;
         }
+        assert!(per_burst.iter().all(|&n| n == 9), "{per_burst:?}");
+        let mut wide = opts(3);
+        wide.window = Some(Duration::from_secs(9));
+        assert!(resolve(&wide).unwrap_err().to_string().contains("--window"));
     }
 
     #[test]
@@ -396,7 +440,7 @@ mod tests {
                 "{exp}: {q}"
             );
         }
-        assert!((default_quota(3, false) - DEFAULT_QUOTA_PLAIN * 0.3).abs() < 1e-12);
+        assert!((default_quota(3, false) - DEFAULT_QUOTA_PLAIN * 0.5).abs() < 1e-12);
         // An explicit quota wins.
         let mut o = opts(2);
         o.quota = Some(0.5);
@@ -509,6 +553,35 @@ mod tests {
     }
 
     #[test]
+    fn exp4_goals_per_browser_count_and_pooled_carry_intervals() {
+        let o = opts(4);
+        let p = resolve(&o).unwrap();
+        let tb = Testbed::new(TestbedConfig {
+            net: NetMode::Loopback,
+            ..Default::default()
+        })
+        .unwrap();
+        let vs = variants(&p, &o);
+        let mut cells = Vec::new();
+        for &b in &p.browser_counts {
+            for v in &vs {
+                let scale = if v.name == "fifo" { 1.0 } else { 0.6 };
+                cells.push(Cell {
+                    variant: v.clone(),
+                    browsers: b,
+                    runs: (0..2).map(|rep| (rep, outcome(scale))).collect(),
+                });
+            }
+        }
+        let s = summarize(&o, &p, &env(&tb), &cells);
+        assert_eq!(s.goals.len(), p.browser_counts.len() + 1, "{:?}", s.goals);
+        let pooled = s.goals.last().unwrap();
+        assert!(pooled.goal.contains("pooled"), "{pooled:?}");
+        assert!(pooled.met && pooled.detail.contains("ci95"), "{pooled:?}");
+        assert!(s.goals[0].detail.contains("ci95"), "{:?}", s.goals[0]);
+    }
+
+    #[test]
     fn summary_and_report_are_written_complete() {
         let mut o = opts(1);
         o.quick = true;
@@ -593,6 +666,25 @@ mod tests {
             assert!(v0.get(k).is_some(), "{k}");
         }
         assert!(v0["t1"]["median_ms"].as_f64().unwrap().is_finite());
+        // Every improvement carries its 95% interval, resampled over bursts.
+        let pos1 = j["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "pos-rw1")
+            .unwrap();
+        for k in [
+            "t1_mean_improvement",
+            "t1_median_improvement",
+            "t2_mean_improvement",
+        ] {
+            let ci = pos1[k]["ci95"].as_array().unwrap_or_else(|| panic!("{k}"));
+            assert_eq!(ci.len(), 2, "{k}");
+            assert!(ci[0].as_f64().unwrap() <= ci[1].as_f64().unwrap(), "{k}");
+            assert_eq!(pos1[k]["resampled"], "bursts");
+        }
+        assert!((pos1["t1_mean_improvement"]["value"].as_f64().unwrap() - 0.5).abs() < 1e-9);
+        assert!(pos1["burst"]["open_s"].as_f64().unwrap() > 0.0);
         let html = std::fs::read_to_string(d.path().join("report.html")).unwrap();
         assert!(html.contains("<svg") && html.contains("33.8") && !html.contains("NOT MET"));
         assert!(html.contains("Not measured: x: not installed"));

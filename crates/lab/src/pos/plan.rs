@@ -9,7 +9,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::opts::{default_quota, tail_name, PosOpts, DEFAULT_SLP_MAX, DEFAULT_STAGGER};
+use super::opts::{
+    default_quota, tail_name, PosOpts, DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW,
+};
 use crate::error::{LabError, Result};
 use crate::peers::Peer;
 use crate::runner::Variant;
@@ -31,8 +33,11 @@ pub struct Params {
     pub browser_counts: Vec<usize>,
     /// `burst` or `random`.
     pub arrivals: String,
-    /// Time between bursts, or length of the random window (s).
+    /// Time between bursts (s).
     pub interval_s: f64,
+    /// Exp 2-4: the window at the start of each interval within which every browser clicks
+    /// at a random instant (s); null for exp 1's staggered bursts.
+    pub window_s: Option<f64>,
     /// Pages each browser fetches per run.
     pub pages_per_browser: usize,
     /// Offset between browsers in a burst (ms).
@@ -99,20 +104,34 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     // before the next burst, or the next HTML arrives on a connection whose worker waited less
     // than SLP while image connections idle longer are marked: POS would invert priorities
     // (measured with a 3 s interval: pos-rw3 -138 % against fifo, docs/lab.md).
-    let interval = o.interval.unwrap_or(match (tiny, o.quick) {
+    // Exp 2-4's bursts (the window reading) end within about 2.5 s at the default quota (12
+    // browsers: about 2.7 s of the server's CPU), so 4 s leave the idle time SLP needs.
+    let interval = o.interval.unwrap_or(match (tiny, o.exp) {
         (true, _) => Duration::from_millis(1500),
-        (false, _) => Duration::from_secs(5),
+        (false, 1) => Duration::from_secs(5),
+        (false, _) => Duration::from_secs(4),
     });
-    let pages = o.pages.unwrap_or(match (tiny, o.quick) {
-        (true, _) => 2,
-        (false, true) => 2,
-        (false, false) => 3,
+    // Exp 3 and exp 4 fit one run of the default command in about 8 minutes: exp 3 has 7
+    // variants x 4 repetitions x 4 bursts, exp 4 4 browser counts x 4 variants x 2 x 3.
+    let pages = o.pages.unwrap_or(match (tiny, o.quick, o.exp) {
+        (true, _, _) => 2,
+        (false, true, _) => 2,
+        (false, false, 2 | 3) => 4,
+        (false, false, _) => 3,
     });
-    let reps = o.reps.unwrap_or(match (tiny, o.quick) {
-        (true, _) => 1,
-        (false, true) => 2,
-        (false, false) => 5,
+    let reps = o.reps.unwrap_or(match (tiny, o.quick, o.exp) {
+        (true, _, _) => 1,
+        (false, true, _) => 2,
+        (false, false, 4) => 2,
+        (false, false, 2 | 3) => 4,
+        (false, false, _) => 5,
     });
+    let window = o.window.unwrap_or(DEFAULT_WINDOW);
+    if o.exp != 1 && window > interval {
+        return Err(LabError::Config(format!(
+            "--window {window:?} must not be longer than the interval {interval:?}"
+        )));
+    }
     if reps == 0 || pages == 0 || interval.is_zero() {
         return Err(LabError::Config(
             "repetitions, pages and interval must be positive".into(),
@@ -165,6 +184,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         browser_counts,
         arrivals: if o.exp == 1 { "burst" } else { "random" }.into(),
         interval_s: interval.as_secs_f64(),
+        window_s: (o.exp != 1).then_some(window.as_secs_f64()),
         pages_per_browser: pages,
         stagger_ms: if o.exp == 1 {
             Some(o.stagger.unwrap_or(DEFAULT_STAGGER).as_secs_f64() * 1e3)
@@ -260,8 +280,18 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             }
         }
     }
+    // RW predicted (triage's addition to exp 3) runs when `--variants` names it, so that the
+    // default run of exp 3 fits in about 8 minutes.
+    let named = |n: &str| {
+        o.only
+            .as_ref()
+            .is_some_and(|only| only.iter().any(|x| x == n))
+    };
     if p.exp == 3 {
         for rule in ["paper", "split"] {
+            if !named(&format!("pos-auto-rwauto-{rule}")) {
+                continue;
+            }
             v.push(tv(
                 &format!("pos-auto-rwauto-{rule}"),
                 &[
@@ -281,10 +311,18 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             ));
         }
     }
-    v.push(tv("content", &["--policy", "content"]));
+    // Exp 4 (16 cells) measures content and the peers only when `--variants` names them, so
+    // that its default run fits in about 8 minutes.
+    if p.exp != 4 || named("content") {
+        v.push(tv("content", &["--policy", "content"]));
+    }
     if o.peers {
-        v.push(Variant::peer(Peer::Nginx, hog));
-        v.push(Variant::peer(Peer::Apache, hog));
+        for peer in [Peer::Nginx, Peer::Apache] {
+            let pv = Variant::peer(peer, hog);
+            if p.exp != 4 || named(&pv.name) {
+                v.push(pv);
+            }
+        }
     }
     if let Some(only) = &o.only {
         v.retain(|x| only.iter().any(|n| n == &x.name));
@@ -292,8 +330,8 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     v
 }
 
-/// The arrivals of one run as a `triage load` trace (same for every variant and repetition
-/// of one browser count).
+/// The arrivals of one run as a `triage load` trace: the same for every variant of one
+/// repetition and browser count; [`trace_seed`] draws them anew for every repetition.
 pub fn trace(p: &Params, browsers: usize, seed: u64) -> String {
     let mut lines = Vec::new();
     let iv = p.interval_s * 1e3;
@@ -309,9 +347,10 @@ pub fn trace(p: &Params, browsers: usize, seed: u64) -> String {
         }
         _ => {
             let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+            let w = (p.window_s.unwrap_or(p.interval_s) * 1e3).clamp(1.0, iv);
             for k in 0..p.pages_per_browser {
                 for b in 0..browsers {
-                    lines.push((lead + k as f64 * iv + rng.gen_range(0.0..iv), b));
+                    lines.push((lead + k as f64 * iv + rng.gen_range(0.0..w), b));
                 }
             }
         }
@@ -322,6 +361,13 @@ pub fn trace(p: &Params, browsers: usize, seed: u64) -> String {
         s.push_str(&format!("{t:.1} /b{b}/index.html {b}\n"));
     }
     s
+}
+
+/// The seed of the arrivals of repetition `rep` at `browsers` browsers: every variant of a
+/// repetition gets the same arrivals (common random numbers), every repetition new ones.
+pub fn trace_seed(seed: u64, browsers: usize, rep: usize) -> u64 {
+    seed.wrapping_add(browsers as u64)
+        .wrapping_add((rep as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 /// When the first request of a run is sent, in ms after the load generator starts: 200 ms so

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::opts::PosOpts;
-use super::plan::{trace, trace_span, Params};
+use super::plan::{trace, trace_seed, trace_span, Params};
 use crate::error::Result;
 use crate::peers::{Gzip, Prefork};
 use crate::results::stats;
@@ -57,7 +57,7 @@ pub fn measure(
         keepalive_s: 15,
     };
     let load = LoadPlan {
-        trace: trace(p, pt.browsers, o.seed.wrapping_add(pt.browsers as u64)),
+        trace: trace(p, pt.browsers, trace_seed(o.seed, pt.browsers, pt.rep)),
         browsers: pt.browsers,
         parallel: p.parallel,
         duration: trace_span(p),

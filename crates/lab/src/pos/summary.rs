@@ -10,7 +10,8 @@ use super::plan::{title, Params};
 use crate::harness::Env;
 use crate::results::{improvement_pct, page_numbers, ratio, stats, Goal, Page, RawRow, Stats};
 use crate::runner::{RunOutcome, Variant};
-use crate::sampler::{GateStats, PlLrq};
+use crate::sampler::{GateStats, PlLrq, INTERVAL};
+use crate::stats::{paired_cluster_improvement_ci95, reps_for_width, Ci95, PairedCluster, Stat};
 use crate::testbed::{LinkCounters, TestbedInfo};
 use crate::util::{mean, pct};
 
@@ -34,6 +35,9 @@ pub struct Spread {
     pub median: f64,
     /// The largest.
     pub max: f64,
+    /// 95% interval of the mean of the per-repetition values, in their unit (bootstrap over
+    /// repetitions, `lab::stats::mean_ci95`); null with a single repetition.
+    pub ci95: Option<Ci95>,
 }
 
 fn spread(v: &[f64]) -> Option<Spread> {
@@ -42,6 +46,173 @@ fn spread(v: &[f64]) -> Option<Spread> {
         min: s.min_ms,
         median: s.median_ms,
         max: s.max_ms,
+        ci95: (v.len() > 1)
+            .then(|| crate::stats::mean_ci95(v, CI_SEED))
+            .flatten(),
+    })
+}
+
+/// Seed of every bootstrap of the pos lab (reproducible reports).
+pub const CI_SEED: u64 = 0x5eed_0001;
+
+/// Width of the interval the report says how many repetitions would reach (10 points).
+pub const TARGET_WIDTH: f64 = 0.10;
+
+/// An improvement against fifo with its 95% interval.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Improvement {
+    /// The paper's `(a - b) / a` with `a` fifo's statistic and `b` this variant's (a fraction).
+    pub value: f64,
+    /// Its 95% interval (fractions): a percentile bootstrap over bursts (all pages of one
+    /// burst of one repetition resampled together, paired with fifo's pages of the same burst:
+    /// pages of a burst queue behind each other and are not independent, bursts are).
+    pub ci95: Option<Ci95>,
+    /// What was resampled: `bursts`.
+    pub resampled: &'static str,
+    /// Bursts (repetition x page round) behind the interval.
+    pub clusters: usize,
+    /// Repetitions an interval [`TARGET_WIDTH`] wide would need at this run's spread
+    /// (`lab::stats::reps_for_width`, the width shrinking as 1/sqrt(bursts)).
+    pub reps_for_10pt_width: Option<usize>,
+}
+
+/// PL and LRQ while pages were open (the paper's bursts), estimated per run from the run's
+/// samples and the union of its pages' open intervals `[start, start + t2]`, on the assumption
+/// that the server uses no CPU and queues nothing while no page is open; mean over runs.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BurstLoad {
+    /// Seconds per run with at least one page open.
+    pub open_s: f64,
+    /// Share of that time the server side's CPU (its quota) was busy.
+    pub pl: f64,
+    /// Mean runnable threads beyond the one running over that time (the kernel's view).
+    pub lrq: f64,
+    /// triage only: mean length of the gate's ready queue over that time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate_lrq: Option<f64>,
+}
+
+/// The union length (ms) of the pages' open intervals.
+fn open_ms(pages: &[Page]) -> f64 {
+    let mut iv: Vec<(f64, f64)> = pages
+        .iter()
+        .filter(|p| p.start_ms.is_finite())
+        .filter_map(|p| {
+            let end = p.t2_ms.or(p.t1_ms)?;
+            Some((p.start_ms, p.start_ms + end))
+        })
+        .collect();
+    iv.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut total, mut cur): (f64, Option<(f64, f64)>) = (0.0, None);
+    for (s, e) in iv {
+        cur = match cur {
+            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    total + cur.map_or(0.0, |(s, e)| e - s)
+}
+
+/// One run's burst figures: open seconds, PL, LRQ, the gate's LRQ.
+type BurstRun = (f64, f64, f64, Option<f64>);
+
+fn burst_load(runs: &[(usize, RunOutcome)]) -> Option<BurstLoad> {
+    let per: Vec<BurstRun> = runs
+        .iter()
+        .filter_map(|(_, r)| {
+            let open = open_ms(&r.pages);
+            let slots = open / INTERVAL.as_secs_f64() / 1e3;
+            (slots >= 1.0).then(|| {
+                (
+                    open / 1e3,
+                    (r.cpu.pl_sum / slots).min(1.0),
+                    r.cpu.lrq_sum / slots,
+                    r.gate.as_ref().map(|g| g.lrq_mean * g.samples / slots),
+                )
+            })
+        })
+        .collect();
+    if per.is_empty() {
+        return None;
+    }
+    let m = |f: fn(&BurstRun) -> f64| mean(&per.iter().map(f).collect::<Vec<_>>());
+    let gates: Vec<f64> = per.iter().filter_map(|x| x.3).collect();
+    Some(BurstLoad {
+        open_s: m(|x| x.0),
+        pl: m(|x| x.1),
+        lrq: m(|x| x.2),
+        gate_lrq: (!gates.is_empty()).then(|| mean(&gates)),
+    })
+}
+
+/// The bursts of two cells as paired clusters: for every repetition both ran, the pages of
+/// each page round (a browser's k-th page: the k-th burst), t1 or t2 as `f` picks.
+pub fn burst_clusters(a: &Cell, b: &Cell, f: fn(&Page) -> Option<f64>) -> Vec<PairedCluster> {
+    let rounds = |r: &RunOutcome| -> BTreeMap<usize, Vec<f64>> {
+        let mut m: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        for (p, k) in r.pages.iter().zip(page_numbers(&r.pages)) {
+            if let Some(x) = Some(p).filter(|p| p.ok()).and_then(f) {
+                m.entry(k).or_default().push(x);
+            }
+        }
+        m
+    };
+    let mut out = Vec::new();
+    for (rep, ra) in &a.runs {
+        let Some((_, rb)) = b.runs.iter().find(|(r, _)| r == rep) else {
+            continue;
+        };
+        let (ma, mut mb) = (rounds(ra), rounds(rb));
+        for (k, va) in ma {
+            out.push(PairedCluster {
+                a: va,
+                b: mb.remove(&k).unwrap_or_default(),
+            });
+        }
+    }
+    out
+}
+
+/// The improvement of `stat` of `f` from cell `a` (fifo) to `b`, with its interval.
+pub fn improvement(
+    a: &Cell,
+    b: &Cell,
+    f: fn(&Page) -> Option<f64>,
+    stat: Stat,
+) -> Option<Improvement> {
+    let cl = burst_clusters(a, b, f);
+    let pool = |side: fn(&PairedCluster) -> &Vec<f64>| -> Vec<f64> {
+        cl.iter()
+            .filter(|c| !c.a.is_empty() && !c.b.is_empty())
+            .flat_map(|c| side(c).iter().copied())
+            .collect()
+    };
+    let (pa, pb) = (pool(|c| &c.a), pool(|c| &c.b));
+    if pa.is_empty() || pb.is_empty() {
+        return None;
+    }
+    let (sa, sb) = (stat.of(&pa), stat.of(&pb));
+    let value = (sa - sb) / sa;
+    let ci95 = paired_cluster_improvement_ci95(&cl, stat, CI_SEED);
+    let clusters = cl
+        .iter()
+        .filter(|c| !c.a.is_empty() && !c.b.is_empty())
+        .count();
+    let reps = a.runs.len().max(1);
+    let per_rep = (clusters as f64 / reps as f64).max(1.0);
+    let reps_for_10pt_width = ci95
+        .and_then(|ci| reps_for_width(clusters, ci.width(), TARGET_WIDTH))
+        .map(|bursts| (bursts as f64 / per_rep).ceil() as usize);
+    Some(Improvement {
+        value,
+        ci95,
+        resampled: "bursts",
+        clusters,
+        reps_for_10pt_width,
     })
 }
 
@@ -71,8 +242,16 @@ pub struct VariantSummary {
     pub t1_median_improvement_pct: Option<f64>,
     /// Improvement of mean t2 against fifo (%).
     pub t2_mean_improvement_pct: Option<f64>,
-    /// Per-repetition improvement of mean t1 against fifo of the same repetition.
+    /// Per-repetition improvement of mean t1 against fifo of the same repetition (%).
     pub t1_rep_improvement_pct: Option<Spread>,
+    /// Improvement of mean t1 against fifo (fraction) with its 95% interval.
+    pub t1_mean_improvement: Option<Improvement>,
+    /// Improvement of median t1 against fifo (fraction) with its 95% interval.
+    pub t1_median_improvement: Option<Improvement>,
+    /// Improvement of mean t2 against fifo (fraction) with its 95% interval.
+    pub t2_mean_improvement: Option<Improvement>,
+    /// PL and LRQ while pages were open (the bursts), not only over the run.
+    pub burst: Option<BurstLoad>,
     /// Mean t1 of each repetition.
     pub rep_t1_mean_ms: Vec<f64>,
     /// Mean t2 of each repetition.
@@ -258,6 +437,10 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                 t1_median_improvement_pct: None,
                 t2_mean_improvement_pct: None,
                 t1_rep_improvement_pct: None,
+                t1_mean_improvement: None,
+                t1_median_improvement: None,
+                t2_mean_improvement: None,
+                burst: burst_load(&c.runs),
                 rep_t1_mean_ms: rep_mean(|p| p.t1_ms),
                 rep_t2_mean_ms: rep_mean(|p| p.t2_ms),
                 pl: mean(&cpu.iter().map(|c| c.pl_mean).collect::<Vec<_>>()),
@@ -307,6 +490,11 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                 .iter()
                 .find(|c| c.variant.name == "fifo" && c.browsers == b)
             {
+                let t1 = |p: &Page| p.t1_ms;
+                let t2 = |p: &Page| p.t2_ms;
+                v.t1_mean_improvement = improvement(fc, &cells[i], t1, Stat::Mean);
+                v.t1_median_improvement = improvement(fc, &cells[i], t1, Stat::Median);
+                v.t2_mean_improvement = improvement(fc, &cells[i], t2, Stat::Mean);
                 let fm = rep_means(fc);
                 let mine = rep_means(&cells[i]);
                 let imps: Vec<f64> = mine
@@ -334,7 +522,10 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
             }
         }
     }
-    let goals = goals(p, &vs);
+    let mut goals = goals(p, &vs);
+    if p.exp == 4 {
+        goals.push(pooled_goal(p, &vs, cells));
+    }
     let (mut pl_ratio, mut lrq_ratio) = (Vec::new(), Vec::new());
     if p.exp == 4 {
         let fifo: Vec<&VariantSummary> = p
@@ -401,10 +592,195 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
     }
 }
 
+/// `[+a%, +b%]`, or `no interval`.
+fn ci_text(i: Option<&Improvement>) -> String {
+    i.and_then(|i| i.ci95)
+        .map_or("no interval".into(), |c| format!("ci95 {}", c.pct()))
+}
+
+/// Exp 2-4: per browser count, the best POS variant (highest mean t1 gain among those with
+/// mean t2 at most 10% worse than fifo's, else of all) and whether its interval clears 0.
+fn random_goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    for &b in &p.browser_counts {
+        let pos: Vec<&VariantSummary> = vs
+            .iter()
+            .filter(|v| v.browsers == b && v.name.starts_with("pos"))
+            .filter(|v| v.t1_mean_improvement.is_some())
+            .collect();
+        let t1 = |v: &VariantSummary| v.t1_mean_improvement.map_or(f64::NEG_INFINITY, |i| i.value);
+        let t2_ok = |v: &VariantSummary| v.t2_mean_improvement.is_some_and(|i| i.value >= -0.10);
+        let best = pos
+            .iter()
+            .filter(|v| t2_ok(v))
+            .max_by(|a, b| t1(a).total_cmp(&t1(b)))
+            .or_else(|| pos.iter().max_by(|a, b| t1(a).total_cmp(&t1(b))));
+        let goal = if p.exp == 2 {
+            format!(
+                "exp 2 ({b} browsers): the best POS variant's mean t1 change over fifo with its 95% \
+                 interval (the paper: no consistent improvement with SLP fixed)"
+            )
+        } else {
+            format!(
+                "exp {} ({b} browsers): the best POS variant improves mean t1 over fifo with a 95% \
+                 interval above 0, mean t2 at most 10% worse",
+                p.exp
+            )
+        };
+        let Some(best) = best else {
+            out.push(Goal {
+                goal,
+                met: false,
+                detail: "no POS variant with measured pages".into(),
+            });
+            continue;
+        };
+        let i1 = best.t1_mean_improvement;
+        let clears = i1
+            .and_then(|i| i.ci95)
+            .is_some_and(|c| c.clears(0.0) && c.low > 0.0);
+        let met = clears && t2_ok(best) && best.gate.as_ref().is_some_and(|g| g.promotions > 0.0);
+        let all: Vec<String> = pos
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} {:+.1}% t1 ({}) / {:+.1}% t2",
+                    v.name,
+                    t1(v) * 100.0,
+                    ci_text(v.t1_mean_improvement.as_ref()),
+                    v.t2_mean_improvement.map_or(f64::NAN, |i| i.value * 100.0)
+                )
+            })
+            .collect();
+        let reps = i1
+            .and_then(|i| i.reps_for_10pt_width)
+            .map_or(String::new(), |r| {
+                format!("; an interval 10 points wide would need about {r} repetitions")
+            });
+        out.push(Goal {
+            goal,
+            met,
+            detail: format!(
+                "{}: mean t1 {:+.1}%, {} ({} bursts, resampled with fifo's pages of the same \
+                 burst), the interval {} 0; mean t2 {:+.1}%; gate promotions per run {:.0}{reps}; \
+                 all: {}",
+                best.name,
+                t1(best) * 100.0,
+                ci_text(i1.as_ref()),
+                i1.map_or(0, |i| i.clusters),
+                if clears { "clears" } else { "does not clear" },
+                best.t2_mean_improvement
+                    .map_or(f64::NAN, |i| i.value * 100.0),
+                best.gate.as_ref().map_or(0.0, |g| g.promotions),
+                all.join(", ")
+            ),
+        });
+    }
+    out
+}
+
+/// Exp 4 over all browser counts: for each POS variant the improvement of its mean t1 over all
+/// pages against fifo's over the same bursts, with an interval over the bursts of every count
+/// (each browser count's burst paired with fifo's); the best variant whose mean t2 over all
+/// pages is at most 10% worse, and whether its interval clears 0.
+fn pooled_goal(p: &Params, vs: &[VariantSummary], cells: &[Cell]) -> Goal {
+    let goal =
+        "exp 4 (all browser counts pooled): the best POS variant improves mean t1 over fifo \
+                with a 95% interval above 0, mean t2 at most 10% worse"
+            .to_string();
+    let names: Vec<String> = vs
+        .iter()
+        .filter(|v| v.name.starts_with("pos"))
+        .map(|v| v.name.clone())
+        .fold(Vec::new(), |mut acc, n| {
+            if !acc.contains(&n) {
+                acc.push(n);
+            }
+            acc
+        });
+    let pooled = |name: &str, f: fn(&Page) -> Option<f64>| -> Vec<PairedCluster> {
+        p.browser_counts
+            .iter()
+            .filter_map(|&b| {
+                let fc = cells
+                    .iter()
+                    .find(|c| c.variant.name == "fifo" && c.browsers == b)?;
+                let vc = cells
+                    .iter()
+                    .find(|c| c.variant.name == name && c.browsers == b)?;
+                Some(burst_clusters(fc, vc, f))
+            })
+            .flatten()
+            .collect()
+    };
+    let point = |cl: &[PairedCluster]| -> Option<f64> {
+        let full = || cl.iter().filter(|c| !c.a.is_empty() && !c.b.is_empty());
+        let a: Vec<f64> = full().flat_map(|c| c.a.iter().copied()).collect();
+        let b: Vec<f64> = full().flat_map(|c| c.b.iter().copied()).collect();
+        (!a.is_empty()).then(|| (Stat::Mean.of(&a) - Stat::Mean.of(&b)) / Stat::Mean.of(&a))
+    };
+    let mut rows: Vec<(String, f64, Option<Ci95>, f64, usize)> = Vec::new();
+    for n in &names {
+        let c1 = pooled(n, |p| p.t1_ms);
+        let c2 = pooled(n, |p| p.t2_ms);
+        let (Some(i1), Some(i2)) = (point(&c1), point(&c2)) else {
+            continue;
+        };
+        let ci = paired_cluster_improvement_ci95(&c1, Stat::Mean, CI_SEED);
+        let k = c1
+            .iter()
+            .filter(|c| !c.a.is_empty() && !c.b.is_empty())
+            .count();
+        rows.push((n.clone(), i1, ci, i2, k));
+    }
+    let best = rows
+        .iter()
+        .filter(|r| r.3 >= -0.10)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .or_else(|| rows.iter().max_by(|a, b| a.1.total_cmp(&b.1)));
+    let Some(best) = best else {
+        return Goal {
+            goal,
+            met: false,
+            detail: "no POS variant with measured pages".into(),
+        };
+    };
+    let clears = best.2.is_some_and(|c| c.low > 0.0);
+    let all: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:+.1}% t1 ({}) / {:+.1}% t2",
+                r.0,
+                r.1 * 100.0,
+                r.2.map_or("no interval".into(), |c| format!("ci95 {}", c.pct())),
+                r.3 * 100.0
+            )
+        })
+        .collect();
+    Goal {
+        goal,
+        met: clears && best.3 >= -0.10,
+        detail: format!(
+            "{}: mean t1 {:+.1}%, {} over {} bursts of {} browser counts, the interval {} 0; \
+             mean t2 {:+.1}%; all: {}",
+            best.0,
+            best.1 * 100.0,
+            best.2
+                .map_or("no interval".into(), |c| format!("ci95 {}", c.pct())),
+            best.4,
+            p.browser_counts.len(),
+            if clears { "clears" } else { "does not clear" },
+            best.3 * 100.0,
+            all.join(", ")
+        ),
+    }
+}
+
 fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
     let mut out = Vec::new();
     if p.exp != 1 {
-        return out;
+        return random_goals(p, vs);
     }
     let pos: Vec<&VariantSummary> = vs.iter().filter(|v| v.name.starts_with("pos")).collect();
     // The goal holds for a variant that meets both bounds: the best t1 among the variants that
@@ -435,6 +811,17 @@ fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
             let spread = b.t1_rep_improvement_pct.map_or(String::new(), |sp| {
                 format!(" (per repetition {:.1} .. {:.1}%)", sp.min, sp.max)
             });
+            let i1 = b.t1_mean_improvement;
+            let clears = i1.and_then(|i| i.ci95).is_some_and(|c| c.clears(0.5));
+            let spread = format!(
+                "{spread}, {}: the interval {} the 50% goal{}",
+                ci_text(i1.as_ref()),
+                if clears { "clears" } else { "does not clear" },
+                i1.and_then(|i| i.reps_for_10pt_width)
+                    .map_or(String::new(), |r| format!(
+                        " (an interval 10 points wide would need about {r} repetitions)"
+                    ))
+            );
             let cause = if caused {
                 format!(
                     "; triage's gate promoted {promotions:.0} workers per run and was in a \
@@ -512,8 +899,13 @@ pub fn f2(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{v:.2}"))
 }
 
+/// An improvement's interval as a table cell (percent), `-` when missing.
+pub fn ci_cell(i: Option<&Improvement>) -> String {
+    i.and_then(|i| i.ci95).map_or("-".into(), |c| c.pct())
+}
+
 /// The columns of the results table.
-pub const TABLE_HEADER: [&str; 16] = [
+pub const TABLE_HEADER: [&str; 20] = [
     "variant",
     "browsers",
     "pages",
@@ -522,11 +914,15 @@ pub const TABLE_HEADER: [&str; 16] = [
     "t1 median ms",
     "t1 max ms",
     "t1 mean impr %",
+    "t1 mean impr ci95",
     "t1 median impr %",
     "t2 mean ms",
     "t2 mean impr %",
+    "t2 mean impr ci95",
     "PL",
     "LRQ",
+    "burst PL",
+    "burst LRQ",
     "link drops/run",
     "t1 / nginx",
     "t1 / apache",
@@ -546,11 +942,15 @@ pub fn table_rows(s: &Summary) -> Vec<Vec<String>> {
                 f1(v.t1.map(|t| t.median_ms)),
                 f1(v.t1.map(|t| t.max_ms)),
                 f1(v.t1_mean_improvement_pct),
+                ci_cell(v.t1_mean_improvement.as_ref()),
                 f1(v.t1_median_improvement_pct),
                 f1(v.t2.map(|t| t.mean_ms)),
                 f1(v.t2_mean_improvement_pct),
+                ci_cell(v.t2_mean_improvement.as_ref()),
                 f2(Some(v.pl)),
                 f2(Some(v.lrq)),
+                f2(v.burst.map(|b| b.pl)),
+                f2(v.burst.map(|b| b.gate_lrq.unwrap_or(b.lrq))),
                 f1(v.link.map(|l| l.dropped)),
                 f2(v.t1_ratio_vs_nginx),
                 f2(v.t1_ratio_vs_apache),

@@ -1,0 +1,103 @@
+//! Issue 21: `triage sim pos` at its defaults reproduces seed 001's experiments 1-3 within the
+//! goals, and the reading of "randomly at the same time" (a short window of random clicks,
+//! bursts under 20 s apart) is what makes exp 2 and exp 3 differ as in the paper. Every run is
+//! seeded (seed 1, 5 trials): the numbers are deterministic, the bounds are the issue's goals.
+
+use sim::pos::{run, ExpResult, PosConfig, PosResult};
+use sim::web::WebConfig;
+
+fn exp(exp: u8, base: WebConfig) -> PosResult {
+    let cfg = PosConfig {
+        exp,
+        rw: vec![3, 6, 9],
+        rw_auto: false,
+        context: false,
+        base,
+        ..PosConfig::default()
+    };
+    run(&cfg, &|_: &str| {}).unwrap()
+}
+
+/// Mean t1 improvement (fraction) of `pos RW=rw`.
+fn impr(e: &ExpResult, rw: u32) -> f64 {
+    e.variants
+        .iter()
+        .find(|v| v.label == format!("pos RW={rw}"))
+        .unwrap()
+        .t1_mean_impr
+}
+
+#[test]
+fn exp1_is_within_ten_points_of_the_paper_and_rw3_is_best() {
+    let r = exp(1, WebConfig::default());
+    let e = &r.runs[0];
+    let (a, b, c) = (impr(e, 3), impr(e, 6), impr(e, 9));
+    eprintln!("exp 1: RW=3 {a} RW=6 {b} RW=9 {c} (paper 0.338 0.213 0.266)");
+    assert!((a - 0.338).abs() <= 0.10, "RW=3 {a}");
+    assert!(a > b && a > c, "{a} {b} {c}");
+    // Fig. 3(b): images pay for it a little.
+    let t2 = e.variants[1].t2_mean_impr;
+    assert!((-0.10..0.0).contains(&t2), "t2 {t2}");
+    // The JSON the checks read: runs[].variants[] with label and t1_mean_impr as a fraction.
+    let v: serde_json::Value = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["runs"][0]["variants"][0]["label"], "timesharing");
+    assert_eq!(v["runs"][0]["variants"][1]["label"], "pos RW=3");
+    assert_eq!(
+        v["runs"][0]["variants"][1]["t1_mean_impr"].as_f64(),
+        Some(a)
+    );
+    assert!(r.figures.iter().any(|f| f.figure == "Fig. 3(a)"));
+}
+
+#[test]
+fn exp3_is_within_ten_points_of_the_paper_and_exp2_shows_nothing() {
+    let e3 = exp(3, WebConfig::default());
+    let e = &e3.runs[0];
+    let (a, b, c) = (impr(e, 3), impr(e, 6), impr(e, 9));
+    eprintln!("exp 3: RW=3 {a} RW=6 {b} RW=9 {c} (paper 0.222 0.179 0.067)");
+    assert!((a - 0.222).abs() <= 0.10, "RW=3 {a}");
+    assert!(a > b && a > c, "{a} {b} {c}");
+    assert!(e.window_s == Some(0.5) && e.interval_s == 10.0, "{e:?}");
+    // Exp 2: the same arrivals, SLP fixed at 20 s; the bursts come back within 10 s, so no
+    // process waited longer than SLP and POS marks nothing (the paper: no consistent
+    // improvement).
+    let e2 = exp(2, WebConfig::default());
+    for rw in [3, 6, 9] {
+        assert!(impr(&e2.runs[0], rw).abs() < 0.01, "exp 2 RW={rw}");
+    }
+}
+
+#[test]
+fn exp3_without_the_window_reading_cannot_tell_the_policies_apart() {
+    // The earlier reading: each browser at a uniform moment of the whole interval.
+    let e3 = exp(
+        3,
+        WebConfig {
+            random_window: None,
+            ..WebConfig::default()
+        },
+    );
+    let a = impr(&e3.runs[0], 3);
+    assert!(a.abs() < 0.05, "RW=3 {a}");
+}
+
+#[test]
+fn exp4_pl_and_lrq_grow_with_the_browsers_as_fig6() {
+    let cfg = PosConfig {
+        exp: 4,
+        trials: 2,
+        rw: vec![3],
+        rw_auto: false,
+        context: false,
+        ..PosConfig::default()
+    };
+    let r = run(&cfg, &|_: &str| {}).unwrap();
+    let x = r.exp4.unwrap();
+    assert_eq!(x.browsers, vec![3, 6, 9, 12]);
+    for w in x.pl_ratio.windows(2).chain(x.lrq_ratio.windows(2)) {
+        assert!(w[1] > w[0], "{:?} {:?}", x.pl_ratio, x.lrq_ratio);
+    }
+    // LRQ grows faster than PL (the paper: 8 against 5.44 at 12 browsers).
+    assert!(x.lrq_ratio[3] > x.pl_ratio[3]);
+    assert!(r.figures.iter().any(|f| f.figure == "Fig. 7"));
+}
