@@ -100,24 +100,10 @@ pub fn process_split(pid: i32) -> io::Result<Split> {
 pub struct GroupUsage {
     /// All CPU time of the group (ns precision on v1, us on v2).
     pub total: Duration,
-    /// The user and system parts, scaled so that they add up to `total` (v1's
-    /// `cpuacct.stat` counts in ticks, coarser than `cpuacct.usage`).
+    /// The user and system parts as the kernel counts them: on v1 `cpuacct.stat` in ticks,
+    /// coarser than `total` (so they need not add up to it exactly; both only ever grow).
+    /// Split an interval's `total` by the ratio of their differences.
     pub split: Split,
-}
-
-fn scaled(user: f64, system: f64, total: Duration) -> Split {
-    let sum = user + system;
-    let t = total.as_secs_f64();
-    let (u, s) = if sum > 0.0 {
-        (t * user / sum, t * system / sum)
-    } else {
-        (t, 0.0)
-    };
-    Split {
-        user: Duration::from_secs_f64(u),
-        system: Duration::from_secs_f64(s),
-        ..Split::default()
-    }
 }
 
 /// A v2 `cpu.stat` text (`usage_usec`, `user_usec`, `system_usec`).
@@ -128,15 +114,18 @@ pub fn parse_cpu_stat_v2(text: &str) -> Option<GroupUsage> {
             (a == k).then(|| b.trim().parse::<u64>().ok())?
         })
     };
-    let total = Duration::from_micros(f("usage_usec")?);
     Some(GroupUsage {
-        total,
-        split: scaled(f("user_usec")? as f64, f("system_usec")? as f64, total),
+        total: Duration::from_micros(f("usage_usec")?),
+        split: Split {
+            user: Duration::from_micros(f("user_usec")?),
+            system: Duration::from_micros(f("system_usec")?),
+            ..Split::default()
+        },
     })
 }
 
-/// v1's `cpuacct.usage` (ns) and `cpuacct.stat` (`user N`, `system N` in ticks).
-pub fn parse_cpuacct_v1(usage: &str, stat: &str) -> Option<GroupUsage> {
+/// v1's `cpuacct.usage` (ns) and `cpuacct.stat` (`user N`, `system N` in ticks of `hz`).
+pub fn parse_cpuacct_v1(usage: &str, stat: &str, hz: u64) -> Option<GroupUsage> {
     let total = Duration::from_nanos(usage.trim().parse().ok()?);
     let f = |k: &str| {
         stat.lines().find_map(|l| {
@@ -146,7 +135,11 @@ pub fn parse_cpuacct_v1(usage: &str, stat: &str) -> Option<GroupUsage> {
     };
     Some(GroupUsage {
         total,
-        split: scaled(f("user")? as f64, f("system")? as f64, total),
+        split: Split {
+            user: ticks(f("user")?, hz),
+            system: ticks(f("system")?, hz),
+            ..Split::default()
+        },
     })
 }
 
@@ -164,7 +157,8 @@ pub fn cgroup_split(dir: &Path) -> io::Result<GroupUsage> {
     if v1.exists() {
         let usage = std::fs::read_to_string(&v1)?;
         let stat = std::fs::read_to_string(dir.join("cpuacct.stat"))?;
-        return parse_cpuacct_v1(&usage, &stat).ok_or_else(|| bad("cpuacct.usage/cpuacct.stat"));
+        return parse_cpuacct_v1(&usage, &stat, clock_ticks())
+            .ok_or_else(|| bad("cpuacct.usage/cpuacct.stat"));
     }
     let v2 = dir.join("cpu.stat");
     match std::fs::read_to_string(&v2) {
@@ -231,11 +225,12 @@ mod tests {
         let g = parse_cpu_stat_v2("usage_usec 3000\nuser_usec 2000\nsystem_usec 1000\n").unwrap();
         assert_eq!(g.total, Duration::from_micros(3000));
         assert_eq!(g.split.user, Duration::from_micros(2000));
-        // v1: ticks scaled to the precise total.
-        let g = parse_cpuacct_v1("4000000000\n", "user 300\nsystem 100\n").unwrap();
+        // v1: the precise total beside the split in ticks.
+        let g = parse_cpuacct_v1("4100000000\n", "user 300\nsystem 100\n", 100).unwrap();
+        assert_eq!(g.total, Duration::from_millis(4100));
         assert_eq!(g.split.user, Duration::from_secs(3));
         assert_eq!(g.split.system, Duration::from_secs(1));
-        assert!(parse_cpuacct_v1("x", "user 1\nsystem 1\n").is_none());
+        assert!(parse_cpuacct_v1("x", "user 1\nsystem 1\n", 100).is_none());
         assert!(parse_cpu_stat_v2("usage_usec 1\n").is_none());
     }
 

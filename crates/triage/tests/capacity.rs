@@ -24,7 +24,15 @@ impl Drop for Kill {
 fn serve(root: &std::path::Path, log: &std::path::Path) -> (Kill, String) {
     let mut c = Kill(
         Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--slots", "1", "--threads", "1"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--slots",
+                "1",
+                "--threads",
+                "1",
+            ])
             .arg("--root")
             .arg(root)
             .arg("--access-log")
@@ -61,7 +69,8 @@ fn send_at(addr: &str, rate: u64, secs: u64) -> u64 {
         if let Some(d) = at.checked_duration_since(Instant::now()) {
             std::thread::sleep(d);
         }
-        s.write_all(b"GET /a.html HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        s.write_all(b"GET /a.html HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
         let mut buf = [0u8; 4096];
         let mut got = Vec::new();
         // The body is 100 bytes: read until the head and all of it are there.
@@ -83,7 +92,11 @@ fn send_at(addr: &str, rate: u64, secs: u64) -> u64 {
 }
 
 fn capacity(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).arg("capacity").args(args).output().unwrap()
+    Command::new(BIN)
+        .arg("capacity")
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -98,7 +111,16 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     let pid = srv.0.id().to_string();
     let sampler = Kill(
         Command::new(BIN)
-            .args(["capacity", "sample", "--pid", &pid, "--cpus", "1", "--interval", "1s"])
+            .args([
+                "capacity",
+                "sample",
+                "--pid",
+                &pid,
+                "--cpus",
+                "1",
+                "--interval",
+                "1s",
+            ])
             .args(["--duration", "8s", "--out"])
             .arg(&cpu)
             .stderr(Stdio::piped())
@@ -135,7 +157,10 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     let used = a["requests_used"].as_u64().unwrap();
     let outside = a["requests_outside"].as_u64().unwrap();
     assert_eq!(used + outside, sent, "{a}");
-    assert!(used * 10 >= sent * 8, "most requests fall in whole buckets: {a}");
+    assert!(
+        used * 10 >= sent * 8,
+        "most requests fall in whole buckets: {a}"
+    );
     // The busiest bucket saw the last rate, the quietest the first (or none).
     let busiest = a["busiest_rps"].as_f64().unwrap();
     assert!((250.0..=350.0).contains(&busiest), "{a}");
@@ -145,7 +170,10 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
             b["kernel_pct"].as_f64().unwrap(),
             b["idle_pct"].as_f64().unwrap(),
         );
-        assert!(u >= 0.0 && k >= 0.0 && (u + k + i - 100.0).abs() < 1e-6, "{b}");
+        assert!(
+            u >= 0.0 && k >= 0.0 && (u + k + i - 100.0).abs() < 1e-6,
+            "{b}"
+        );
     }
     assert_eq!(a["malformed_lines"], 0);
     assert!(a["all"]["idle"]["r"].is_number(), "{a}");
@@ -217,7 +245,10 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("bucket(s)") && err.contains("smaller --bucket"), "{err}");
+    assert!(
+        err.contains("bucket(s)") && err.contains("smaller --bucket"),
+        "{err}"
+    );
     // A bucket that is not whole seconds is a usage error.
     let o = capacity(&["--log", "x", "--cpu", "y", "--bucket", "1500ms"]);
     assert_eq!(o.status.code(), Some(2));
@@ -244,8 +275,19 @@ fn lab_events_tiny_writes_the_summary_keys() {
     let out = tmp.0.join("res");
     let child = Command::new(BIN)
         .args([
-            "lab", "events", "--cold", "0,200", "--rates", "3", "--window", "1s", "--reps", "1",
-            "--servers", "triage,lighttpd-poll", "--out",
+            "lab",
+            "events",
+            "--cold",
+            "0,200",
+            "--rates",
+            "3",
+            "--window",
+            "1s",
+            "--reps",
+            "1",
+            "--servers",
+            "triage,lighttpd-poll",
+            "--out",
         ])
         .arg(&out)
         .current_dir(&tmp.0)
@@ -257,7 +299,11 @@ fn lab_events_tiny_writes_the_summary_keys() {
     let o = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "lab failed: {}\n{stdout}\n{stderr}", o.status);
+    assert!(
+        o.status.success(),
+        "lab failed: {}\n{stdout}\n{stderr}",
+        o.status
+    );
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["lab"], "events");
@@ -273,7 +319,12 @@ fn lab_events_tiny_writes_the_summary_keys() {
     assert_eq!(s["idle_conns_held"], 200, "{}", s["notes"]);
     assert!(s["triage_cpu_per_req_ratio_max"].as_f64().unwrap() > 0.0);
     let lighttpd = have("lighttpd");
-    assert_eq!(s["poll_cpu_per_req_ratio_max"].is_number(), lighttpd, "{}", s["skipped"]);
+    assert_eq!(
+        s["poll_cpu_per_req_ratio_max"].is_number(),
+        lighttpd,
+        "{}",
+        s["skipped"]
+    );
     // One fit per server and cold count, each with its r and a comparison with the tool.
     let fits = s["fits"].as_array().unwrap();
     assert_eq!(fits.len(), if lighttpd { 4 } else { 2 }, "{fits:?}");

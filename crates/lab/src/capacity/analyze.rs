@@ -32,10 +32,7 @@ pub struct Fits {
 /// Fit the three lines on `buckets` as (rate, share) points.
 pub fn fits_of(points: &[(f64, f64, f64, f64)]) -> Fits {
     let line = |k: usize| {
-        let v: Vec<(f64, f64)> = points
-            .iter()
-            .map(|p| (p.0, [p.1, p.2, p.3][k]))
-            .collect();
+        let v: Vec<(f64, f64)> = points.iter().map(|p| (p.0, [p.1, p.2, p.3][k])).collect();
         fit(&v)
     };
     let idle = line(2);
@@ -98,7 +95,12 @@ pub struct Analysis {
 pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) -> Analysis {
     let all = fits_of(&points(&b.buckets));
     let above_cut = o.low_rate_cut.map(|cut| {
-        let kept: Vec<Bucket> = b.buckets.iter().filter(|x| x.rate >= cut).copied().collect();
+        let kept: Vec<Bucket> = b
+            .buckets
+            .iter()
+            .filter(|x| x.rate >= cut)
+            .copied()
+            .collect();
         (cut, fits_of(&points(&kept)))
     });
     let busiest = b
@@ -224,7 +226,10 @@ pub fn text(a: &Analysis) -> String {
             a.requests_used
         );
     }
-    s.push_str(&table("Linear regressions of CPU % against requests/s, all buckets", &a.all));
+    s.push_str(&table(
+        "Linear regressions of CPU % against requests/s, all buckets",
+        &a.all,
+    ));
     if let Some((cut, f)) = &a.above_cut {
         s.push_str(&table(&format!("Above {cut} requests/s"), f));
     }
@@ -317,7 +322,11 @@ mod tests {
             .map(|(i, &x)| bucket(10.0 + i as f64, x))
             .collect();
         let a = analyze(&bucketed(b), 2, "2 of 8 log lines", &O);
-        assert!(a.warnings.iter().any(|w| w.contains("too weak")), "{:?}", a.warnings);
+        assert!(
+            a.warnings.iter().any(|w| w.contains("too weak")),
+            "{:?}",
+            a.warnings
+        );
         assert!(a.notes.iter().any(|n| n.contains("2 of 8")));
         // Idle rising with the rate: nothing predicted, said so.
         let b: Vec<Bucket> = (1..5).map(|i| bucket(i as f64, 50.0 + i as f64)).collect();
@@ -325,8 +334,10 @@ mod tests {
         assert_eq!(a.predicted_peak_rps, None);
         assert_eq!(a.headroom_pct, None);
         assert!(a.warnings.iter().any(|w| w.contains("does not fall")));
-        assert!(a.warnings.iter().any(|w| w.contains("above 20")
-            || w.contains("at or above 20")));
+        assert!(a
+            .warnings
+            .iter()
+            .any(|w| w.contains("above 20") || w.contains("at or above 20")));
         assert!(text(&a).contains("none (see the warnings)"));
     }
 }

@@ -86,7 +86,11 @@ pub fn bucketize(
     }
     let w = width_s as i64;
     let first = (o0.ceil() as i64).div_euclid(w) * w;
-    let first = if (first as f64) < o0 { first + w } else { first };
+    let first = if (first as f64) < o0 {
+        first + w
+    } else {
+        first
+    };
     let mut starts = Vec::new();
     let mut s = first;
     while ((s + w) as f64) <= o1 {

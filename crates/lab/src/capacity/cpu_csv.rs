@@ -78,7 +78,10 @@ pub fn parse_cpu_csv(text: &str) -> Result<Vec<CpuSample>, CapacityError> {
         }
         let f: Vec<&str> = l.split(',').collect();
         if f.len() != 4 {
-            return Err(err(n, format!("expected 4 fields, found {}: `{l}`", f.len())));
+            return Err(err(
+                n,
+                format!("expected 4 fields, found {}: `{l}`", f.len()),
+            ));
         }
         let mut v = [0.0; 4];
         for (k, t) in f.iter().enumerate() {
@@ -116,7 +119,10 @@ pub fn parse_cpu_csv(text: &str) -> Result<Vec<CpuSample>, CapacityError> {
         out.push(s);
     }
     if !header {
-        return Err(err(0, format!("no header `{HEADER}`: not a CPU samples file")));
+        return Err(err(
+            0,
+            format!("no header `{HEADER}`: not a CPU samples file"),
+        ));
     }
     if out.len() < 2 {
         return Err(err(

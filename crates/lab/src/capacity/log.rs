@@ -75,10 +75,12 @@ pub fn read_log(path: &Path) -> Result<LogTimes, CapacityError> {
     let mut n = 0u64;
     loop {
         buf.clear();
-        let got = r.read_until(b'\n', &mut buf).map_err(|e| CapacityError::Io {
-            path: path.to_owned(),
-            source: e,
-        })?;
+        let got = r
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| CapacityError::Io {
+                path: path.to_owned(),
+                source: e,
+            })?;
         if got == 0 {
             break;
         }
@@ -121,10 +123,16 @@ mod tests {
         // Both at 09:00 UTC, one second apart.
         assert_eq!(l.times[1] - l.times[0], 1);
         let note = l.malformed_note();
-        assert!(note.starts_with("1 of 3 log lines") && note.contains("line 2"), "{note}");
+        assert!(
+            note.starts_with("1 of 3 log lines") && note.contains("line 2"),
+            "{note}"
+        );
         std::fs::write(&p, "garbage\nmore garbage\n").unwrap();
         let e = read_log(&p).unwrap_err().to_string();
-        assert!(e.contains("no request parsed") && e.contains("2 of 2"), "{e}");
+        assert!(
+            e.contains("no request parsed") && e.contains("2 of 2"),
+            "{e}"
+        );
         std::fs::write(&p, "").unwrap();
         assert!(read_log(&p).unwrap_err().to_string().contains("empty"));
         assert!(read_log(&d.path().join("none")).is_err());

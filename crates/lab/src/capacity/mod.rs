@@ -124,7 +124,9 @@ pub fn run_analyze(o: &AnalyzeOpts) -> Result<Analysis, CapacityError> {
         ));
     }
     let (Some(log), Some(cpu)) = (&o.log, &o.cpu) else {
-        return Err(CapacityError::Config("--log and --cpu are both needed".into()));
+        return Err(CapacityError::Config(
+            "--log and --cpu are both needed".into(),
+        ));
     };
     let a = analyze_files(
         log,
@@ -255,7 +257,10 @@ mod tests {
         assert_eq!(a.buckets.len(), 9);
         assert_eq!(a.malformed_lines, 1);
         assert!(a.notes[0].contains("1 of"), "{:?}", a.notes);
-        assert!((a.predicted_peak_rps.unwrap() - 200.0).abs() < 1e-6, "{a:?}");
+        assert!(
+            (a.predicted_peak_rps.unwrap() - 200.0).abs() < 1e-6,
+            "{a:?}"
+        );
         let (_, above) = a.above_cut.unwrap();
         assert_eq!(above.buckets, 7);
         assert!((a.headroom_pct.unwrap() - (200.0 - 90.0) / 90.0 * 100.0).abs() < 1e-6);
@@ -276,7 +281,10 @@ mod tests {
         let other = d.path().join("other.csv");
         std::fs::write(&other, shifted).unwrap();
         let e = analyze_files(&log, &other, 60, &o).unwrap_err().to_string();
-        assert!(e.contains("do not overlap") && e.contains("2025-11-26"), "{e}");
+        assert!(
+            e.contains("do not overlap") && e.contains("2025-11-26"),
+            "{e}"
+        );
         // Too few buckets.
         let e = analyze_files(&log, &cpu, 300, &o).unwrap_err().to_string();
         assert!(e.contains("1 bucket(s) of 300 s"), "{e}");

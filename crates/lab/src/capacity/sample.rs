@@ -14,7 +14,7 @@ use super::CapacityError;
 /// Where the CPU figures come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
-    /// `/proc/stat`: every CPU of the machine (its idle time is the kernel's own).
+    /// Every CPU of the machine (its idle time is the kernel's own).
     Machine,
     /// One cgroup's accounting directory (v2 group directory, or v1 under cpuacct).
     Cgroup(PathBuf),
@@ -28,7 +28,7 @@ impl Source {
     /// The source in words, for the file's comment line.
     pub fn describe(&self) -> String {
         match self {
-            Source::Machine => "/proc/stat (whole machine)".into(),
+            Source::Machine => "the whole machine (kernel counters)".into(),
             Source::Cgroup(p) => format!("cgroup {}", p.display()),
             Source::Pid(p) => format!("process {p}"),
             Source::Metrics(u) => format!("metrics {u}"),
@@ -42,7 +42,7 @@ pub struct Reader {
     source: Source,
     /// CPUs the sampled group may use (idle = cpus x elapsed - used).
     cpus: f64,
-    /// The first reading's time and used seconds (idle counts from there).
+    /// The first reading's time and total used seconds (idle counts from there).
     start: Option<(f64, f64)>,
 }
 
@@ -71,8 +71,7 @@ fn http_body(url: &str) -> Result<String, CapacityError> {
         .next()
         .ok_or_else(|| err(format!("{url}: no address")))?;
     let t = Duration::from_secs(5);
-    let mut s =
-        TcpStream::connect_timeout(&addr, t).map_err(|e| err(format!("{url}: {e}")))?;
+    let mut s = TcpStream::connect_timeout(&addr, t).map_err(|e| err(format!("{url}: {e}")))?;
     let _ = s.set_read_timeout(Some(t));
     write!(
         s,
@@ -119,10 +118,10 @@ impl Reader {
     /// One reading now.
     pub fn read(&mut self) -> Result<CpuSample, CapacityError> {
         let t = now_unix();
-        let (user, system) = match &self.source {
+        let (user, system, used) = match &self.source {
             Source::Machine => {
                 let s = os::cpusplit::machine_split(None)
-                    .map_err(|e| err(format!("/proc/stat: {e}")))?;
+                    .map_err(|e| err(format!("the machine's CPU counters: {e}")))?;
                 return Ok(CpuSample {
                     unix_s: t,
                     user_s: s.user.as_secs_f64(),
@@ -131,21 +130,29 @@ impl Reader {
                 });
             }
             Source::Cgroup(dir) => {
+                // The split in ticks, idle from the precise total.
                 let g = os::cpusplit::cgroup_split(dir).map_err(|e| err(e.to_string()))?;
-                (g.split.user.as_secs_f64(), g.split.system.as_secs_f64())
+                (
+                    g.split.user.as_secs_f64(),
+                    g.split.system.as_secs_f64(),
+                    g.total.as_secs_f64(),
+                )
             }
             Source::Pid(pid) => {
                 let s = os::cpusplit::process_split(*pid)
                     .map_err(|e| err(format!("process {pid}: {e}")))?;
-                (s.user.as_secs_f64(), s.system.as_secs_f64())
+                let (u, k) = (s.user.as_secs_f64(), s.system.as_secs_f64());
+                (u, k, u + k)
             }
-            Source::Metrics(url) => metrics_split(&http_body(url)?).ok_or_else(|| {
-                err(format!(
-                    "{url} has no triage_process_cpu_seconds_total{{mode=\"user\"|\"system\"}}"
-                ))
-            })?,
+            Source::Metrics(url) => {
+                let (u, k) = metrics_split(&http_body(url)?).ok_or_else(|| {
+                    err(format!(
+                        "{url} has no triage_process_cpu_seconds_total{{mode=\"user\"|\"system\"}}"
+                    ))
+                })?;
+                (u, k, u + k)
+            }
         };
-        let used = user + system;
         let (t0, used0) = *self.start.get_or_insert((t, used));
         Ok(CpuSample {
             unix_s: t,
@@ -202,7 +209,8 @@ pub fn record_while(
         return Err(CapacityError::Config("--interval must be above 0".into()));
     }
     let io = |e: std::io::Error| err(format!("writing the samples: {e}"));
-    out.write_all(reader.preamble(every).as_bytes()).map_err(io)?;
+    out.write_all(reader.preamble(every).as_bytes())
+        .map_err(io)?;
     let mut n = 0;
     while sleep_to_next(every) {
         let s = reader.read()?;
@@ -243,7 +251,10 @@ mod tests {
         .unwrap();
         assert!(n >= 3, "{n}");
         let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with("# triage capacity sample: process"), "{text}");
+        assert!(
+            text.starts_with("# triage capacity sample: process"),
+            "{text}"
+        );
         let v = parse_cpu_csv(&text).unwrap();
         // Mostly asleep: idle grows by about the elapsed time.
         let d = v.last().unwrap().minus(&v[0]);

@@ -46,6 +46,9 @@ pub use plan::{EvPoint, Params, Server};
 pub use run::Measured;
 pub use summary::Summary;
 
+/// Nice value of the client side (the lab process, loadgen's threads and wrk).
+pub const CLIENT_NICE: i32 = -10;
+
 /// `triage lab events` as an [`Experiment`].
 pub struct EventsLab {
     o: EventsOpts,
@@ -54,6 +57,8 @@ pub struct EventsLab {
     ready: Option<(PathBuf, usize, PathBuf)>,
     /// Servers left out in `prepare` and why (beside the harness's absent peers).
     skipped: Vec<String>,
+    /// What `prepare` could not do as asked.
+    notes: Vec<String>,
 }
 
 impl EventsLab {
@@ -72,6 +77,7 @@ impl EventsLab {
             p,
             ready: None,
             skipped: Vec::new(),
+            notes: Vec::new(),
         })
     }
 
@@ -134,9 +140,16 @@ impl Experiment for EventsLab {
 
     fn prepare(&mut self, env: &Env<'_>) -> Result<()> {
         if cfg!(debug_assertions) {
-            eprintln!("lab events: warning: this is a debug build; build with --release to measure");
+            eprintln!(
+                "lab events: warning: this is a debug build; build with --release to measure"
+            );
         }
-        if env.tb.server_cgroup().and_then(|c| c.accounting_dir()).is_none() {
+        if env
+            .tb
+            .server_cgroup()
+            .and_then(|c| c.accounting_dir())
+            .is_none()
+        {
             return Err(LabError::Os(
                 "no cgroup CPU accounting for the server side (run as root on a machine with \
                  cgroups): the lab measures user and kernel CPU from it"
@@ -164,13 +177,22 @@ impl Experiment for EventsLab {
                 self.skipped.push(why);
             }
         }
+        // The client side (this process, loadgen's threads, wrk) shares its CPU with whatever
+        // else runs here: it runs at a higher priority so that the servers, not it, set the
+        // peaks (threads and children started from here inherit it).
+        if let Err(e) = os::prio::set_thread_nice(os::prio::current_tid(), CLIENT_NICE) {
+            self.notes
+                .push(format!("the client side runs at the default priority: {e}"));
+        }
         let want = (2 * self.p.max_cold() + 4 * self.p.hot_conns + 1024) as u64;
         let nofile = os::procfs::raise_nofile(want)
             .map_err(|e| LabError::Os(format!("raising RLIMIT_NOFILE to {want}: {e}")))?
             as usize;
         let root = env.tb.workdir().join("www");
         std::fs::create_dir_all(&root).map_err(|e| LabError::io("creating", &root, e))?;
-        let data: Vec<u8> = (0..run::FILE_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+        let data: Vec<u8> = (0..run::FILE_BYTES)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
         let file = root.join(run::FILE.trim_start_matches('/'));
         std::fs::write(&file, data).map_err(|e| LabError::io("writing", &file, e))?;
         let out = self.out_dir(&env.started_utc);
@@ -231,6 +253,7 @@ impl Experiment for EventsLab {
         let points = done.iter().map(|(_, m)| m.clone()).collect();
         let mut s = summary::summarize(&self.p, &self.o.command, env, points);
         s.skipped.extend(self.skipped.iter().cloned());
+        s.notes.extend(self.notes.iter().cloned());
         s
     }
 

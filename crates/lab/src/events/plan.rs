@@ -261,7 +261,12 @@ mod tests {
         assert_eq!(p.cold, [0, 10000]);
         assert_eq!(
             p.servers,
-            [Server::Triage, Server::Nginx, Server::LighttpdEpoll, Server::LighttpdPoll]
+            [
+                Server::Triage,
+                Server::Nginx,
+                Server::LighttpdEpoll,
+                Server::LighttpdPoll
+            ]
         );
         let s = sessions(&p);
         assert_eq!(s.len(), 4);
@@ -270,7 +275,10 @@ mod tests {
         assert_eq!(s[0].points[6].cold, 10000);
         assert_eq!(s[3].dir, "lighttpd-poll-r0");
         o.servers = Some(vec!["apache".into()]);
-        assert!(resolve(&o).unwrap_err().to_string().contains("unknown server"));
+        assert!(resolve(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown server"));
         o.servers = None;
         o.rates = Some(2);
         assert!(resolve(&o).is_err());

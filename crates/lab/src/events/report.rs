@@ -64,7 +64,10 @@ pub fn scatter_lines(title: &str, x_label: &str, series: &[Scatter], squares: bo
                 .collect();
             if squares {
                 let _ = chart.draw_series(pts.iter().map(|&(x, y)| {
-                    Rectangle::new([(x - xmax * 0.004, y - 1.0), (x + xmax * 0.004, y + 1.0)], c.filled())
+                    Rectangle::new(
+                        [(x - xmax * 0.004, y - 1.0), (x + xmax * 0.004, y + 1.0)],
+                        c.filled(),
+                    )
                 }));
             } else {
                 let _ = chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())));
@@ -115,11 +118,7 @@ fn table45(r: &mut Report, rows: &[&FitRow], above: bool) {
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|f| {
-            let mut v = vec![
-                f.server.clone(),
-                f.cold_held.to_string(),
-                f.rep.to_string(),
-            ];
+            let mut v = vec![f.server.clone(), f.cold_held.to_string(), f.rep.to_string()];
             v.extend(fit_cells(if above { &f.above_cut } else { &f.all }));
             v
         })
@@ -165,7 +164,11 @@ pub fn report(s: &Summary) -> String {
         p.fracs.first().copied().unwrap_or(0.0) * 100.0,
         p.fracs.last().copied().unwrap_or(0.0) * 100.0,
         p.window_s,
-        p.servers.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+        p.servers
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
     r.h2("Goals");
     for g in &s.goals {
@@ -260,7 +263,15 @@ pub fn report(s: &Summary) -> String {
         })
         .collect();
     r.table(
-        &["server", "cold", "held", "peak req/s", "CPU/req us", "x at 0", "ci95"],
+        &[
+            "server",
+            "cold",
+            "held",
+            "peak req/s",
+            "CPU/req us",
+            "x at 0",
+            "ci95",
+        ],
         &rows,
     );
     r.h2("Memory per idle connection");
@@ -279,7 +290,14 @@ pub fn report(s: &Summary) -> String {
         })
         .collect();
     r.table(
-        &["server", "held", "added", "RSS before KiB", "RSS after KiB", "KiB per conn"],
+        &[
+            "server",
+            "held",
+            "added",
+            "RSS before KiB",
+            "RSS after KiB",
+            "KiB per conn",
+        ],
         &rows,
     );
     if !s.skipped.is_empty() || !s.notes.is_empty() {
@@ -302,10 +320,17 @@ mod tests {
         let svg = scatter_lines(
             "idle",
             "req/s",
-            &[("a".into(), vec![(10.0, 80.0), (20.0, 60.0)], Some((-2.0, 100.0)))],
+            &[(
+                "a".into(),
+                vec![(10.0, 80.0), (20.0, 60.0)],
+                Some((-2.0, 100.0)),
+            )],
             false,
         );
-        assert!(svg.contains("<circle") && svg.contains("<polyline"), "{svg}");
+        assert!(
+            svg.contains("<circle") && svg.contains("<polyline"),
+            "{svg}"
+        );
         let sq = scatter_lines("k", "req/s", &[("a".into(), vec![(1.0, 5.0)], None)], true);
         assert!(sq.contains("<rect"));
     }

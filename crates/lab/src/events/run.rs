@@ -76,8 +76,7 @@ struct Recorder {
 
 impl Recorder {
     fn start(dir: PathBuf, cpus: f64, path: PathBuf) -> Result<Recorder> {
-        let mut f =
-            std::fs::File::create(&path).map_err(|e| LabError::io("creating", &path, e))?;
+        let mut f = std::fs::File::create(&path).map_err(|e| LabError::io("creating", &path, e))?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let join = std::thread::spawn(move || {
@@ -129,7 +128,8 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
     let log = Some(dir.join("server.log"));
     let access_log = s.log_dir.join(format!(
         "{}.access.log",
-        dir.file_name().map_or("server".into(), |n| n.to_string_lossy())
+        dir.file_name()
+            .map_or("server".into(), |n| n.to_string_lossy())
     ));
     let conns = s.p.max_cold() + s.p.hot_conns + SPARE;
     let mut child = match server.peer() {
@@ -177,7 +177,9 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
                     tcp_nopush: false,
                 },
                 lighttpd: LighttpdTuning {
-                    event_handler: server.handler().unwrap_or(crate::peers::EventHandler::Epoll),
+                    event_handler: server
+                        .handler()
+                        .unwrap_or(crate::peers::EventHandler::Epoll),
                     max_fds: if server == Server::LighttpdSelect {
                         FD_SETSIZE
                     } else {
@@ -259,6 +261,9 @@ pub struct Measured {
     pub kernel_pct: f64,
     /// Idle share: capacity left unused (%).
     pub idle_pct: f64,
+    /// CFS periods in which the server side hit its quota (%): near 100 when the server, not
+    /// the client, limits a saturation run.
+    pub throttled_pct: Option<f64>,
     /// CPU per completed request (us).
     pub cpu_per_req_us: f64,
     /// Latency percentiles (ms; rate points from the scheduled send).
@@ -281,13 +286,34 @@ pub struct Measured {
     pub note: Option<String>,
 }
 
-fn cpu_now(tb: &Testbed) -> Result<(f64, f64)> {
-    let dir = tb
+/// The server side's CPU counters now.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    /// Precise total (s).
+    total: f64,
+    /// User time in ticks (s).
+    user: f64,
+    /// System time in ticks (s).
+    system: f64,
+    /// CFS periods and how many were throttled.
+    periods: (u64, u64),
+}
+
+fn cpu_now(tb: &Testbed) -> Result<Counters> {
+    let cg = tb
         .server_cgroup()
-        .and_then(|c| c.accounting_dir())
+        .ok_or_else(|| LabError::Os("the server side has no cgroup".into()))?;
+    let dir = cg
+        .accounting_dir()
         .ok_or_else(|| LabError::Os("the server side has no CPU accounting cgroup".into()))?;
     let g = os::cpusplit::cgroup_split(&dir).map_err(|e| LabError::Os(e.to_string()))?;
-    Ok((g.split.user.as_secs_f64(), g.split.system.as_secs_f64()))
+    let st = cg.cpu_stat().unwrap_or_default();
+    Ok(Counters {
+        total: g.total.as_secs_f64(),
+        user: g.split.user.as_secs_f64(),
+        system: g.split.system.as_secs_f64(),
+        periods: (st.nr_periods, st.nr_throttled),
+    })
 }
 
 /// Grow the cold connections to the point's count (within the server's limit).
@@ -340,7 +366,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     let window = s.p.window();
     let cap = s.p.quota;
     let url = format!("http://{}{FILE}", r.addr);
-    let (u0, k0) = cpu_now(s.tb)?;
+    let c0 = cpu_now(s.tb)?;
     let t0 = Instant::now();
     let (target, requests, errors, p50, p90, p99, frac) = match pt.step {
         Step::Saturate => {
@@ -365,20 +391,19 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 ));
             }
             if idx == 0 {
-                let dir = s
-                    .tb
-                    .server_cgroup()
-                    .and_then(|c| c.accounting_dir())
-                    .ok_or_else(|| LabError::Os("no CPU accounting cgroup".into()))?;
+                let dir =
+                    s.tb.server_cgroup()
+                        .and_then(|c| c.accounting_dir())
+                        .ok_or_else(|| LabError::Os("no CPU accounting cgroup".into()))?;
                 let path = s.cpu_dir.join(format!(
                     "{}-r{}-cold{}.csv",
                     r.server.name(),
                     pt.rep,
                     pt.cold
                 ));
+                // Its first sample falls at the next whole second: the requests before it are
+                // outside the tool's buckets (counted as such), as they would be in production.
                 r.recorder = Some(Recorder::start(dir, cap, path)?);
-                // Let the first sample fall before the first request.
-                crate::signals::sleep(Duration::from_millis(1100))?;
             }
             let rate = frac * r.peak;
             let mut cfg = loadgen::LoadConfig::new(url);
@@ -410,8 +435,14 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         }
     };
     let dt = t0.elapsed().as_secs_f64();
-    let (u1, k1) = cpu_now(s.tb)?;
-    let (du, dk) = (u1 - u0, k1 - k0);
+    let c1 = cpu_now(s.tb)?;
+    // The precise total, split by the ratio of the (coarser) user and system counters.
+    let busy = c1.total - c0.total;
+    let (tu, tk) = (c1.user - c0.user, c1.system - c0.system);
+    let ufrac = if tu + tk > 0.0 { tu / (tu + tk) } else { 0.5 };
+    let (du, dk) = (busy * ufrac, busy * (1.0 - ufrac));
+    let periods = c1.periods.0.saturating_sub(c0.periods.0);
+    let throttled = c1.periods.1.saturating_sub(c0.periods.1);
     let capacity_s = cap * dt;
     let user_pct = 100.0 * du / capacity_s;
     let kernel_pct = 100.0 * dk / capacity_s;
@@ -443,6 +474,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         user_pct,
         kernel_pct,
         idle_pct: 100.0 - user_pct - kernel_pct,
+        throttled_pct: (periods > 0).then(|| 100.0 * throttled as f64 / periods as f64),
         cpu_per_req_us: if requests > 0 {
             (du + dk) / requests as f64 * 1e6
         } else {
@@ -478,8 +510,16 @@ mod tests {
     #[test]
     fn limits_follow_each_servers_rule() {
         assert_eq!(cold_limit(Server::Triage, 20_000, 16).0, 20_000 - 16 - 128);
-        assert_eq!(cold_limit(Server::LighttpdPoll, 20_000, 16).0, 10_000 - 16 - 16);
-        assert_eq!(cold_limit(Server::LighttpdSelect, 20_000, 16).0, 512 - 16 - 16);
-        assert!(cold_limit(Server::LighttpdEpoll, 20_000, 16).1.contains("max-fds/2"));
+        assert_eq!(
+            cold_limit(Server::LighttpdPoll, 20_000, 16).0,
+            10_000 - 16 - 16
+        );
+        assert_eq!(
+            cold_limit(Server::LighttpdSelect, 20_000, 16).0,
+            512 - 16 - 16
+        );
+        assert!(cold_limit(Server::LighttpdEpoll, 20_000, 16)
+            .1
+            .contains("max-fds/2"));
     }
 }

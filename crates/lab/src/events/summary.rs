@@ -150,7 +150,8 @@ pub struct Summary {
 }
 
 fn maxf(v: impl Iterator<Item = f64>) -> Option<f64> {
-    v.filter(|x| x.is_finite()).fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
+    v.filter(|x| x.is_finite())
+        .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
 }
 
 /// The regressions of one group of points (its saturation run and rates).
@@ -240,11 +241,14 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 continue;
             }
             let ratios: Vec<f64> = (0..p.reps)
-                .filter_map(|r| Some(sat(r, cold)?.cpu_per_req_us / sat(r, p.cold[0])?.cpu_per_req_us))
+                .filter_map(|r| {
+                    Some(sat(r, cold)?.cpu_per_req_us / sat(r, p.cold[0])?.cpu_per_req_us)
+                })
                 .filter(|x| x.is_finite())
                 .collect();
             let n = here.len() as f64;
-            let ratio = (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
+            let ratio =
+                (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
             if cold > 0 {
                 if let Some(r) = ratio {
                     let e = ratio_max.entry(s.name().to_string()).or_insert(r);
@@ -292,7 +296,10 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
     let triage = Server::Triage.name();
     let capacity_error_pct_max = maxf(fits.iter().filter_map(|f| f.error_pct.map(f64::abs)));
     let tool_vs_lab_pct_max = maxf(fits.iter().filter_map(|f| f.tool_vs_lab_pct));
-    let rss_per_idle_conn_kib = rss.iter().find(|r| r.server == triage).map(|r| r.kib_per_conn);
+    let rss_per_idle_conn_kib = rss
+        .iter()
+        .find(|r| r.server == triage)
+        .map(|r| r.kib_per_conn);
     let mut notes = env.notes.clone();
     for m in &points {
         if let Some(n) = &m.note {
@@ -313,9 +320,23 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
             }
         }
     }
+    for m in points.iter().filter(|m| m.step == "saturate") {
+        if m.idle_pct > 20.0 {
+            notes.push(format!(
+                "{} at cold {}: the saturation run left {:.0}% of the server side's CPU idle \
+                 ({} of its CFS periods throttled): the client, not the server, set that peak",
+                m.server,
+                m.cold,
+                m.idle_pct,
+                m.throttled_pct.map_or("-".into(), |t| format!("{t:.0}%"))
+            ));
+        }
+    }
     let errors: u64 = points.iter().map(|m| m.errors).sum();
     if errors > 0 {
-        notes.push(format!("{errors} requests failed over the run (see raw.csv)"));
+        notes.push(format!(
+            "{errors} requests failed over the run (see raw.csv)"
+        ));
     }
     let mut s = Summary {
         lab: "events",
@@ -472,6 +493,7 @@ mod tests {
             user_pct: busy * 0.6,
             kernel_pct: busy * 0.4,
             idle_pct: idle,
+            throttled_pct: None,
             cpu_per_req_us: 100.0,
             p50_ms: 1.0,
             p90_ms: 1.0,

@@ -83,7 +83,11 @@ pub fn lighttpd_conf(prefix: &Path, site: &PeerSite, t: &LighttpdTuning) -> Stri
     let _ = writeln!(s, "server.document-root = {}", q(&site.root));
     let _ = writeln!(s, "server.bind = \"{}\"", site.listen.ip());
     let _ = writeln!(s, "server.port = {}", site.listen.port());
-    let _ = writeln!(s, "server.event-handler = \"{}\"", t.event_handler.conf_value());
+    let _ = writeln!(
+        s,
+        "server.event-handler = \"{}\"",
+        t.event_handler.conf_value()
+    );
     let _ = writeln!(s, "server.max-fds = {}", t.max_fds);
     let _ = writeln!(
         s,
@@ -144,7 +148,11 @@ mod tests {
         ] {
             assert!(c.contains(want), "{want} in\n{c}");
         }
-        let d = lighttpd_conf(Path::new("/p"), &site(Path::new("/s")), &LighttpdTuning::default());
+        let d = lighttpd_conf(
+            Path::new("/p"),
+            &site(Path::new("/s")),
+            &LighttpdTuning::default(),
+        );
         assert!(d.contains("\"linux-sysepoll\"") && !d.contains("accesslog"));
     }
 

@@ -58,13 +58,22 @@ mod tests {
 
     #[test]
     fn flags_parse() {
-        let a = parse_args::<Args>(&["--log", "a.log", "--cpu", "c.csv", "--bucket", "1m"]).unwrap();
+        let a =
+            parse_args::<Args>(&["--log", "a.log", "--cpu", "c.csv", "--bucket", "1m"]).unwrap();
         assert_eq!(a.analyze.bucket, std::time::Duration::from_secs(60));
         assert!(a.sub.is_none() && !a.analyze.json);
         assert!(parse_args::<Args>(&["--log", "a.log"]).is_err());
         assert!(parse_args::<Args>(&["--log", "a", "--cpu", "c", "--bucket", "60"]).is_err());
-        let a = parse_args::<Args>(&["sample", "--out", "c.csv", "--pid", "1", "--interval", "500ms"])
-            .unwrap();
+        let a = parse_args::<Args>(&[
+            "sample",
+            "--out",
+            "c.csv",
+            "--pid",
+            "1",
+            "--interval",
+            "500ms",
+        ])
+        .unwrap();
         match a.sub {
             Some(Sub::Sample(o)) => {
                 assert_eq!(o.pid, Some(1));
@@ -72,6 +81,8 @@ mod tests {
             }
             None => panic!("sample not parsed"),
         }
-        assert!(parse_args::<Args>(&["sample", "--out", "c", "--pid", "1", "--cgroup", "/x"]).is_err());
+        assert!(
+            parse_args::<Args>(&["sample", "--out", "c", "--pid", "1", "--cgroup", "/x"]).is_err()
+        );
     }
 }
