@@ -195,7 +195,15 @@ impl Experiment for EventsLab {
             .collect();
         let file = root.join(run::FILE.trim_start_matches('/'));
         std::fs::write(&file, data).map_err(|e| LabError::io("writing", &file, e))?;
+        // Absolute: the peers resolve relative paths against their own prefix.
         let out = self.out_dir(&env.started_utc);
+        let out = if out.is_absolute() {
+            out
+        } else {
+            std::env::current_dir()
+                .map_err(|e| LabError::io("finding the current directory for", &out, e))?
+                .join(out)
+        };
         for d in [out.join("cpu"), out.join("logs")] {
             std::fs::create_dir_all(&d).map_err(|e| LabError::io("creating", &d, e))?;
         }

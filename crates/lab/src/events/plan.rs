@@ -165,15 +165,13 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
     if cold.is_empty() {
         return bad("--cold needs at least one count".into());
     }
-    let rates = o.rates.unwrap_or(if o.quick { 5 } else { 8 });
+    let rates = o.rates.unwrap_or(if o.quick { 6 } else { 8 });
     if rates < 3 {
         return bad(format!(
             "--rates {rates}: a regression needs at least 3 rates"
         ));
     }
-    let window = o
-        .window
-        .unwrap_or(Duration::from_secs(if o.quick { 2 } else { 3 }));
+    let window = o.window.unwrap_or(Duration::from_secs(3));
     if window.subsec_nanos() != 0 {
         return bad("--window must be whole seconds".into());
     }
@@ -270,9 +268,10 @@ mod tests {
         );
         let s = sessions(&p);
         assert_eq!(s.len(), 4);
-        assert_eq!(s[0].points.len(), 2 * 6);
+        assert_eq!((p.fracs.len(), p.window_s), (6, 3));
+        assert_eq!(s[0].points.len(), 2 * 7);
         assert_eq!(s[0].points[0].step, Step::Saturate);
-        assert_eq!(s[0].points[6].cold, 10000);
+        assert_eq!(s[0].points[7].cold, 10000);
         assert_eq!(s[3].dir, "lighttpd-poll-r0");
         o.servers = Some(vec!["apache".into()]);
         assert!(resolve(&o)

@@ -171,7 +171,9 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
             let tuning = PeerTuning {
                 nginx: NginxTuning {
                     master_process: false,
-                    worker_connections: conns,
+                    // nginx closes idle keep-alive connections when its free connections run
+                    // low: room for twice as many as it holds.
+                    worker_connections: (2 * conns).min(s.nofile.saturating_sub(SPARE)),
                     rlimit_nofile: Some(s.nofile),
                     keepalive_requests: Some(100_000_000),
                     tcp_nopush: false,

@@ -125,6 +125,8 @@ pub struct Summary {
     pub cpu_per_req_ratio_max_by_server: BTreeMap<String, f64>,
     /// Largest |predicted - measured| / measured (%) over servers, cold counts, repetitions.
     pub capacity_error_pct_max: Option<f64>,
+    /// The same with the regressions above the cut (Table 5).
+    pub capacity_error_pct_max_above_cut: Option<f64>,
     /// triage's resident memory per idle connection at the largest cold count (KiB).
     pub rss_per_idle_conn_kib: Option<f64>,
     /// Cold connections triage held at the largest count.
@@ -295,6 +297,11 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
     }
     let triage = Server::Triage.name();
     let capacity_error_pct_max = maxf(fits.iter().filter_map(|f| f.error_pct.map(f64::abs)));
+    let capacity_error_pct_max_above_cut = maxf(fits.iter().filter_map(|f| {
+        f.above_cut
+            .predicted_peak_rps
+            .map(|p| ((p - f.measured_rps) / f.measured_rps * 100.0).abs())
+    }));
     let tool_vs_lab_pct_max = maxf(fits.iter().filter_map(|f| f.tool_vs_lab_pct));
     let rss_per_idle_conn_kib = rss
         .iter()
@@ -350,6 +357,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         poll_cpu_per_req_ratio_max: ratio_max.get(Server::LighttpdPoll.name()).copied(),
         cpu_per_req_ratio_max_by_server: ratio_max,
         capacity_error_pct_max,
+        capacity_error_pct_max_above_cut,
         rss_per_idle_conn_kib,
         idle_conns_held: held.get(triage).copied(),
         idle_conns_held_by_server: held,
