@@ -121,14 +121,15 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
                 "--interval",
                 "1s",
             ])
-            .args(["--duration", "8s", "--out"])
+            .args(["--duration", "10s", "--out"])
             .arg(&cpu)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    // Rising rates, 2 s each, after the first sample.
-    std::thread::sleep(Duration::from_millis(1200));
+    // Rising rates, 2 s each, after the first sample (the sampler starts, then samples at
+    // the next whole second).
+    std::thread::sleep(Duration::from_millis(2500));
     let mut sent = 0;
     for rate in [50, 150, 300] {
         sent += send_at(&addr, rate, 2);
@@ -163,7 +164,7 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     );
     // The busiest bucket saw the last rate, the quietest the first (or none).
     let busiest = a["busiest_rps"].as_f64().unwrap();
-    assert!((250.0..=350.0).contains(&busiest), "{a}");
+    assert!((200.0..=450.0).contains(&busiest), "{a}");
     for b in buckets {
         let (u, k, i) = (
             b["user_pct"].as_f64().unwrap(),
@@ -331,8 +332,9 @@ fn lab_events_tiny_writes_the_summary_keys() {
     for f in fits {
         assert!(f["all"]["idle"]["r"].is_number(), "{f}");
         assert!(f["measured_rps"].as_f64().unwrap() > 0.0, "{f}");
+        // The tool fitted its own buckets, or said why it could not.
         assert!(
-            f["tool_predicted_rps"].is_number() || f["tool_error"].is_string(),
+            f["tool_buckets"].is_number() || f["tool_error"].is_string(),
             "{f}"
         );
     }
