@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Install what triage's builds, tests and labs need on Debian: the peers (nginx, Apache httpd,
-# HAProxy), wrk, iproute2 (netns, veth, tc), interpreters for the CGI tests, cmake for native
+# HAProxy, lighttpd), wrk, iproute2 (netns, veth, tc), interpreters for the CGI tests, cmake for native
 # crates. Idempotent: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config nginx apache2 haproxy wrk iproute2 procps psmisc curl
+pkgs=(build-essential cmake pkg-config nginx apache2 haproxy lighttpd wrk iproute2 procps psmisc curl
       perl python3 util-linux)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -22,7 +22,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Debian starts the peers as system services on install; the labs run their own instances on
 # their own ports, so the system ones are stopped to keep the CPUs quiet.
-for svc in nginx apache2 haproxy; do
+for svc in nginx apache2 haproxy lighttpd; do
   if command -v service >/dev/null 2>&1; then service "$svc" stop >/dev/null 2>&1 || true; fi
 done
 echo "deps: ok"

@@ -21,15 +21,18 @@
 //!   sampling; [`cgi`]: what the CGI labs share (scripts, servers, clients, CPU accounting);
 //! - [`harness`]: the [`harness::Experiment`] trait and [`harness::run_experiment`].
 //!
-//! The labs: [`pos`] (seed 001), [`containers`] (seed 003) and [`reservations`] (seed 000);
+//! The labs: [`pos`] (seed 001), [`containers`] (seed 003), [`reservations`] (seed 000) and
+//! [`events`] (seed 002, with the operator's [`capacity`] tool);
 //! the benchmarks: [`bench::static_files`] and [`bench::load`]. The kernel is reached only
 //! through the `os` crate.
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod capacity;
 pub mod cgi;
 pub mod containers;
 pub mod error;
+pub mod events;
 pub mod harness;
 pub mod peers;
 pub mod pos;

@@ -744,6 +744,16 @@ impl Cgroup {
         &self.inner.mounts
     }
 
+    /// The directory whose files account the group's CPU time: the cpu directory on v2
+    /// (`cpu.stat`), the cpuacct one on v1 (`cpuacct.usage`, `cpuacct.stat`); read with
+    /// [`crate::cpusplit::cgroup_split`]. `None` on v1 without a cpuacct hierarchy.
+    pub fn accounting_dir(&self) -> Option<PathBuf> {
+        match self.mounts().version {
+            Version::V2 => Some(self.cpu_path.clone()),
+            Version::V1 => self.dir_for("cpuacct").map(Path::to_path_buf),
+        }
+    }
+
     fn dir_for(&self, controller: &str) -> Option<&Path> {
         self.mounts()
             .hierarchies

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 pub mod cgroup;
 pub mod cpu;
+pub mod cpusplit;
 pub mod cputime;
 pub mod netns;
 pub mod prio;

@@ -260,6 +260,19 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
             let _ = writeln!(o, "triage_requests_total{{status=\"{i}\"}} {v}");
         }
     }
+    let cpu = os::cpusplit::self_split();
+    let _ = writeln!(
+        o,
+        "# HELP triage_process_cpu_seconds_total CPU time of the server process by mode \
+         (triage capacity sample --metrics reads it).\n# TYPE triage_process_cpu_seconds_total counter"
+    );
+    for (mode, d) in [("user", cpu.user), ("system", cpu.system)] {
+        let _ = writeln!(
+            o,
+            "triage_process_cpu_seconds_total{{mode=\"{mode}\"}} {:.6}",
+            d.as_secs_f64()
+        );
+    }
     let _ = writeln!(o, "# HELP triage_response_bytes_total Body bytes sent by status.\n# TYPE triage_response_bytes_total counter");
     for (i, c) in m.bytes.iter().enumerate() {
         let v = c.load(Relaxed);

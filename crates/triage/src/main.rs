@@ -27,6 +27,8 @@ enum Cmd {
     Sim(cmd::sim::Args),
     /// Benchmarks that print ratios against a peer measured in the same run.
     Bench(cmd::bench::Args),
+    /// Predict a server's peak rate from its access log and CPU samples (seed 002).
+    Capacity(cmd::capacity::Args),
 }
 
 fn main() {
@@ -47,6 +49,7 @@ fn main() {
         Cmd::Lab(a) => cmd::lab::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Bench(a) => cmd::bench::run(a),
+        Cmd::Capacity(a) => cmd::capacity::run(a),
     };
     if let Err(e) = res {
         eprintln!("triage: error: {e:#}");

@@ -18,10 +18,12 @@ use crate::error::{LabError, Result};
 use crate::process::{run_cmd, which};
 
 mod apache;
+mod lighttpd;
 mod nginx;
 mod site;
 
 pub use apache::apache_conf;
+pub use lighttpd::{has_handler, lighttpd_conf, EventHandler, LighttpdTuning};
 pub use nginx::{nginx_conf, NginxTuning};
 pub use site::{Gzip, PeerSite, Prefork, APACHE_MODULES};
 
@@ -33,6 +35,8 @@ pub enum Peer {
     Nginx,
     /// Apache httpd with mpm_prefork.
     Apache,
+    /// lighttpd, one process, on the readiness interface [`PeerTuning::lighttpd`] names.
+    Lighttpd,
 }
 
 /// How a peer's processes are set up (beyond what it serves).
@@ -42,6 +46,8 @@ pub struct PeerTuning {
     pub prefork: Prefork,
     /// nginx's process setup.
     pub nginx: NginxTuning,
+    /// lighttpd's process setup (its event handler).
+    pub lighttpd: LighttpdTuning,
     /// The peer's binary, when not the one on `PATH`.
     pub program: Option<PathBuf>,
 }
@@ -67,6 +73,7 @@ impl Peer {
         match self {
             Peer::Nginx => "nginx",
             Peer::Apache => "apache",
+            Peer::Lighttpd => "lighttpd",
         }
     }
 
@@ -75,6 +82,7 @@ impl Peer {
         match self {
             Peer::Nginx => which("nginx"),
             Peer::Apache => which("apache2").or_else(|| which("httpd")),
+            Peer::Lighttpd => which("lighttpd"),
         }
     }
 
@@ -150,6 +158,17 @@ impl Peer {
                 ];
                 (conf, text, args)
             }
+            Peer::Lighttpd => {
+                if site.gzip.is_some() {
+                    return Err(LabError::Config(
+                        "the lighttpd peer is not configured for on-the-fly compression".into(),
+                    ));
+                }
+                let conf = dir.join("lighttpd.conf");
+                let text = lighttpd_conf(dir, site, &tuning.lighttpd);
+                let args = vec!["-D".into(), "-f".into(), conf.as_os_str().to_owned()];
+                (conf, text, args)
+            }
         };
         std::fs::write(&conf, text).map_err(|e| LabError::io("writing", &conf, e))?;
         Ok(Prepared {
@@ -174,6 +193,9 @@ pub fn validate(p: &Prepared) -> Result<()> {
         }
         Peer::Apache => {
             run_cmd(&prog, &["-t", "-d", &dir, "-f", &conf])?;
+        }
+        Peer::Lighttpd => {
+            run_cmd(&prog, &["-tt", "-f", &conf])?;
         }
     }
     Ok(())
@@ -206,6 +228,9 @@ mod tests {
         std::fs::create_dir_all(&root).unwrap();
         let mut s = site(&root);
         s.listen = "127.0.0.1:1".parse().unwrap(); // -t does not bind
+        if peer == Peer::Lighttpd {
+            s.gzip = None; // not configured for lighttpd
+        }
         let p = peer
             .prepare(&d.path().join(peer.name()), &s, &Prefork::default())
             .unwrap();
@@ -224,5 +249,65 @@ mod tests {
     #[test]
     fn apache_config_passes_its_own_check() {
         check_with_real_binary(Peer::Apache);
+    }
+
+    #[test]
+    fn lighttpd_config_passes_its_own_check() {
+        check_with_real_binary(Peer::Lighttpd);
+    }
+
+    #[test]
+    fn lighttpd_serves_on_both_handlers_and_logs_combined_format() {
+        if let Some(why) = Peer::Lighttpd.unavailable() {
+            eprintln!("SKIP lighttpd_serves_on_both_handlers_and_logs_combined_format: {why}");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("site");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.html"), "hello").unwrap();
+        for h in [EventHandler::Epoll, EventHandler::Poll] {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut s = site(&root);
+            s.gzip = None;
+            s.listen = format!("127.0.0.1:{port}").parse().unwrap();
+            let dir = d.path().join(h.v_name());
+            let log = dir.join("access.log");
+            let tuning = PeerTuning {
+                lighttpd: LighttpdTuning {
+                    event_handler: h,
+                    access_log: Some(log.clone()),
+                    ..LighttpdTuning::default()
+                },
+                ..PeerTuning::default()
+            };
+            let p = Peer::Lighttpd.prepare_tuned(&dir, &s, &tuning).unwrap();
+            validate(&p).unwrap();
+            let mut child = crate::process::Launch::new("lighttpd", &p.program)
+                .args(&p.args)
+                .spawn()
+                .unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let body = loop {
+                match crate::testbed::http_get(
+                    s.listen,
+                    "/a.html",
+                    std::time::Duration::from_secs(2),
+                ) {
+                    Ok(b) => break b,
+                    Err(e) if std::time::Instant::now() > deadline => panic!("{h:?}: {e}"),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+                }
+            };
+            assert_eq!(body, "hello");
+            child.stop(std::time::Duration::from_secs(5));
+            let text = std::fs::read_to_string(&log).unwrap();
+            let rec = loadgen::clf::parse_line(text.lines().next().unwrap()).unwrap();
+            assert_eq!((rec.status, rec.target.as_deref()), (200, Some("/a.html")));
+        }
     }
 }

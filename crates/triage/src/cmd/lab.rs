@@ -23,6 +23,8 @@ enum Which {
     Containers(super::lab_containers::Args),
     /// Seed 000: a site's CPU reservation against a growing competing site.
     Reservations(super::lab_reservations::Args),
+    /// Seed 002: cold connections and capacity predicted from CPU against the request rate.
+    Events(super::lab_events::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -30,6 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Which::Pos(a) => super::lab_pos::run(a),
         Which::Containers(a) => super::lab_containers::run(a),
         Which::Reservations(a) => super::lab_reservations::run(a),
+        Which::Events(a) => super::lab_events::run(a),
     }
 }
 

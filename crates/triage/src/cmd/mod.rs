@@ -3,9 +3,11 @@
 pub mod bench;
 pub mod bench_load;
 pub mod bench_static;
+pub mod capacity;
 pub mod front;
 pub mod lab;
 pub mod lab_containers;
+pub mod lab_events;
 pub mod lab_pos;
 pub mod lab_reservations;
 pub mod load;

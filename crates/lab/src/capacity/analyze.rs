@@ -1,0 +1,343 @@
+//! Seed 002's method on any server: buckets of (rate, user%, kernel%, idle%), linear
+//! regressions of each share against the rate over all buckets and above a low-rate cut, the
+//! idle line's X-intercept as the predicted peak rate, the headroom left above the busiest
+//! bucket, and warnings when the figures should not be trusted. Pure.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::bucket::{utc, Bucket, Bucketed};
+use super::regress::{fit, Fit, MIN_POINTS};
+
+/// Below this |r| the idle line is too weak to predict anything (the seed's full-day idle fits
+/// had r = -0.85 and -0.90).
+pub const DEFAULT_MIN_R: f64 = 0.8;
+
+/// The three lines of one set of buckets (`None`: too few buckets or no spread in rate).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Fits {
+    /// Buckets fitted.
+    pub buckets: usize,
+    /// Idle % against the rate.
+    pub idle: Option<Fit>,
+    /// Kernel-mode % against the rate.
+    pub kernel: Option<Fit>,
+    /// User-mode % against the rate.
+    pub user: Option<Fit>,
+    /// The idle line's X-intercept (requests/s).
+    pub predicted_peak_rps: Option<f64>,
+}
+
+/// Fit the three lines on `buckets` as (rate, share) points.
+pub fn fits_of(points: &[(f64, f64, f64, f64)]) -> Fits {
+    let line = |k: usize| {
+        let v: Vec<(f64, f64)> = points.iter().map(|p| (p.0, [p.1, p.2, p.3][k])).collect();
+        fit(&v)
+    };
+    let idle = line(2);
+    Fits {
+        buckets: points.len(),
+        idle,
+        kernel: line(1),
+        user: line(0),
+        predicted_peak_rps: idle.and_then(|f| f.x_intercept()),
+    }
+}
+
+fn points(b: &[Bucket]) -> Vec<(f64, f64, f64, f64)> {
+    b.iter()
+        .map(|b| (b.rate, b.user_pct, b.kernel_pct, b.idle_pct))
+        .collect()
+}
+
+/// How to analyse.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Also fit only the buckets at or above this rate (requests/s), as the seed's Table 5.
+    pub low_rate_cut: Option<f64>,
+    /// Warn when the idle line's |r| is below this.
+    pub min_r: f64,
+}
+
+/// The whole analysis (`triage capacity --json` prints it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Analysis {
+    /// Bucket width (s).
+    pub bucket_s: u64,
+    /// The buckets.
+    pub buckets: Vec<Bucket>,
+    /// Requests counted in buckets.
+    pub requests_used: u64,
+    /// Requests outside every bucket.
+    pub requests_outside: u64,
+    /// Log lines skipped as malformed.
+    pub malformed_lines: u64,
+    /// Regressions over every bucket (the seed's Table 4).
+    pub all: Fits,
+    /// The cut and the regressions above it (Table 5).
+    pub above_cut: Option<(f64, Fits)>,
+    /// The predicted peak rate (req/s): the idle X-intercept over all buckets.
+    pub predicted_peak_rps: Option<f64>,
+    /// The busiest bucket's rate (req/s).
+    pub busiest_rps: f64,
+    /// Its CPU use (100 - idle %).
+    pub busiest_cpu_pct: f64,
+    /// Room above the busiest bucket: (predicted - busiest) / busiest (%).
+    pub headroom_pct: Option<f64>,
+    /// Why a figure should not be trusted, one sentence each.
+    pub warnings: Vec<String>,
+    /// What was skipped, one sentence each.
+    pub notes: Vec<String>,
+}
+
+/// Analyse bucketed data; `malformed` lines of the log were skipped (`note` says how).
+pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) -> Analysis {
+    let all = fits_of(&points(&b.buckets));
+    let above_cut = o.low_rate_cut.map(|cut| {
+        let kept: Vec<Bucket> = b
+            .buckets
+            .iter()
+            .filter(|x| x.rate >= cut)
+            .copied()
+            .collect();
+        (cut, fits_of(&points(&kept)))
+    });
+    let busiest = b
+        .buckets
+        .iter()
+        .max_by(|x, y| x.rate.total_cmp(&y.rate))
+        .copied();
+    let busiest_rps = busiest.map_or(0.0, |x| x.rate);
+    let busiest_cpu_pct = busiest.map_or(0.0, |x| 100.0 - x.idle_pct);
+    let predicted = all.predicted_peak_rps;
+    let headroom_pct = predicted
+        .filter(|_| busiest_rps > 0.0)
+        .map(|p| (p - busiest_rps) / busiest_rps * 100.0);
+    let mut warnings = Vec::new();
+    match all.idle {
+        None => warnings.push(format!(
+            "no idle line: the {} buckets all have the same rate",
+            b.buckets.len()
+        )),
+        Some(f) => {
+            if f.r.abs() < o.min_r {
+                warnings.push(format!(
+                    "the idle line's r = {:.2} is too weak to trust (|r| < {:.2}): the predicted \
+                     peak is not a measurement; record longer or over a wider range of rates",
+                    f.r, o.min_r
+                ));
+            }
+            if predicted.is_none() {
+                warnings.push(format!(
+                    "idle time does not fall with the rate (slope {:.4} %/(req/s), intercept \
+                     {:.1} %): no peak rate can be predicted",
+                    f.slope, f.intercept
+                ));
+            }
+        }
+    }
+    if let Some(p) = predicted {
+        if p < busiest_rps {
+            warnings.push(format!(
+                "the busiest bucket ({busiest_rps:.1} req/s) is above the predicted peak \
+                 ({p:.1} req/s): CPU per request is not constant across the rates"
+            ));
+        }
+    }
+    if let Some((cut, f)) = &above_cut {
+        if f.buckets < MIN_POINTS {
+            warnings.push(format!(
+                "only {} bucket(s) at or above {cut} req/s: no fit above the cut",
+                f.buckets
+            ));
+        }
+    }
+    let mut notes = Vec::new();
+    if malformed > 0 {
+        notes.push(malformed_note.to_owned());
+    }
+    if b.requests_outside > 0 {
+        notes.push(format!(
+            "{} logged requests fall outside the CPU samples' whole buckets and were not used",
+            b.requests_outside
+        ));
+    }
+    Analysis {
+        bucket_s: b.width_s,
+        requests_used: b.buckets.iter().map(|x| x.requests).sum(),
+        requests_outside: b.requests_outside,
+        malformed_lines: malformed,
+        buckets: b.buckets.clone(),
+        all,
+        above_cut,
+        predicted_peak_rps: predicted,
+        busiest_rps,
+        busiest_cpu_pct,
+        headroom_pct,
+        warnings,
+        notes,
+    }
+}
+
+fn row(name: &str, f: &Option<Fit>) -> String {
+    match f {
+        Some(f) => format!(
+            "  {name:<8} {:>12.4} {:>10.2} {:>7.3}{}",
+            f.slope,
+            f.intercept,
+            f.r,
+            if name == "idle" {
+                f.x_intercept()
+                    .map_or("   (none)".into(), |x| format!("   {x:>10.1}"))
+            } else {
+                String::new()
+            }
+        ),
+        None => format!("  {name:<8} (no fit)"),
+    }
+}
+
+fn table(title: &str, f: &Fits) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{title} ({} buckets)", f.buckets);
+    let _ = writeln!(
+        s,
+        "  {:<8} {:>12} {:>10} {:>7}   {:>10}",
+        "mode", "slope %/rps", "intercept", "r", "X-int rps"
+    );
+    for (n, x) in [("idle", &f.idle), ("kernel", &f.kernel), ("user", &f.user)] {
+        let _ = writeln!(s, "{}", row(n, x));
+    }
+    s
+}
+
+/// The analysis as text: the tables, the prediction, the headroom, warnings and notes.
+pub fn text(a: &Analysis) -> String {
+    let mut s = String::new();
+    if let (Some(f), Some(l)) = (a.buckets.first(), a.buckets.last()) {
+        let _ = writeln!(
+            s,
+            "{} buckets of {} s from {} to {}, {} requests",
+            a.buckets.len(),
+            a.bucket_s,
+            utc(f.start_unix as f64),
+            utc((l.start_unix + a.bucket_s as i64) as f64),
+            a.requests_used
+        );
+    }
+    s.push_str(&table(
+        "Linear regressions of CPU % against requests/s, all buckets",
+        &a.all,
+    ));
+    if let Some((cut, f)) = &a.above_cut {
+        s.push_str(&table(&format!("Above {cut} requests/s"), f));
+    }
+    match a.predicted_peak_rps {
+        Some(p) => {
+            let _ = writeln!(s, "predicted peak rate (idle X-intercept): {p:.1} req/s");
+        }
+        None => {
+            let _ = writeln!(s, "predicted peak rate: none (see the warnings)");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "busiest bucket: {:.1} req/s at {:.1}% CPU",
+        a.busiest_rps, a.busiest_cpu_pct
+    );
+    if let Some(h) = a.headroom_pct {
+        let _ = writeln!(s, "headroom above the busiest bucket: {h:+.0}%");
+    }
+    for w in &a.warnings {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
+    for n in &a.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(rate: f64, idle: f64) -> Bucket {
+        let busy = 100.0 - idle;
+        Bucket {
+            start_unix: 0,
+            requests: rate as u64,
+            rate,
+            user_pct: busy * 0.7,
+            kernel_pct: busy * 0.3,
+            idle_pct: idle,
+        }
+    }
+
+    fn bucketed(b: Vec<Bucket>) -> Bucketed {
+        Bucketed {
+            width_s: 900,
+            buckets: b,
+            requests_outside: 0,
+        }
+    }
+
+    const O: Options = Options {
+        low_rate_cut: Some(20.0),
+        min_r: DEFAULT_MIN_R,
+    };
+
+    #[test]
+    fn the_seeds_new_kernel_line_predicts_its_peak() {
+        // Idle = 95 - 1.377 * rate: X-intercept 69 req/s (seed 002's new kernel).
+        let b: Vec<Bucket> = (1..=12)
+            .map(|i| {
+                let r = 4.0 * i as f64;
+                bucket(r, 95.0 - 95.0 / 69.0 * r)
+            })
+            .collect();
+        let a = analyze(&bucketed(b), 0, "", &O);
+        assert!((a.predicted_peak_rps.unwrap() - 69.0).abs() < 1e-6);
+        let f = a.all.idle.unwrap();
+        assert!((f.r + 1.0).abs() < 1e-9);
+        let k = a.all.kernel.unwrap();
+        assert!((k.slope - 0.3 * 95.0 / 69.0).abs() < 1e-9);
+        let (cut, above) = a.above_cut.unwrap();
+        assert_eq!((cut, above.buckets), (20.0, 8));
+        assert!((above.predicted_peak_rps.unwrap() - 69.0).abs() < 1e-6);
+        assert_eq!(a.busiest_rps, 48.0);
+        assert!((a.headroom_pct.unwrap() - (69.0 - 48.0) / 48.0 * 100.0).abs() < 1e-6);
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+        let t = text(&a);
+        assert!(t.contains("69.0 req/s") && t.contains("headroom"), "{t}");
+    }
+
+    #[test]
+    fn weak_or_flat_lines_warn_instead_of_predicting_silently() {
+        // Scattered idle: r is weak.
+        let idle = [80.0, 40.0, 75.0, 45.0, 70.0, 50.0];
+        let b: Vec<Bucket> = idle
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| bucket(10.0 + i as f64, x))
+            .collect();
+        let a = analyze(&bucketed(b), 2, "2 of 8 log lines", &O);
+        assert!(
+            a.warnings.iter().any(|w| w.contains("too weak")),
+            "{:?}",
+            a.warnings
+        );
+        assert!(a.notes.iter().any(|n| n.contains("2 of 8")));
+        // Idle rising with the rate: nothing predicted, said so.
+        let b: Vec<Bucket> = (1..5).map(|i| bucket(i as f64, 50.0 + i as f64)).collect();
+        let a = analyze(&bucketed(b), 0, "", &O);
+        assert_eq!(a.predicted_peak_rps, None);
+        assert_eq!(a.headroom_pct, None);
+        assert!(a.warnings.iter().any(|w| w.contains("does not fall")));
+        assert!(a
+            .warnings
+            .iter()
+            .any(|w| w.contains("above 20") || w.contains("at or above 20")));
+        assert!(text(&a).contains("none (see the warnings)"));
+    }
+}

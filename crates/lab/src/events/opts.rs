@@ -1,0 +1,83 @@
+//! Everything `triage lab events` can be told ([`EventsOpts`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::util::{clap_defaults, parse_quota};
+
+/// What `triage lab events` was asked for.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EventsOpts {
+    /// A run of about four minutes: cold counts 0 and 10000, six rates of 3 s, one
+    /// repetition, no select.
+    #[arg(long)]
+    pub quick: bool,
+    /// Cold (connected, idle) connection counts held while the hot clients run
+    /// [default: 0,1000,5000,10000].
+    #[arg(long, value_delimiter = ',')]
+    pub cold: Option<Vec<usize>>,
+    /// Servers to measure [default: triage,nginx,lighttpd-epoll,lighttpd-poll, and
+    /// lighttpd-select when the build has it].
+    #[arg(long, value_delimiter = ',')]
+    pub servers: Option<Vec<String>>,
+    /// Rates per cold count, spread evenly from 10% to 85% of the measured peak [default: 8;
+    /// --quick 6].
+    #[arg(long)]
+    pub rates: Option<usize>,
+    /// Length of each rate point and of the saturation run, whole seconds [default: 3s].
+    #[arg(long, value_parser = units::parse_positive_duration)]
+    pub window: Option<Duration>,
+    /// Repetitions, interleaved by server [default: 3; --quick 1].
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Connections of the hot clients (open loop, each with one request in flight at most).
+    #[arg(long = "hot-conns", default_value_t = 16)]
+    pub hot_conns: usize,
+    /// CPU quota of the server side, a fraction or percent of one CPU: a slower CPU that one
+    /// client CPU can saturate (at 25% wrk could not saturate triage or lighttpd on this
+    /// machine), and shares that other processes on the CPU do not disturb.
+    #[arg(long, value_parser = parse_quota, default_value = "10%")]
+    pub quota: f64,
+    /// Results directory [default: results/events/YYYYMMDDTHHMMSSZ, the UTC time].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The `triage` binary the lab runs as the server.
+    #[arg(skip)]
+    pub triage_bin: PathBuf,
+    /// The command line, for the report.
+    #[arg(skip)]
+    pub command: String,
+}
+
+impl EventsOpts {
+    /// Defaults, with `triage_bin`.
+    pub fn new(triage_bin: PathBuf) -> Self {
+        EventsOpts {
+            triage_bin,
+            command: "triage lab events".into(),
+            ..clap_defaults()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse() {
+        use clap::{Args, FromArgMatches};
+        let cmd = EventsOpts::augment_args(clap::Command::new("t").no_binary_name(true));
+        cmd.clone().debug_assert();
+        let p = |a: &[&str]| {
+            EventsOpts::from_arg_matches(&cmd.clone().try_get_matches_from(a).unwrap()).unwrap()
+        };
+        let o = p(&["--cold", "0,500", "--window", "1s", "--quota", "30%"]);
+        assert_eq!(o.cold, Some(vec![0, 500]));
+        assert_eq!(o.window, Some(Duration::from_secs(1)));
+        assert!((o.quota - 0.3).abs() < 1e-12);
+        let d = EventsOpts::new(PathBuf::from("/bin/true"));
+        assert_eq!((d.hot_conns, d.quota), (16, 0.1));
+        assert!(cmd.try_get_matches_from(["--window", "2"]).is_err());
+    }
+}

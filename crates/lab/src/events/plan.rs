@@ -1,0 +1,288 @@
+//! The lab's parameters resolved from its options ([`Params`]), the servers ([`Server`]) and
+//! the measuring order ([`sessions`]): per server and repetition one session; within it, per
+//! cold count (ascending, so cold connections are only ever added), a saturation run and then
+//! the rates from low to high.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::opts::EventsOpts;
+use crate::error::{LabError, Result};
+use crate::harness::Session;
+use crate::peers::{EventHandler, Peer};
+
+/// A server under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Server {
+    /// `triage serve` (epoll through tokio).
+    Triage,
+    /// nginx, one process (epoll).
+    Nginx,
+    /// lighttpd on `linux-sysepoll`.
+    LighttpdEpoll,
+    /// lighttpd on `poll`.
+    LighttpdPoll,
+    /// lighttpd on `select`.
+    LighttpdSelect,
+}
+
+/// Every server, in measuring order.
+pub const ALL: [Server; 5] = [
+    Server::Triage,
+    Server::Nginx,
+    Server::LighttpdEpoll,
+    Server::LighttpdPoll,
+    Server::LighttpdSelect,
+];
+
+/// select's descriptor limit (glibc's FD_SETSIZE): lighttpd on select holds no more.
+pub const FD_SETSIZE: usize = 1024;
+
+impl Server {
+    /// The name in reports and flags.
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Triage => "triage",
+            Server::Nginx => "nginx",
+            Server::LighttpdEpoll => "lighttpd-epoll",
+            Server::LighttpdPoll => "lighttpd-poll",
+            Server::LighttpdSelect => "lighttpd-select",
+        }
+    }
+
+    /// The server named `s`.
+    pub fn parse(s: &str) -> Option<Server> {
+        ALL.into_iter().find(|v| v.name() == s)
+    }
+
+    /// The peer it is, if it is one.
+    pub fn peer(self) -> Option<Peer> {
+        match self {
+            Server::Triage => None,
+            Server::Nginx => Some(Peer::Nginx),
+            _ => Some(Peer::Lighttpd),
+        }
+    }
+
+    /// lighttpd's readiness interface.
+    pub fn handler(self) -> Option<EventHandler> {
+        match self {
+            Server::LighttpdEpoll => Some(EventHandler::Epoll),
+            Server::LighttpdPoll => Some(EventHandler::Poll),
+            Server::LighttpdSelect => Some(EventHandler::Select),
+            _ => None,
+        }
+    }
+}
+
+/// What one point measures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Step {
+    /// Closed loop as fast as the server goes: the measured peak rate.
+    Saturate,
+    /// Open loop at `frac` of the peak just measured (rate number `idx`, from 0).
+    Rate {
+        /// Which rate, from 0.
+        idx: usize,
+        /// Fraction of the measured peak.
+        frac: f64,
+    },
+}
+
+/// One point.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EvPoint {
+    /// The server.
+    pub server: Server,
+    /// Repetition, from 0.
+    pub rep: usize,
+    /// Cold connections held.
+    pub cold: usize,
+    /// What is measured.
+    pub step: Step,
+}
+
+/// The parameters every point uses.
+#[derive(Debug, Clone, Serialize)]
+pub struct Params {
+    /// Cold counts, ascending.
+    pub cold: Vec<usize>,
+    /// Rate fractions of the peak, ascending.
+    pub fracs: Vec<f64>,
+    /// Window of each point (s).
+    pub window_s: u64,
+    /// Repetitions.
+    pub reps: usize,
+    /// Hot connections.
+    pub hot_conns: usize,
+    /// CPU quota of the server side (fraction of one CPU).
+    pub quota: f64,
+    /// The servers asked for, in order.
+    pub servers: Vec<Server>,
+}
+
+impl Params {
+    /// The window as a duration.
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(self.window_s)
+    }
+
+    /// The largest cold count.
+    pub fn max_cold(&self) -> usize {
+        self.cold.last().copied().unwrap_or(0)
+    }
+}
+
+/// Lowest and highest rate, as fractions of the measured peak.
+pub const FRAC_RANGE: (f64, f64) = (0.10, 0.85);
+
+/// `n` fractions spread evenly over [`FRAC_RANGE`].
+pub fn fracs(n: usize) -> Vec<f64> {
+    let (lo, hi) = FRAC_RANGE;
+    if n == 1 {
+        return vec![hi];
+    }
+    (0..n)
+        .map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
+        .collect()
+}
+
+/// Resolve `o` into parameters (an error names a bad option).
+pub fn resolve(o: &EventsOpts) -> Result<Params> {
+    let bad = |m: String| Err(LabError::Config(m));
+    let mut cold = o.cold.clone().unwrap_or_else(|| {
+        if o.quick {
+            vec![0, 10_000]
+        } else {
+            vec![0, 1_000, 5_000, 10_000]
+        }
+    });
+    cold.sort_unstable();
+    cold.dedup();
+    if cold.is_empty() {
+        return bad("--cold needs at least one count".into());
+    }
+    let rates = o.rates.unwrap_or(if o.quick { 6 } else { 8 });
+    if rates < 3 {
+        return bad(format!(
+            "--rates {rates}: a regression needs at least 3 rates"
+        ));
+    }
+    let window = o.window.unwrap_or(Duration::from_secs(3));
+    if window.subsec_nanos() != 0 {
+        return bad("--window must be whole seconds".into());
+    }
+    let reps = o.reps.unwrap_or(if o.quick { 1 } else { 3 });
+    if reps == 0 || o.hot_conns == 0 {
+        return bad("--reps and --hot-conns must be at least 1".into());
+    }
+    let servers = match &o.servers {
+        Some(v) => v
+            .iter()
+            .map(|s| {
+                Server::parse(s).ok_or_else(|| {
+                    LabError::Config(format!(
+                        "unknown server `{s}` (one of {})",
+                        ALL.map(Server::name).join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None if o.quick => ALL[..4].to_vec(),
+        None => ALL.to_vec(),
+    };
+    if servers.is_empty() {
+        return bad("--servers names none".into());
+    }
+    Ok(Params {
+        cold,
+        fracs: fracs(rates),
+        window_s: window.as_secs(),
+        reps,
+        hot_conns: o.hot_conns,
+        quota: o.quota,
+        servers,
+    })
+}
+
+/// The sessions in measuring order: repetitions outermost, servers inside (interleaved), and
+/// in each session every cold count with its saturation run and rates.
+pub fn sessions(p: &Params) -> Vec<Session<EvPoint>> {
+    let mut out = Vec::new();
+    for rep in 0..p.reps {
+        for &server in &p.servers {
+            let mut points = Vec::new();
+            for &cold in &p.cold {
+                points.push(EvPoint {
+                    server,
+                    rep,
+                    cold,
+                    step: Step::Saturate,
+                });
+                for (idx, &frac) in p.fracs.iter().enumerate() {
+                    points.push(EvPoint {
+                        server,
+                        rep,
+                        cold,
+                        step: Step::Rate { idx, frac },
+                    });
+                }
+            }
+            out.push(Session {
+                variant: server.name().into(),
+                dir: format!("{}-r{rep}", server.name()),
+                points,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn quick_and_full_plans() {
+        let mut o = EventsOpts::new(PathBuf::from("/bin/true"));
+        let p = resolve(&o).unwrap();
+        assert_eq!(p.cold, [0, 1000, 5000, 10000]);
+        assert_eq!((p.fracs.len(), p.window_s, p.reps), (8, 3, 3));
+        assert_eq!(p.servers.len(), 5);
+        assert!((p.fracs[0] - 0.10).abs() < 1e-12 && (p.fracs[7] - 0.85).abs() < 1e-12);
+        o.quick = true;
+        let p = resolve(&o).unwrap();
+        assert_eq!(p.cold, [0, 10000]);
+        assert_eq!(
+            p.servers,
+            [
+                Server::Triage,
+                Server::Nginx,
+                Server::LighttpdEpoll,
+                Server::LighttpdPoll
+            ]
+        );
+        let s = sessions(&p);
+        assert_eq!(s.len(), 4);
+        assert_eq!((p.fracs.len(), p.window_s), (6, 3));
+        assert_eq!(s[0].points.len(), 2 * 7);
+        assert_eq!(s[0].points[0].step, Step::Saturate);
+        assert_eq!(s[0].points[7].cold, 10000);
+        assert_eq!(s[3].dir, "lighttpd-poll-r0");
+        o.servers = Some(vec!["apache".into()]);
+        assert!(resolve(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown server"));
+        o.servers = None;
+        o.rates = Some(2);
+        assert!(resolve(&o).is_err());
+        o.rates = None;
+        o.cold = Some(vec![10, 0, 10]);
+        assert_eq!(resolve(&o).unwrap().cold, [0, 10]);
+    }
+}

@@ -1,0 +1,337 @@
+//! `report.html` of a `triage lab events` run: conditions, goals, seed 002's Fig. 9 redrawn
+//! (idle and kernel CPU against the rate, one scatter and its regression line per server and
+//! cold count), Tables 4 and 5 (the regressions over all rates and above the cut), predicted
+//! against measured peaks, CPU per request at each cold count, memory per idle connection,
+//! and `triage capacity`'s prediction from the access logs beside the lab's.
+
+use plotters::prelude::*;
+
+use super::summary::{FitRow, Summary};
+use crate::capacity::Fits;
+use crate::report::{esc, Report};
+
+fn color(i: usize) -> RGBColor {
+    const C: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+    ];
+    C[i % C.len()]
+}
+
+/// One scatter with its fitted line: name, points (rate, %), line (slope, intercept).
+pub type Scatter = (String, Vec<(f64, f64)>, Option<(f64, f64)>);
+
+/// Fig. 9's form: points and their regression lines, y in % (0..100) against the rate; filled
+/// circles for the idle share, squares for the kernel share when `squares` is set.
+pub fn scatter_lines(title: &str, x_label: &str, series: &[Scatter], squares: bool) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (820, 440)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let xmax = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.0))
+            .filter(|x| x.is_finite())
+            .fold(0.0, f64::max)
+            .max(1.0)
+            * 1.1;
+        let chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..xmax, 0.0..100.0);
+        let Ok(mut chart) = chart else {
+            return format!("<p>{}: no data</p>", esc(title));
+        };
+        let _ = chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc("% of the server side's CPU")
+            .draw();
+        for (i, (name, pts, line)) in series.iter().enumerate() {
+            let c = color(i);
+            let pts: Vec<(f64, f64)> = pts
+                .iter()
+                .copied()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .collect();
+            if squares {
+                let _ = chart.draw_series(pts.iter().map(|&(x, y)| {
+                    Rectangle::new(
+                        [(x - xmax * 0.004, y - 1.0), (x + xmax * 0.004, y + 1.0)],
+                        c.filled(),
+                    )
+                }));
+            } else {
+                let _ = chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())));
+            }
+            if let Some((slope, icpt)) = line {
+                let ys = |x: f64| slope * x + icpt;
+                let seg: Vec<(f64, f64)> = (0..=40)
+                    .map(|k| xmax * k as f64 / 40.0)
+                    .map(|x| (x, ys(x)))
+                    .filter(|p| (0.0..=100.0).contains(&p.1))
+                    .collect();
+                if let Ok(a) = chart.draw_series(LineSeries::new(seg, c.stroke_width(2))) {
+                    a.label(name.clone())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
+                }
+            }
+        }
+        let _ = chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw();
+        let _ = root.present();
+    }
+    svg
+}
+
+fn o(x: Option<f64>, p: usize) -> String {
+    x.map_or("-".into(), |v| format!("{v:.p$}"))
+}
+
+fn fit_cells(f: &Fits) -> Vec<String> {
+    let cell = |x: &Option<crate::capacity::Fit>| match x {
+        Some(f) => format!("{:.4} / {:.1} / {:.3}", f.slope, f.intercept, f.r),
+        None => "-".into(),
+    };
+    vec![
+        f.buckets.to_string(),
+        cell(&f.idle),
+        cell(&f.kernel),
+        cell(&f.user),
+        o(f.predicted_peak_rps, 0),
+    ]
+}
+
+fn table45(r: &mut Report, rows: &[&FitRow], above: bool) {
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|f| {
+            let mut v = vec![f.server.clone(), f.cold_held.to_string(), f.rep.to_string()];
+            v.extend(fit_cells(if above { &f.above_cut } else { &f.all }));
+            v
+        })
+        .collect();
+    r.table(
+        &[
+            "server",
+            "cold held",
+            "rep",
+            "points",
+            "idle: slope / intercept / r",
+            "kernel: slope / intercept / r",
+            "user: slope / intercept / r",
+            "idle X-intercept (req/s)",
+        ],
+        &body,
+    );
+}
+
+/// The HTML report.
+pub fn report(s: &Summary) -> String {
+    let mut r = Report::new(s.title);
+    r.p(&format!(
+        "Started {} (UTC), {:.0} s. Command:",
+        s.started_utc, s.duration_s
+    ));
+    r.pre(&s.command);
+    r.h2("Conditions");
+    let p = &s.params;
+    r.p(&format!(
+        "Each server runs alone on CPU {} in a cgroup with a CPU quota of {:.0}% of that CPU (a \
+         slower CPU the client side can saturate; CPU shares below are of that capacity, from \
+         the cgroup's accounting). Per cold count (connected keep-alive connections, each served \
+         one request, then idle), wrk measures the peak with {} connections (closed loop, {} s), \
+         then loadgen's open loop (coordinated omission corrected) runs {} rates from {:.0}% to \
+         {:.0}% of that peak for {} s each. Servers: {}. Figures are noisy: other jobs share \
+         the machine.",
+        s.testbed.server_cpu.map_or("any".into(), |c| c.to_string()),
+        p.quota * 100.0,
+        p.hot_conns,
+        p.window_s,
+        p.fracs.len(),
+        p.fracs.first().copied().unwrap_or(0.0) * 100.0,
+        p.fracs.last().copied().unwrap_or(0.0) * 100.0,
+        p.window_s,
+        p.servers
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    r.h2("Goals");
+    for g in &s.goals {
+        r.verdict(g.met, &format!("{}: {}", g.goal, g.detail));
+    }
+    r.h2("Fig. 9: CPU against the request rate");
+    let reps0: Vec<&FitRow> = s.fits.iter().filter(|f| f.rep == 0).collect();
+    for (title, idle) in [("Idle CPU", true), ("Kernel-mode CPU", false)] {
+        let series: Vec<Scatter> = reps0
+            .iter()
+            .map(|f| {
+                let pts = s
+                    .points
+                    .iter()
+                    .filter(|m| {
+                        m.server == f.server && m.rep == 0 && m.cold == f.cold && m.step == "rate"
+                    })
+                    .map(|m| (m.rps, if idle { m.idle_pct } else { m.kernel_pct }))
+                    .collect();
+                let line = if idle { f.all.idle } else { f.all.kernel };
+                (
+                    format!("{} cold {}", f.server, f.cold_held),
+                    pts,
+                    line.map(|l| (l.slope, l.intercept)),
+                )
+            })
+            .collect();
+        r.figure(
+            &scatter_lines(title, "requests/s", &series, !idle),
+            &format!(
+                "{title} against the rate, one point per rate, lines are the regressions (seed \
+                 002 Fig. 9: circles idle, squares kernel)."
+            ),
+        );
+    }
+    r.h2("Table 4: regressions over all rates");
+    let all: Vec<&FitRow> = s.fits.iter().collect();
+    table45(&mut r, &all, false);
+    r.h2("Table 5: regressions above the cut (25% of the peak)");
+    table45(&mut r, &all, true);
+    r.h2("Predicted against measured peak");
+    let rows: Vec<Vec<String>> = s
+        .fits
+        .iter()
+        .map(|f| {
+            vec![
+                f.server.clone(),
+                f.cold_held.to_string(),
+                f.rep.to_string(),
+                format!("{:.0}", f.measured_rps),
+                o(f.predicted_rps, 0),
+                o(f.error_pct, 1),
+                o(f.all.idle.map(|x| x.r), 3),
+                o(f.tool_predicted_rps, 0),
+                o(f.tool_r, 3),
+                o(f.tool_vs_lab_pct, 1),
+                f.tool_error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    r.table(
+        &[
+            "server",
+            "cold held",
+            "rep",
+            "measured peak",
+            "predicted",
+            "error %",
+            "idle r",
+            "triage capacity (log)",
+            "its r",
+            "tool vs lab %",
+            "tool note",
+        ],
+        &rows,
+    );
+    r.h2("CPU per request at saturation, against no cold connection");
+    let rows: Vec<Vec<String>> = s
+        .cpu_per_req
+        .iter()
+        .map(|c| {
+            vec![
+                c.server.clone(),
+                c.cold.to_string(),
+                c.cold_held.to_string(),
+                format!("{:.0}", c.peak_rps),
+                format!("{:.2}", c.cpu_per_req_us),
+                o(c.ratio_vs_0, 3),
+                c.ci95
+                    .map_or("-".into(), |x| format!("[{:.3}, {:.3}]", x.low, x.high)),
+            ]
+        })
+        .collect();
+    r.table(
+        &[
+            "server",
+            "cold",
+            "held",
+            "peak req/s",
+            "CPU/req us",
+            "x at 0",
+            "ci95",
+        ],
+        &rows,
+    );
+    r.h2("Memory per idle connection");
+    let rows: Vec<Vec<String>> = s
+        .rss
+        .iter()
+        .map(|x| {
+            vec![
+                x.server.clone(),
+                x.held.to_string(),
+                x.added.to_string(),
+                x.rss_before_kib.to_string(),
+                x.rss_after_kib.to_string(),
+                format!("{:.2}", x.kib_per_conn),
+            ]
+        })
+        .collect();
+    r.table(
+        &[
+            "server",
+            "held",
+            "added",
+            "RSS before KiB",
+            "RSS after KiB",
+            "KiB per conn",
+        ],
+        &rows,
+    );
+    if !s.skipped.is_empty() || !s.notes.is_empty() {
+        r.h2("Skipped and notes");
+        for x in s.skipped.iter().chain(&s.notes) {
+            r.p(x);
+        }
+    }
+    r.h2("Every point");
+    r.pre(&super::summary::raw_csv(&s.points));
+    r.to_html()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scatter_and_lines_render() {
+        let svg = scatter_lines(
+            "idle",
+            "req/s",
+            &[(
+                "a".into(),
+                vec![(10.0, 80.0), (20.0, 60.0)],
+                Some((-2.0, 100.0)),
+            )],
+            false,
+        );
+        assert!(
+            svg.contains("<circle") && svg.contains("<polyline"),
+            "{svg}"
+        );
+        let sq = scatter_lines("k", "req/s", &[("a".into(), vec![(1.0, 5.0)], None)], true);
+        assert!(sq.contains("<rect"));
+    }
+}

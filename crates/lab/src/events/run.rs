@@ -1,0 +1,527 @@
+//! One server started for the lab ([`start`]) and one point measured against it
+//! ([`measure`]): cold connections grown to the point's count, then either the saturation run
+//! (wrk, closed loop: the measured peak) or one open-loop rate (loadgen's rate mode, latency
+//! from the scheduled send) with the server side's user and kernel CPU from its cgroup and
+//! its resident memory. Over each cold count's rates a thread records CPU samples as
+//! `triage capacity sample` does, for the tool's own prediction from the access log.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::cold::Cold;
+use super::plan::{EvPoint, Params, Server, Step, FD_SETSIZE};
+use crate::capacity::sample::{record_while, Reader, Source};
+use crate::error::{LabError, Result};
+use crate::peers::{LighttpdTuning, NginxTuning, Peer, PeerSite, PeerTuning};
+use crate::process::Managed;
+use crate::testbed::Testbed;
+use crate::wrk::{Wrk, WrkSpec};
+
+/// The file every request asks for (1 KB of HTML).
+pub const FILE: &str = "/file.html";
+/// Its size.
+pub const FILE_BYTES: usize = 1024;
+/// Connections beyond the hot and cold ones every server is configured for.
+const SPARE: usize = 64;
+
+/// What a point needs beside the server.
+pub struct Setup<'a> {
+    /// The testbed.
+    pub tb: &'a Testbed,
+    /// The parameters.
+    pub p: &'a Params,
+    /// The document root.
+    pub root: &'a Path,
+    /// The `triage` binary.
+    pub triage_bin: &'a Path,
+    /// The descriptor limit servers and the lab run with.
+    pub nofile: usize,
+    /// Where the CPU sample files go (the results directory's `cpu/`).
+    pub cpu_dir: &'a Path,
+    /// Where the access logs go (the results directory's `logs/`).
+    pub log_dir: &'a Path,
+}
+
+/// The largest number of cold connections `server` can hold beside the hot ones, and why.
+pub fn cold_limit(server: Server, nofile: usize, hot: usize) -> (usize, &'static str) {
+    match server {
+        Server::Triage | Server::Nginx => (
+            nofile.saturating_sub(hot + 2 * SPARE),
+            "one descriptor per connection within RLIMIT_NOFILE",
+        ),
+        Server::LighttpdEpoll | Server::LighttpdPoll => (
+            (nofile / 2).saturating_sub(hot + SPARE / 4),
+            "lighttpd allows at most max-fds/2 connections (max-fds = RLIMIT_NOFILE)",
+        ),
+        Server::LighttpdSelect => (
+            (FD_SETSIZE / 2).saturating_sub(hot + SPARE / 4),
+            "select watches at most FD_SETSIZE descriptors",
+        ),
+    }
+}
+
+/// A CPU sampler thread writing one samples file.
+struct Recorder {
+    stop: Arc<AtomicBool>,
+    join: JoinHandle<std::result::Result<usize, String>>,
+    path: PathBuf,
+}
+
+impl Recorder {
+    fn start(dir: PathBuf, cpus: f64, path: PathBuf) -> Result<Recorder> {
+        let mut f = std::fs::File::create(&path).map_err(|e| LabError::io("creating", &path, e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let join = std::thread::spawn(move || {
+            let mut r = Reader::new(Source::Cgroup(dir), cpus);
+            record_while(&mut r, Duration::from_secs(1), &mut f, &|_| {
+                !s.load(Ordering::Relaxed)
+            })
+            .map_err(|e| e.to_string())
+        });
+        Ok(Recorder { stop, join, path })
+    }
+
+    fn finish(self) -> Result<PathBuf> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.join.join() {
+            Ok(Ok(_)) => Ok(self.path),
+            Ok(Err(e)) => Err(LabError::Results(format!("CPU samples: {e}"))),
+            Err(_) => Err(LabError::Results("the CPU sampler panicked".into())),
+        }
+    }
+}
+
+/// A server under test, running, with its cold connections.
+pub struct Running {
+    /// Which.
+    pub server: Server,
+    /// The process (the one that serves: nginx and lighttpd run as one process).
+    pub child: Managed,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its access log (Combined Log Format).
+    pub access_log: PathBuf,
+    /// The cold connections held against it.
+    pub cold: Cold,
+    /// The peak just measured at the current cold count (req/s).
+    pub peak: f64,
+    /// The last growth of the cold connections and the memory it took.
+    pub cold_step: Option<ColdStep>,
+    /// Why the cold count is limited, when it is.
+    pub limit_note: Option<String>,
+    /// The CPU sampler over the current cold count's rates.
+    recorder: Option<Recorder>,
+}
+
+/// Start `server` with its configuration and logs in `dir`.
+pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
+    let tb = s.tb;
+    let addr = tb.server_addr()?;
+    let log = Some(dir.join("server.log"));
+    let access_log = s.log_dir.join(format!(
+        "{}.access.log",
+        dir.file_name()
+            .map_or("server".into(), |n| n.to_string_lossy())
+    ));
+    let conns = s.p.max_cold() + s.p.hot_conns + SPARE;
+    let mut child = match server.peer() {
+        None => {
+            let args: Vec<OsString> = [
+                "serve",
+                "--root",
+                &s.root.to_string_lossy(),
+                "--listen",
+                &addr.to_string(),
+                "--slots",
+                "1",
+                "--keepalive-timeout",
+                "1h",
+                "--header-timeout",
+                "1h",
+                "--max-conns",
+                &conns.to_string(),
+                "--access-log",
+                &access_log.to_string_lossy(),
+            ]
+            .iter()
+            .map(OsString::from)
+            .collect();
+            tb.spawn_server_side("triage", s.triage_bin, &args, log)?
+        }
+        Some(peer) => {
+            let extra = match peer {
+                Peer::Nginx => format!("    access_log \"{}\" combined;", access_log.display()),
+                _ => String::new(),
+            };
+            let site = PeerSite {
+                root: s.root.to_owned(),
+                listen: addr,
+                gzip: None,
+                keepalive_s: 3600,
+                extra,
+            };
+            let tuning = PeerTuning {
+                nginx: NginxTuning {
+                    master_process: false,
+                    // nginx closes idle keep-alive connections when its free connections run
+                    // low: room for twice as many as it holds.
+                    worker_connections: (2 * conns).min(s.nofile.saturating_sub(SPARE)),
+                    rlimit_nofile: Some(s.nofile),
+                    keepalive_requests: Some(100_000_000),
+                    tcp_nopush: false,
+                },
+                lighttpd: LighttpdTuning {
+                    event_handler: server
+                        .handler()
+                        .unwrap_or(crate::peers::EventHandler::Epoll),
+                    max_fds: if server == Server::LighttpdSelect {
+                        FD_SETSIZE
+                    } else {
+                        s.nofile
+                    },
+                    max_connections: conns,
+                    access_log: Some(access_log.clone()),
+                },
+                ..PeerTuning::default()
+            };
+            let p = peer.prepare_tuned(&dir.join(server.name()), &site, &tuning)?;
+            crate::peers::validate(&p)?;
+            tb.spawn_server_side(server.name(), &p.program, &p.args, log)?
+        }
+    };
+    tb.wait_listening(addr, &mut child, Duration::from_secs(15))?;
+    Ok(Running {
+        server,
+        child,
+        addr,
+        access_log,
+        cold: Cold::default(),
+        peak: 0.0,
+        cold_step: None,
+        limit_note: None,
+        recorder: None,
+    })
+}
+
+/// One growth of the cold connections: how many were added and the server's resident memory
+/// just before and just after (no hot load in between).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ColdStep {
+    /// Connections added.
+    pub added: usize,
+    /// RSS before (KiB).
+    pub rss_before_kib: u64,
+    /// RSS after (KiB).
+    pub rss_after_kib: u64,
+}
+
+impl ColdStep {
+    /// KiB per added connection.
+    pub fn kib_per_conn(&self) -> f64 {
+        (self.rss_after_kib as f64 - self.rss_before_kib as f64) / self.added.max(1) as f64
+    }
+}
+
+/// What one point measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    /// The server.
+    pub server: String,
+    /// Repetition.
+    pub rep: usize,
+    /// Cold connections asked for.
+    pub cold: usize,
+    /// Cold connections held during the point.
+    pub cold_held: usize,
+    /// `saturate` or `rate`.
+    pub step: String,
+    /// Fraction of the peak asked for (rate points).
+    pub frac: Option<f64>,
+    /// The rate asked for (req/s; the measured peak for a saturation run).
+    pub target_rps: f64,
+    /// The rate served: completed requests per second of the window.
+    pub rps: f64,
+    /// Completed requests.
+    pub requests: u64,
+    /// Failed requests (errors, timeouts, non-2xx).
+    pub errors: u64,
+    /// The window the CPU was measured over (s).
+    pub window_s: f64,
+    /// Server-side CPU time in the window (s).
+    pub cpu_s: f64,
+    /// User-mode share of the server side's capacity (%).
+    pub user_pct: f64,
+    /// Kernel-mode share (%).
+    pub kernel_pct: f64,
+    /// Idle share: capacity left unused (%).
+    pub idle_pct: f64,
+    /// CFS periods in which the server side hit its quota (%): near 100 when the server, not
+    /// the client, limits a saturation run.
+    pub throttled_pct: Option<f64>,
+    /// CPU per completed request (us).
+    pub cpu_per_req_us: f64,
+    /// Latency percentiles (ms; rate points from the scheduled send).
+    pub p50_ms: f64,
+    /// 90th percentile (ms).
+    pub p90_ms: f64,
+    /// 99th percentile (ms).
+    pub p99_ms: f64,
+    /// Resident memory of the server after the point (KiB).
+    pub rss_kib: u64,
+    /// The last growth of the cold connections before this point.
+    pub cold_step: Option<ColdStep>,
+    /// Cold connections still open after the point (checked after the last rate).
+    pub cold_alive: Option<usize>,
+    /// The CPU samples file of this cold count's rates (after the last rate).
+    pub cpu_csv: Option<PathBuf>,
+    /// The server's access log.
+    pub access_log: PathBuf,
+    /// Why fewer cold connections are held than asked, if so.
+    pub note: Option<String>,
+}
+
+/// The server side's CPU counters now.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    /// Precise total (s).
+    total: f64,
+    /// User time in ticks (s).
+    user: f64,
+    /// System time in ticks (s).
+    system: f64,
+    /// CFS periods and how many were throttled.
+    periods: (u64, u64),
+}
+
+fn cpu_now(tb: &Testbed) -> Result<Counters> {
+    let cg = tb
+        .server_cgroup()
+        .ok_or_else(|| LabError::Os("the server side has no cgroup".into()))?;
+    let dir = cg
+        .accounting_dir()
+        .ok_or_else(|| LabError::Os("the server side has no CPU accounting cgroup".into()))?;
+    let g = os::cpusplit::cgroup_split(&dir).map_err(|e| LabError::Os(e.to_string()))?;
+    let st = cg.cpu_stat().unwrap_or_default();
+    Ok(Counters {
+        total: g.total.as_secs_f64(),
+        user: g.split.user.as_secs_f64(),
+        system: g.split.system.as_secs_f64(),
+        periods: (st.nr_periods, st.nr_throttled),
+    })
+}
+
+/// Grow the cold connections to the point's count (within the server's limit).
+fn ensure_cold(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<()> {
+    let (limit, why) = cold_limit(r.server, s.nofile, s.p.hot_conns);
+    let target = pt.cold.min(limit);
+    if target < pt.cold {
+        r.limit_note = Some(format!(
+            "{} holds {target} of {} cold connections: {why} ({})",
+            r.server.name(),
+            pt.cold,
+            s.nofile
+        ));
+    } else {
+        r.limit_note = None;
+    }
+    if r.cold.held() < target {
+        let before = (r.cold.held(), rss(r)?);
+        r.cold.grow_to(r.addr, target, FILE);
+        if let Some(short) = &r.cold.short {
+            r.limit_note = Some(format!("{}: {short}", r.server.name()));
+        }
+        // Let the server settle (lighttpd and nginx grow their tables lazily).
+        crate::signals::sleep(Duration::from_millis(300))?;
+        r.cold_step = Some(ColdStep {
+            added: r.cold.held() - before.0,
+            rss_before_kib: before.1,
+            rss_after_kib: rss(r)?,
+        });
+    }
+    Ok(())
+}
+
+fn rss(r: &Running) -> Result<u64> {
+    os::procfs::rss_kib(r.child.pid() as i32).map_err(|e| LabError::Process {
+        name: r.server.name().into(),
+        msg: format!("reading its memory: {e}"),
+    })
+}
+
+/// Measure `pt` against `r`.
+pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured> {
+    if let Some(st) = r.child.try_wait()? {
+        return Err(LabError::Process {
+            name: r.server.name().into(),
+            msg: format!("exited ({st})"),
+        });
+    }
+    ensure_cold(s, r, pt)?;
+    let window = s.p.window();
+    let cap = s.p.quota;
+    let url = format!("http://{}{FILE}", r.addr);
+    let c0 = cpu_now(s.tb)?;
+    let t0 = Instant::now();
+    let (target, requests, errors, p50, p90, p99, frac) = match pt.step {
+        Step::Saturate => {
+            let mut spec = WrkSpec::new(url, s.p.hot_conns, window);
+            spec.timeout = Some(Duration::from_secs(5));
+            let w = Wrk::run(s.tb, &format!("wrk-{}", r.server.name()), &spec)?;
+            r.peak = w.rps;
+            (
+                w.rps,
+                w.requests,
+                w.errors + w.non_2xx,
+                w.latency_p50_ms,
+                w.latency_p90_ms,
+                w.latency_p99_ms,
+                None,
+            )
+        }
+        Step::Rate { idx, frac } => {
+            if r.peak <= 0.0 {
+                return Err(LabError::Results(
+                    "no peak measured before the rates".into(),
+                ));
+            }
+            if idx == 0 {
+                let dir =
+                    s.tb.server_cgroup()
+                        .and_then(|c| c.accounting_dir())
+                        .ok_or_else(|| LabError::Os("no CPU accounting cgroup".into()))?;
+                let path = s.cpu_dir.join(format!(
+                    "{}-r{}-cold{}.csv",
+                    r.server.name(),
+                    pt.rep,
+                    pt.cold
+                ));
+                // Its first sample falls at the next whole second: the requests before it are
+                // outside the tool's buckets (counted as such), as they would be in production.
+                r.recorder = Some(Recorder::start(dir, cap, path)?);
+            }
+            let rate = frac * r.peak;
+            let mut cfg = loadgen::LoadConfig::new(url);
+            cfg.plain = true;
+            cfg.arrival = loadgen::Arrival::Rate {
+                rate,
+                connections: s.p.hot_conns,
+            };
+            cfg.duration = Some(window);
+            cfg.timeout = Duration::from_secs(5);
+            cfg.drain = Some(Duration::from_secs(2));
+            cfg.progress = false;
+            cfg.seed = 2 + pt.rep as u64;
+            let rep = loadgen::run_blocking(cfg, 1).map_err(|e| LabError::Process {
+                name: "loadgen".into(),
+                msg: e.to_string(),
+            })?;
+            let m = &rep.summary;
+            let pct = |v: Option<f64>| v.unwrap_or(f64::NAN);
+            (
+                rate,
+                m.requests,
+                m.request_errors + m.errors,
+                pct(m.t1.median_ms),
+                pct(m.t1.p90_ms),
+                pct(m.t1.p99_ms),
+                Some(frac),
+            )
+        }
+    };
+    let dt = t0.elapsed().as_secs_f64();
+    let c1 = cpu_now(s.tb)?;
+    // The precise total, split by the ratio of the (coarser) user and system counters.
+    let busy = c1.total - c0.total;
+    let (tu, tk) = (c1.user - c0.user, c1.system - c0.system);
+    let ufrac = if tu + tk > 0.0 { tu / (tu + tk) } else { 0.5 };
+    let (du, dk) = (busy * ufrac, busy * (1.0 - ufrac));
+    let periods = c1.periods.0.saturating_sub(c0.periods.0);
+    let throttled = c1.periods.1.saturating_sub(c0.periods.1);
+    let capacity_s = cap * dt;
+    let user_pct = 100.0 * du / capacity_s;
+    let kernel_pct = 100.0 * dk / capacity_s;
+    let last_rate = matches!(pt.step, Step::Rate { idx, .. } if idx + 1 == s.p.fracs.len());
+    let cpu_csv = if last_rate {
+        match r.recorder.take() {
+            Some(rec) => Some(rec.finish()?),
+            None => None,
+        }
+    } else {
+        None
+    };
+    Ok(Measured {
+        server: r.server.name().into(),
+        rep: pt.rep,
+        cold: pt.cold,
+        cold_held: r.cold.held(),
+        step: match pt.step {
+            Step::Saturate => "saturate".into(),
+            Step::Rate { .. } => "rate".into(),
+        },
+        frac,
+        target_rps: target,
+        rps: requests as f64 / dt,
+        requests,
+        errors,
+        window_s: dt,
+        cpu_s: du + dk,
+        user_pct,
+        kernel_pct,
+        idle_pct: 100.0 - user_pct - kernel_pct,
+        throttled_pct: (periods > 0).then(|| 100.0 * throttled as f64 / periods as f64),
+        cpu_per_req_us: if requests > 0 {
+            (du + dk) / requests as f64 * 1e6
+        } else {
+            f64::NAN
+        },
+        p50_ms: p50,
+        p90_ms: p90,
+        p99_ms: p99,
+        rss_kib: rss(r)?,
+        cold_step: r.cold_step,
+        cold_alive: last_rate.then(|| r.cold.alive()),
+        cpu_csv,
+        access_log: r.access_log.clone(),
+        note: r.limit_note.clone(),
+    })
+}
+
+/// Stop `r` (its cold connections first); returns the end of its log.
+pub fn stop(mut r: Running) -> String {
+    if let Some(rec) = r.recorder.take() {
+        let _ = rec.finish();
+    }
+    r.cold.clear();
+    let log = r.child.log_tail(1500);
+    r.child.stop(Duration::from_secs(5));
+    log
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_follow_each_servers_rule() {
+        assert_eq!(cold_limit(Server::Triage, 20_000, 16).0, 20_000 - 16 - 128);
+        assert_eq!(
+            cold_limit(Server::LighttpdPoll, 20_000, 16).0,
+            10_000 - 16 - 16
+        );
+        assert_eq!(
+            cold_limit(Server::LighttpdSelect, 20_000, 16).0,
+            512 - 16 - 16
+        );
+        assert!(cold_limit(Server::LighttpdEpoll, 20_000, 16)
+            .1
+            .contains("max-fds/2"));
+    }
+}

@@ -1,0 +1,538 @@
+//! What a `triage lab events` run measured, summarized: per server, cold count and repetition
+//! the regressions of user, kernel and idle CPU against the rate (seed 002's Tables 4 and 5)
+//! with the predicted peak beside the measured one; CPU per request at each cold count
+//! against none (with `ci95` over repetitions); memory per idle connection; and
+//! `triage capacity`'s own prediction from the server's access log and the CPU samples, against
+//! the lab's. `summary.json` ([`Summary`]), `raw.csv` and the table on stdout.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::plan::{Params, Server};
+use super::run::Measured;
+use crate::capacity::analyze::{fits_of, Fits, Options, DEFAULT_MIN_R};
+use crate::harness::Env;
+use crate::results::Goal;
+use crate::stats::{mean_ci95, Ci95};
+use crate::testbed::TestbedInfo;
+
+/// The lab's title.
+pub const TITLE: &str =
+    "Seed 002 (Banga & Mogul): cold connections and capacity predicted from CPU against rate";
+
+/// Rates below this fraction of the measured peak are left out of the "above the cut" fits
+/// (seed 002's Table 5 cut the slowest quarter-hours).
+pub const CUT_FRAC: f64 = 0.25;
+
+/// One server, cold count and repetition: the regressions and the peaks.
+#[derive(Debug, Clone, Serialize)]
+pub struct FitRow {
+    /// The server.
+    pub server: String,
+    /// Cold connections asked for.
+    pub cold: usize,
+    /// Cold connections held.
+    pub cold_held: usize,
+    /// Repetition.
+    pub rep: usize,
+    /// Over all rates (Table 4).
+    pub all: Fits,
+    /// The cut (req/s).
+    pub cut_rps: f64,
+    /// Above the cut (Table 5).
+    pub above_cut: Fits,
+    /// The idle X-intercept (req/s).
+    pub predicted_rps: Option<f64>,
+    /// The saturation run's rate (req/s).
+    pub measured_rps: f64,
+    /// (predicted - measured) / measured (%).
+    pub error_pct: Option<f64>,
+    /// `triage capacity` on the access log and the CPU samples: its prediction (req/s).
+    pub tool_predicted_rps: Option<f64>,
+    /// Its idle line's r.
+    pub tool_r: Option<f64>,
+    /// Buckets it fitted.
+    pub tool_buckets: Option<usize>,
+    /// |tool - lab| / lab (%).
+    pub tool_vs_lab_pct: Option<f64>,
+    /// Why the tool gave no figure, if it did not.
+    pub tool_error: Option<String>,
+    /// CPU per request at saturation (us).
+    pub cpu_per_req_us: f64,
+}
+
+/// CPU per request of one server at one cold count, against none.
+#[derive(Debug, Clone, Serialize)]
+pub struct CprRow {
+    /// The server.
+    pub server: String,
+    /// Cold connections asked for.
+    pub cold: usize,
+    /// Held (smallest over repetitions).
+    pub cold_held: usize,
+    /// Mean CPU per request at saturation (us).
+    pub cpu_per_req_us: f64,
+    /// Mean of the per-repetition ratios to the same repetition at 0 cold connections.
+    pub ratio_vs_0: Option<f64>,
+    /// Its 95% interval over repetitions (`null` with one repetition).
+    pub ci95: Option<Ci95>,
+    /// Mean measured peak (req/s).
+    pub peak_rps: f64,
+}
+
+/// Memory per idle connection of one server at its largest cold count: the resident memory
+/// the last growth of the cold connections took (no hot load in between), per connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct RssRow {
+    /// The server.
+    pub server: String,
+    /// Cold connections held in the end.
+    pub held: usize,
+    /// Connections the last growth added.
+    pub added: usize,
+    /// Resident memory before it (KiB).
+    pub rss_before_kib: u64,
+    /// After it (KiB).
+    pub rss_after_kib: u64,
+    /// The difference per added connection (KiB).
+    pub kib_per_conn: f64,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// `events`.
+    pub lab: &'static str,
+    /// The title.
+    pub title: &'static str,
+    /// The command line.
+    pub command: String,
+    /// When it started (UTC).
+    pub started_utc: String,
+    /// How long it took (s).
+    pub duration_s: f64,
+    /// The parameters.
+    pub params: Params,
+    /// The testbed.
+    pub testbed: TestbedInfo,
+    /// triage's CPU per request at a cold count over at 0, the largest over the counts.
+    pub triage_cpu_per_req_ratio_max: Option<f64>,
+    /// The same for lighttpd on poll.
+    pub poll_cpu_per_req_ratio_max: Option<f64>,
+    /// The same for every server.
+    pub cpu_per_req_ratio_max_by_server: BTreeMap<String, f64>,
+    /// Largest |predicted - measured| / measured (%) over servers, cold counts, repetitions.
+    pub capacity_error_pct_max: Option<f64>,
+    /// The same with the regressions above the cut (Table 5).
+    pub capacity_error_pct_max_above_cut: Option<f64>,
+    /// triage's resident memory per idle connection at the largest cold count (KiB).
+    pub rss_per_idle_conn_kib: Option<f64>,
+    /// Cold connections triage held at the largest count.
+    pub idle_conns_held: Option<usize>,
+    /// Held at the largest count, per server.
+    pub idle_conns_held_by_server: BTreeMap<String, usize>,
+    /// Largest |tool - lab| / lab (%) of `triage capacity` on the access logs.
+    pub tool_vs_lab_pct_max: Option<f64>,
+    /// Goals.
+    pub goals: Vec<Goal>,
+    /// CPU per request per server and cold count.
+    pub cpu_per_req: Vec<CprRow>,
+    /// The regressions.
+    pub fits: Vec<FitRow>,
+    /// Memory per idle connection.
+    pub rss: Vec<RssRow>,
+    /// Every point.
+    pub points: Vec<Measured>,
+    /// Servers not measured and why.
+    pub skipped: Vec<String>,
+    /// Everything weaker than asked.
+    pub notes: Vec<String>,
+}
+
+fn maxf(v: impl Iterator<Item = f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
+        .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
+}
+
+/// The regressions of one group of points (its saturation run and rates).
+pub fn fit_row(sat: &Measured, rates: &[&Measured], bucket_s: u64) -> FitRow {
+    let pts: Vec<(f64, f64, f64, f64)> = rates
+        .iter()
+        .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
+        .collect();
+    let all = fits_of(&pts);
+    let cut = CUT_FRAC * sat.rps;
+    let above: Vec<_> = pts.iter().copied().filter(|p| p.0 >= cut).collect();
+    let predicted = all.predicted_peak_rps;
+    let mut row = FitRow {
+        server: sat.server.clone(),
+        cold: sat.cold,
+        cold_held: sat.cold_held,
+        rep: sat.rep,
+        all,
+        cut_rps: cut,
+        above_cut: fits_of(&above),
+        predicted_rps: predicted,
+        measured_rps: sat.rps,
+        error_pct: predicted.map(|p| (p - sat.rps) / sat.rps * 100.0),
+        tool_predicted_rps: None,
+        tool_r: None,
+        tool_buckets: None,
+        tool_vs_lab_pct: None,
+        tool_error: None,
+        cpu_per_req_us: sat.cpu_per_req_us,
+    };
+    let csv = rates.iter().find_map(|m| m.cpu_csv.clone());
+    match csv {
+        None => row.tool_error = Some("no CPU samples".into()),
+        Some(csv) => {
+            let o = Options {
+                low_rate_cut: None,
+                min_r: DEFAULT_MIN_R,
+            };
+            match crate::capacity::analyze_files(&sat.access_log, &csv, bucket_s, &o) {
+                Ok(a) => {
+                    row.tool_predicted_rps = a.predicted_peak_rps;
+                    row.tool_r = a.all.idle.map(|f| f.r);
+                    row.tool_buckets = Some(a.all.buckets);
+                    row.tool_vs_lab_pct = match (a.predicted_peak_rps, predicted) {
+                        (Some(t), Some(l)) => Some((t - l).abs() / l * 100.0),
+                        _ => None,
+                    };
+                }
+                Err(e) => row.tool_error = Some(e.to_string()),
+            }
+        }
+    }
+    row
+}
+
+/// Summarize everything measured.
+pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>) -> Summary {
+    // Group: (server, rep, cold) -> saturation + rates.
+    let mut fits = Vec::new();
+    for s in &p.servers {
+        for rep in 0..p.reps {
+            for &cold in &p.cold {
+                let g: Vec<&Measured> = points
+                    .iter()
+                    .filter(|m| m.server == s.name() && m.rep == rep && m.cold == cold)
+                    .collect();
+                let Some(sat) = g.iter().find(|m| m.step == "saturate") else {
+                    continue;
+                };
+                let rates: Vec<&Measured> =
+                    g.iter().filter(|m| m.step == "rate").copied().collect();
+                fits.push(fit_row(sat, &rates, 1));
+            }
+        }
+    }
+    let mut cpr = Vec::new();
+    let mut ratio_max = BTreeMap::new();
+    for s in &p.servers {
+        let sat = |rep: usize, cold: usize| {
+            points.iter().find(|m| {
+                m.server == s.name() && m.rep == rep && m.cold == cold && m.step == "saturate"
+            })
+        };
+        for &cold in &p.cold {
+            let here: Vec<&Measured> = (0..p.reps).filter_map(|r| sat(r, cold)).collect();
+            if here.is_empty() {
+                continue;
+            }
+            let ratios: Vec<f64> = (0..p.reps)
+                .filter_map(|r| {
+                    Some(sat(r, cold)?.cpu_per_req_us / sat(r, p.cold[0])?.cpu_per_req_us)
+                })
+                .filter(|x| x.is_finite())
+                .collect();
+            let n = here.len() as f64;
+            let ratio =
+                (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
+            if cold > 0 {
+                if let Some(r) = ratio {
+                    let e = ratio_max.entry(s.name().to_string()).or_insert(r);
+                    *e = f64::max(*e, r);
+                }
+            }
+            cpr.push(CprRow {
+                server: s.name().into(),
+                cold,
+                cold_held: here.iter().map(|m| m.cold_held).min().unwrap_or(0),
+                cpu_per_req_us: here.iter().map(|m| m.cpu_per_req_us).sum::<f64>() / n,
+                ratio_vs_0: ratio,
+                ci95: if ratios.len() >= 2 {
+                    mean_ci95(&ratios, 2002 + cold as u64)
+                } else {
+                    None
+                },
+                peak_rps: here.iter().map(|m| m.rps).sum::<f64>() / n,
+            });
+        }
+    }
+    let mut rss = Vec::new();
+    let mut held = BTreeMap::new();
+    let max_cold = p.max_cold();
+    for s in &p.servers {
+        // The last point at the largest cold count of the first repetition.
+        if let Some(m) = points
+            .iter()
+            .filter(|m| m.server == s.name() && m.rep == 0 && m.cold == max_cold)
+            .last()
+        {
+            held.insert(s.name().to_string(), m.cold_held);
+            if let Some(c) = m.cold_step.filter(|c| c.added > 0) {
+                rss.push(RssRow {
+                    server: s.name().into(),
+                    held: m.cold_held,
+                    added: c.added,
+                    rss_before_kib: c.rss_before_kib,
+                    rss_after_kib: c.rss_after_kib,
+                    kib_per_conn: c.kib_per_conn(),
+                });
+            }
+        }
+    }
+    let triage = Server::Triage.name();
+    let capacity_error_pct_max = maxf(fits.iter().filter_map(|f| f.error_pct.map(f64::abs)));
+    let capacity_error_pct_max_above_cut = maxf(fits.iter().filter_map(|f| {
+        f.above_cut
+            .predicted_peak_rps
+            .map(|p| ((p - f.measured_rps) / f.measured_rps * 100.0).abs())
+    }));
+    let tool_vs_lab_pct_max = maxf(fits.iter().filter_map(|f| f.tool_vs_lab_pct));
+    let rss_per_idle_conn_kib = rss
+        .iter()
+        .find(|r| r.server == triage)
+        .map(|r| r.kib_per_conn);
+    let mut notes = env.notes.clone();
+    for m in &points {
+        if let Some(n) = &m.note {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+        if let Some(a) = m.cold_alive {
+            if a < m.cold_held {
+                let n = format!(
+                    "{} closed {} of its {} cold connections during the rates at cold {}",
+                    m.server,
+                    m.cold_held - a,
+                    m.cold_held,
+                    m.cold
+                );
+                notes.push(n);
+            }
+        }
+    }
+    for m in points.iter().filter(|m| m.step == "saturate") {
+        if m.idle_pct > 20.0 {
+            notes.push(format!(
+                "{} at cold {}: the saturation run left {:.0}% of the server side's CPU idle \
+                 ({} of its CFS periods throttled): the client, not the server, set that peak",
+                m.server,
+                m.cold,
+                m.idle_pct,
+                m.throttled_pct.map_or("-".into(), |t| format!("{t:.0}%"))
+            ));
+        }
+    }
+    let errors: u64 = points.iter().map(|m| m.errors).sum();
+    if errors > 0 {
+        notes.push(format!(
+            "{errors} requests failed over the run (see raw.csv)"
+        ));
+    }
+    let mut s = Summary {
+        lab: "events",
+        title: TITLE,
+        command: command.to_owned(),
+        started_utc: env.started_utc.clone(),
+        duration_s: env.started.elapsed().as_secs_f64(),
+        params: p.clone(),
+        testbed: env.tb.info().clone(),
+        triage_cpu_per_req_ratio_max: ratio_max.get(triage).copied(),
+        poll_cpu_per_req_ratio_max: ratio_max.get(Server::LighttpdPoll.name()).copied(),
+        cpu_per_req_ratio_max_by_server: ratio_max,
+        capacity_error_pct_max,
+        capacity_error_pct_max_above_cut,
+        rss_per_idle_conn_kib,
+        idle_conns_held: held.get(triage).copied(),
+        idle_conns_held_by_server: held,
+        tool_vs_lab_pct_max,
+        goals: Vec::new(),
+        cpu_per_req: cpr,
+        fits,
+        rss,
+        points,
+        skipped: env.skipped.clone(),
+        notes,
+    };
+    s.goals = goals(&s);
+    s
+}
+
+/// The issue's goals against this run.
+pub fn goals(s: &Summary) -> Vec<Goal> {
+    let mut g = Vec::new();
+    let f = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+    g.push(Goal {
+        goal: "triage's CPU per request at the largest cold count <= 1.05x at 0".into(),
+        met: s.triage_cpu_per_req_ratio_max.is_some_and(|r| r <= 1.05),
+        detail: format!(
+            "triage x{}, lighttpd-poll x{}, by server {:?}",
+            f(s.triage_cpu_per_req_ratio_max),
+            f(s.poll_cpu_per_req_ratio_max),
+            s.cpu_per_req_ratio_max_by_server
+        ),
+    });
+    g.push(Goal {
+        goal: "predicted capacity (idle X-intercept) within 10% of the measured peak".into(),
+        met: s.capacity_error_pct_max.is_some_and(|e| e <= 10.0)
+            && s.fits.iter().all(|r| r.predicted_rps.is_some()),
+        detail: format!("largest error {}%", f(s.capacity_error_pct_max)),
+    });
+    g.push(Goal {
+        goal: "triage's RSS per idle connection <= 4 KiB".into(),
+        met: s.rss_per_idle_conn_kib.is_some_and(|k| k <= 4.0),
+        detail: format!(
+            "{} KiB at {} held; {}",
+            f(s.rss_per_idle_conn_kib),
+            s.idle_conns_held.unwrap_or(0),
+            s.rss
+                .iter()
+                .map(|r| format!("{} {:.2} KiB", r.server, r.kib_per_conn))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    });
+    g.push(Goal {
+        goal: "triage capacity on the lab's access logs within 5% of the lab's prediction".into(),
+        met: s.tool_vs_lab_pct_max.is_some_and(|e| e <= 5.0)
+            && s.fits.iter().all(|r| r.tool_vs_lab_pct.is_some()),
+        detail: format!("largest difference {}%", f(s.tool_vs_lab_pct_max)),
+    });
+    g
+}
+
+/// `raw.csv`: one row per point.
+pub fn raw_csv(points: &[Measured]) -> String {
+    let mut s = String::from(
+        "server,rep,cold,cold_held,step,frac,target_rps,rps,requests,errors,window_s,cpu_s,\
+         user_pct,kernel_pct,idle_pct,cpu_per_req_us,p50_ms,p90_ms,p99_ms,rss_kib\n",
+    );
+    for m in points {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{}",
+            m.server,
+            m.rep,
+            m.cold,
+            m.cold_held,
+            m.step,
+            m.frac.map_or(String::new(), |f| format!("{f:.3}")),
+            m.target_rps,
+            m.rps,
+            m.requests,
+            m.errors,
+            m.window_s,
+            m.cpu_s,
+            m.user_pct,
+            m.kernel_pct,
+            m.idle_pct,
+            m.cpu_per_req_us,
+            m.p50_ms,
+            m.p90_ms,
+            m.p99_ms,
+            m.rss_kib
+        );
+    }
+    s
+}
+
+/// The results table on stdout.
+pub fn print_table(s: &Summary) {
+    println!(
+        "{:<16} {:>6} {:>6} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8}",
+        "server", "cold", "held", "peak/s", "pred/s", "err%", "idle r", "cpu/req us", "tool%"
+    );
+    for r in &s.fits {
+        let o = |x: Option<f64>, p: usize| x.map_or("-".into(), |v| format!("{v:.p$}"));
+        println!(
+            "{:<16} {:>6} {:>6} {:>10.0} {:>10} {:>8} {:>8} {:>10.2} {:>8}",
+            r.server,
+            r.cold,
+            r.cold_held,
+            r.measured_rps,
+            o(r.predicted_rps, 0),
+            o(r.error_pct, 1),
+            o(r.all.idle.map(|f| f.r), 3),
+            r.cpu_per_req_us,
+            o(r.tool_vs_lab_pct, 1)
+        );
+    }
+    for n in &s.notes {
+        println!("note: {n}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn m(step: &str, rps: f64, idle: f64) -> Measured {
+        let busy = 100.0 - idle;
+        Measured {
+            server: "triage".into(),
+            rep: 0,
+            cold: 0,
+            cold_held: 0,
+            step: step.into(),
+            frac: None,
+            target_rps: rps,
+            rps,
+            requests: rps as u64,
+            errors: 0,
+            window_s: 1.0,
+            cpu_s: busy / 100.0,
+            user_pct: busy * 0.6,
+            kernel_pct: busy * 0.4,
+            idle_pct: idle,
+            throttled_pct: None,
+            cpu_per_req_us: 100.0,
+            p50_ms: 1.0,
+            p90_ms: 1.0,
+            p99_ms: 1.0,
+            rss_kib: 1,
+            cold_step: None,
+            cold_alive: None,
+            cpu_csv: None,
+            access_log: PathBuf::from("/nonexistent"),
+            note: None,
+        }
+    }
+
+    #[test]
+    fn a_linear_server_is_predicted_at_its_peak() {
+        // 1000 req/s saturate; idle = 100 - 0.1 * rate: X-intercept 1000.
+        let sat = m("saturate", 1000.0, 0.0);
+        let rates: Vec<Measured> = [100.0, 300.0, 500.0, 700.0]
+            .iter()
+            .map(|&r| m("rate", r, 100.0 - 0.1 * r))
+            .collect();
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let row = fit_row(&sat, &refs, 1);
+        assert!((row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6);
+        assert!(row.error_pct.unwrap().abs() < 1e-6);
+        assert_eq!(row.above_cut.buckets, 3); // 100 req/s is below the 250 req/s cut
+        assert_eq!(row.tool_error.as_deref(), Some("no CPU samples"));
+        let k = row.all.kernel.unwrap();
+        assert!((k.slope - 0.04).abs() < 1e-9);
+        let csv = raw_csv(&rates);
+        assert_eq!(csv.lines().count(), 5);
+        assert!(csv.starts_with("server,rep,cold"));
+    }
+}

@@ -1,0 +1,348 @@
+//! End to end: `triage capacity sample` records a real `triage serve`'s CPU while a client
+//! sends it requests at rising rates, and `triage capacity` reads the server's own access log
+//! and those samples: every request logged is accounted for, the buckets follow the rates
+//! sent, and bad input (malformed lines, clocks that do not overlap, too few buckets) is a
+//! clear message, never a silent figure. `triage lab events` at a tiny scale writes the
+//! summary keys the issue names (needs root and cgroups: skipped with a reason otherwise).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::*;
+
+struct Kill(std::process::Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(root: &std::path::Path, log: &std::path::Path) -> (Kill, String) {
+    let mut c = Kill(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--slots",
+                "1",
+                "--threads",
+                "1",
+            ])
+            .arg("--root")
+            .arg(root)
+            .arg("--access-log")
+            .arg(log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(c.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    (c, addr)
+}
+
+/// One keep-alive connection sending `rate` requests/s for `secs` seconds; returns how many
+/// were answered 200.
+fn send_at(addr: &str, rate: u64, secs: u64) -> u64 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let start = Instant::now();
+    let mut ok = 0;
+    for i in 0..rate * secs {
+        let at = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        if let Some(d) = at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        s.write_all(b"GET /a.html HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        // The body is 100 bytes: read until the head and all of it are there.
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "server closed");
+            got.extend_from_slice(&buf[..n]);
+            if let Some(p) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                if got.len() >= p + 4 + 100 {
+                    break;
+                }
+            }
+        }
+        if got.starts_with(b"HTTP/1.1 200") {
+            ok += 1;
+        }
+    }
+    ok
+}
+
+fn capacity(args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .arg("capacity")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
+    let tmp = TempDir::new("capacity");
+    let root = tmp.0.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.html"), [b'x'; 100]).unwrap();
+    let log = tmp.0.join("access.log");
+    let (srv, addr) = serve(&root, &log);
+    let cpu = tmp.0.join("cpu.csv");
+    let pid = srv.0.id().to_string();
+    let sampler = Kill(
+        Command::new(BIN)
+            .args([
+                "capacity",
+                "sample",
+                "--pid",
+                &pid,
+                "--cpus",
+                "1",
+                "--interval",
+                "1s",
+            ])
+            .args(["--duration", "10s", "--out"])
+            .arg(&cpu)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Rising rates, 2 s each, after the first sample (the sampler starts, then samples at
+    // the next whole second).
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut sent = 0;
+    for rate in [50, 150, 300] {
+        sent += send_at(&addr, rate, 2);
+    }
+    let mut sampler = sampler;
+    let st = sampler.0.wait().unwrap();
+    assert!(st.success(), "sampler: {st}");
+    drop(srv);
+    let logged = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    assert_eq!(logged, sent, "every answered request is logged");
+
+    let o = capacity(&[
+        "--log",
+        log.to_str().unwrap(),
+        "--cpu",
+        cpu.to_str().unwrap(),
+        "--bucket",
+        "1s",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let buckets = a["buckets"].as_array().unwrap();
+    assert!(buckets.len() >= 5, "{a}");
+    let used = a["requests_used"].as_u64().unwrap();
+    let outside = a["requests_outside"].as_u64().unwrap();
+    assert_eq!(used + outside, sent, "{a}");
+    assert!(
+        used * 10 >= sent * 8,
+        "most requests fall in whole buckets: {a}"
+    );
+    // The busiest bucket saw the last rate, the quietest the first (or none).
+    let busiest = a["busiest_rps"].as_f64().unwrap();
+    assert!((200.0..=450.0).contains(&busiest), "{a}");
+    for b in buckets {
+        let (u, k, i) = (
+            b["user_pct"].as_f64().unwrap(),
+            b["kernel_pct"].as_f64().unwrap(),
+            b["idle_pct"].as_f64().unwrap(),
+        );
+        assert!(
+            u >= 0.0 && k >= 0.0 && (u + k + i - 100.0).abs() < 1e-6,
+            "{b}"
+        );
+    }
+    assert_eq!(a["malformed_lines"], 0);
+    assert!(a["all"]["idle"]["r"].is_number(), "{a}");
+
+    // Text form: the tables and the prediction or the reason there is none.
+    let o = capacity(&[
+        "--log",
+        log.to_str().unwrap(),
+        "--cpu",
+        cpu.to_str().unwrap(),
+        "--bucket",
+        "1s",
+        "--low-rate-cut",
+        "100",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(text.contains("Linear regressions") && text.contains("Above 100 requests/s"));
+    assert!(text.contains("predicted peak rate"), "{text}");
+
+    // Malformed lines: counted, skipped, reported.
+    let mut bad = std::fs::read_to_string(&log).unwrap();
+    bad.push_str("not a log line\n\"GET / HTTP/1.1\" 200\n");
+    let bad_log = tmp.0.join("bad.log");
+    std::fs::write(&bad_log, &bad).unwrap();
+    let o = capacity(&[
+        "--log",
+        bad_log.to_str().unwrap(),
+        "--cpu",
+        cpu.to_str().unwrap(),
+        "--bucket",
+        "1s",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(
+        text.contains(&format!("note: 2 of {} log lines", sent + 2)),
+        "{text}"
+    );
+
+    // A log from another day: the clocks do not overlap.
+    let shifted: String = bad
+        .lines()
+        .map(|l| l.replace("/20", "/19"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let old_log = tmp.0.join("old.log");
+    std::fs::write(&old_log, shifted).unwrap();
+    let o = capacity(&[
+        "--log",
+        old_log.to_str().unwrap(),
+        "--cpu",
+        cpu.to_str().unwrap(),
+        "--bucket",
+        "1s",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("do not overlap"), "{err}");
+
+    // Buckets wider than the recording: too few for a fit.
+    let o = capacity(&[
+        "--log",
+        log.to_str().unwrap(),
+        "--cpu",
+        cpu.to_str().unwrap(),
+        "--bucket",
+        "15m",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("bucket(s)") && err.contains("smaller --bucket"),
+        "{err}"
+    );
+    // A bucket that is not whole seconds is a usage error.
+    let o = capacity(&["--log", "x", "--cpu", "y", "--bucket", "1500ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    let help = capacity(&["--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("X-intercept"));
+}
+
+#[test]
+fn lab_events_tiny_writes_the_summary_keys() {
+    if let Some(why) = cannot_run_cgroup_lab() {
+        eprintln!("SKIP lab_events_tiny_writes_the_summary_keys: {why}");
+        return;
+    }
+    let have = |b: &str| {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join(b).exists()))
+            .unwrap_or(false)
+    };
+    if !have("wrk") {
+        eprintln!("SKIP lab_events_tiny_writes_the_summary_keys: wrk is not installed");
+        return;
+    }
+    let tmp = TempDir::new("labevents");
+    let out = tmp.0.join("res");
+    let child = Command::new(BIN)
+        .args([
+            "lab",
+            "events",
+            "--cold",
+            "0,200",
+            "--rates",
+            "3",
+            "--window",
+            "1s",
+            "--reps",
+            "1",
+            "--servers",
+            "triage,lighttpd-poll",
+            "--out",
+        ])
+        .arg(&out)
+        .current_dir(&tmp.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "lab failed: {}\n{stdout}\n{stderr}",
+        o.status
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["lab"], "events");
+    for k in [
+        "triage_cpu_per_req_ratio_max",
+        "poll_cpu_per_req_ratio_max",
+        "capacity_error_pct_max",
+        "rss_per_idle_conn_kib",
+        "idle_conns_held",
+    ] {
+        assert!(s.get(k).is_some(), "{k} missing");
+    }
+    assert_eq!(s["idle_conns_held"], 200, "{}", s["notes"]);
+    assert!(s["triage_cpu_per_req_ratio_max"].as_f64().unwrap() > 0.0);
+    let lighttpd = have("lighttpd");
+    assert_eq!(
+        s["poll_cpu_per_req_ratio_max"].is_number(),
+        lighttpd,
+        "{}",
+        s["skipped"]
+    );
+    // One fit per server and cold count, each with its r and a comparison with the tool.
+    let fits = s["fits"].as_array().unwrap();
+    assert_eq!(fits.len(), if lighttpd { 4 } else { 2 }, "{fits:?}");
+    for f in fits {
+        assert!(f["all"]["idle"]["r"].is_number(), "{f}");
+        assert!(f["measured_rps"].as_f64().unwrap() > 0.0, "{f}");
+        // The tool fitted its own buckets, or said why it could not.
+        assert!(
+            f["tool_buckets"].is_number() || f["tool_error"].is_string(),
+            "{f}"
+        );
+    }
+    let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
+    // Per server: 2 cold counts x (saturation + 3 rates).
+    assert_eq!(raw.lines().count(), 1 + fits.len() * 4, "{raw}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Fig. 9") && html.contains("Table 4") && html.contains("Table 5"));
+    assert!(out.join("logs").read_dir().unwrap().count() >= 1);
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
