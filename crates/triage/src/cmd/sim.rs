@@ -35,7 +35,9 @@ enum Scenario {
     #[command(after_long_help = POS_SOURCES)]
     Pos(Box<PosArgs>),
     /// Seed 004 (LARD): a trace-driven cluster of N back ends with LRU file caches behind a
-    /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing.
+    /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing;
+    /// then persistent connections (P-HTTP) with extended LARD and the mechanisms, the front
+    /// end's CPU and how many back ends it feeds, and seed 004's numbers beside ours.
     #[command(after_long_help = LARD_SOURCES)]
     Lard(LardArgs),
     /// Events per second of the engine and of the scenarios' models (release build).
@@ -89,7 +91,17 @@ Parameters and sources (reasoning in docs/sim.md):
     per node.
   Workloads: the same trace against a 32 MB cache (working set 16x one cache) and a 1 GB cache
     (it fits). Caches start holding the most popular files; the first quarter of the trace is
-    not measured.";
+    not measured.
+  P-HTTP (seed 004, Aron, Druschel, Zwaenepoel, USENIX 1999): the trace's requests grouped into
+    connections of geometric length (mean --per-conn 6, assumed); mechanisms close (HTTP/1.0),
+    pin (single handoff: no mechanism), forward (back-end forwarding through
+    Dispatch::route), handoff (multiple TCP handoff), relay (a relaying front end); extended
+    LARD (policy ext-lard). Back end: 50 us per further request (estimate), forwarding costs
+    the connection's node 50 us per lateral request + 40 us per 512 B received (estimates)
+    on top of sending it. Front end: one FIFO CPU, 375 us per connection + 125 us per further
+    request, derived from seed 004 (151 req/s per back end, ext-LARD 4x WRR on 6 nodes at 60%
+    front-end CPU: about 167 us per request); a relaying front end 80 us per 512 B
+    (estimate). The front-end sweep runs ext-lard/forward with the `fits` cache.";
 
 #[derive(clap::Args, Debug)]
 struct Fig1Args {
@@ -277,6 +289,24 @@ mod tests {
         }
         let a: LardArgs = parse(&["--cache", "64MiB", "--max-file", "2MB"]).unwrap();
         assert_eq!((a.options.cache, a.options.max_file), (64 << 20, 2_000_000));
+        let a: LardArgs = parse(&[
+            "--front-conn",
+            "1ms",
+            "--front-request",
+            "250us",
+            "--per-conn",
+            "3",
+            "--pconn-variants",
+            "lard/pin,ext-lard/forward",
+        ])
+        .unwrap();
+        let c = a.options.resolve().unwrap();
+        let p = c.phttp.unwrap();
+        assert_eq!((p.front.conn, p.front.request), (1_000_000, 250_000));
+        assert_eq!((p.per_conn, p.variants.len()), (3.0, 2));
+        assert!(parse::<LardArgs>(&["--front-conn", "300"]).is_err());
+        let bad: LardArgs = parse(&["--pconn-variants", "lard/teleport"]).unwrap();
+        assert!(bad.options.resolve().is_err());
         assert!(parse::<BenchArgs>(&["--duration", "2"]).is_err());
     }
 }
