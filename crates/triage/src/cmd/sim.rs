@@ -38,7 +38,7 @@ enum Scenario {
     /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing;
     /// then persistent connections (P-HTTP) with extended LARD and the mechanisms, the front
     /// end's CPU and how many back ends it feeds, and seed 004's numbers beside ours.
-    #[command(after_long_help = LARD_SOURCES)]
+    #[command(after_long_help = sim::options::LARD_SOURCES)]
     Lard(LardArgs),
     /// Events per second of the engine and of the scenarios' models (release build).
     Bench(BenchArgs),
@@ -78,30 +78,6 @@ Parameters and sources (reasoning in docs/sim.md):
   Assumed (the paper does not say): page = 4 KB HTML + 8 images of 30 KB; a burst's clicks
     within 300 ms (estimate: three Navigators per client machine start one after the other);
     random arrivals = once per 30 s per browser at a uniform moment.";
-
-const LARD_SOURCES: &str = "\
-Parameters and sources (reasoning in docs/sim.md):
-  LARD paper (Pai et al., ASPLOS 1998; seed 004): T_low 25, T_high 65 connections; admission
-    limit (n-1)*T_high + T_low - 1; LARD/R K = 20 s; back-end costs measured on a 300 MHz
-    Pentium II: 145 us connection setup, 145 us teardown, 40 us per 512 B (8 KB from cache:
-    1075 req/s); disk 28 ms + 410 us per 4 KB + 14 ms per further 44 KB; 32 MB cache per node.
-  Traces (SURGE, Barford & Crovella 1998): lognormal body (mu 9.357, sigma 1.318) with p 0.93,
-    Pareto tail (k 133 KB, alpha 1.1) truncated at --max-file; Zipf popularity (--zipf).
-  Bounded-load hashing (Mirrokni, Thorup, Zadimoghaddam 2018): c = 1.25 and 1.5, 100 points
-    per node.
-  Workloads: the same trace against a 32 MB cache (working set 16x one cache) and a 1 GB cache
-    (it fits). Caches start holding the most popular files; the first quarter of the trace is
-    not measured.
-  P-HTTP (seed 004, Aron, Druschel, Zwaenepoel, USENIX 1999): the trace's requests grouped into
-    connections of geometric length (mean --per-conn 6, assumed); mechanisms close (HTTP/1.0),
-    pin (single handoff: no mechanism), forward (back-end forwarding through
-    Dispatch::route), handoff (multiple TCP handoff), relay (a relaying front end); extended
-    LARD (policy ext-lard). Back end: 50 us per further request (estimate), forwarding costs
-    the connection's node 50 us per lateral request + 40 us per 512 B received (estimates)
-    on top of sending it. Front end: one FIFO CPU, 375 us per connection + 125 us per further
-    request, derived from seed 004 (151 req/s per back end, ext-LARD 4x WRR on 6 nodes at 60%
-    front-end CPU: about 167 us per request); a relaying front end 80 us per 512 B
-    (estimate). The front-end sweep runs ext-lard/forward with the `fits` cache.";
 
 #[derive(clap::Args, Debug)]
 struct Fig1Args {
