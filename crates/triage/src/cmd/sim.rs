@@ -39,7 +39,7 @@ enum Scenario {
     /// then persistent connections (P-HTTP) with extended LARD and the mechanisms, the front
     /// end's CPU and how many back ends it feeds, and seed 004's numbers beside ours.
     #[command(after_long_help = sim::options::LARD_SOURCES)]
-    Lard(LardArgs),
+    Lard(Box<LardArgs>),
     /// Events per second of the engine and of the scenarios' models (release build).
     Bench(BenchArgs),
 }
