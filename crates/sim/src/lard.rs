@@ -3,13 +3,17 @@
 //! than one node's cache (where locality matters) and one that fits (where it should not).
 //!
 //! Policies: WRR, LARD (T_low 25, T_high 65), LARD/R (K = 20 s), and consistent hashing with
-//! bounded loads at c = 1.25 and c = 1.5; all from [`policy::dispatch`].
+//! bounded loads at c = 1.25 and c = 1.5; all from [`policy::dispatch`]. Then the P-HTTP part
+//! ([`crate::phttp`]: persistent connections, extended LARD, mechanisms, the front end's CPU)
+//! and the paper's numbers beside ours ([`PaperRow`]).
 
 use policy::dispatch::DispatchConfig;
 use serde::Serialize;
 
 use crate::cluster::{self, ClusterConfig, ClusterResult, Costs};
 use crate::disk::DiskModel;
+use crate::paper::PaperRow;
+use crate::phttp::{self, Common, PhttpConfig, PhttpResult};
 use crate::pos::par_map;
 use crate::stats::round;
 use crate::trace::{Trace, TraceConfig};
@@ -88,6 +92,8 @@ pub struct LardConfig {
     pub disk: DiskModel,
     /// Worker threads (results do not depend on it).
     pub threads: usize,
+    /// The P-HTTP part (`None`: not run).
+    pub phttp: Option<PhttpConfig>,
 }
 
 impl Default for LardConfig {
@@ -115,6 +121,7 @@ impl Default for LardConfig {
             costs: Costs::default(),
             disk: DiskModel::default(),
             threads: 2,
+            phttp: Some(PhttpConfig::default()),
         }
     }
 }
@@ -173,6 +180,11 @@ pub struct LardResult {
     pub workloads: Vec<WorkloadResult>,
     /// What to keep in mind reading the figures.
     pub notes: Vec<String>,
+    /// Persistent connections, mechanisms and the front end (absent when not run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pconn: Option<PhttpResult>,
+    /// Seed 004's numbers beside ours.
+    pub paper: Vec<PaperRow>,
 }
 
 fn row(label: &str, r: &ClusterResult) -> PolicyRow {
@@ -261,13 +273,44 @@ pub fn run(cfg: &LardConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<LardRes
             rows,
         });
     }
+    let pconn = match &cfg.phttp {
+        Some(p) => Some(phttp::run(
+            &Common {
+                trace: &trace,
+                seed: cfg.seed,
+                dispatch: &cfg
+                    .policies
+                    .iter()
+                    .find(|p| p.name == "lard")
+                    .map_or_else(DispatchConfig::default, |p| p.cfg.clone()),
+                costs: cfg.costs,
+                disk: cfg.disk,
+                warmup: cfg.warmup,
+                prewarm: cfg.prewarm,
+                threads: cfg.threads,
+            },
+            p,
+            progress,
+        )?),
+        None => None,
+    };
     let mut res = LardResult {
         seed: cfg.seed,
         requests: cfg.requests,
         workloads,
         notes: Vec::new(),
+        pconn,
+        paper: Vec::new(),
     };
     res.notes = notes(&res);
+    res.paper = crate::paper::rows(
+        res.workloads
+            .iter()
+            .find(|w| w.name == "exceeds")
+            .map(lard_over_wrr)
+            .as_deref(),
+        res.pconn.as_ref(),
+    );
     Ok(res)
 }
 
@@ -357,6 +400,11 @@ impl LardResult {
             }
             s += "\n";
         }
+        if let Some(p) = &self.pconn {
+            s += &p.table();
+            s += "\n";
+        }
+        s += &crate::paper::table(&self.paper);
         for note in &self.notes {
             s += &format!("note: {note}\n");
         }

@@ -11,7 +11,8 @@
 //!   server, Netscape-3 browsers, a CPU hog), [`cluster`] (back ends behind a front end),
 //!   [`trace`] (seeded synthetic web traces).
 //! - scenarios: [`fig1`] (seed 001 Fig. 1), [`pos`] (seed 001 experiments 1-4), [`lard`]
-//!   (seed 004's cluster), [`bench`](mod@bench) (events per second); [`options`]: what the command line
+//!   (seed 004's cluster; its P-HTTP part [`phttp`] over [`pconn`]'s connections, mechanisms
+//!   and front-end costs; [`paper`]: the paper's numbers beside ours), [`bench`](mod@bench) (events per second); [`options`]: what the command line
 //!   sets for `pos` and `lard`, checked and turned into their configurations.
 //!
 //! Determinism: all randomness comes from ChaCha generators seeded from the scenario's seed;
@@ -30,6 +31,9 @@ pub mod fig1;
 pub mod lard;
 pub mod link;
 pub mod options;
+pub mod paper;
+pub mod pconn;
+pub mod phttp;
 pub mod pos;
 pub mod stats;
 pub mod trace;

@@ -378,6 +378,31 @@ impl PosOptions {
     }
 }
 
+/// `triage sim lard --help`'s parameters and sources (reasoning in docs/sim.md).
+pub const LARD_SOURCES: &str = "\
+Parameters and sources (reasoning in docs/sim.md):
+  LARD paper (Pai et al., ASPLOS 1998; seed 004): T_low 25, T_high 65 connections; admission
+    limit (n-1)*T_high + T_low - 1; LARD/R K = 20 s; back-end costs measured on a 300 MHz
+    Pentium II: 145 us connection setup, 145 us teardown, 40 us per 512 B (8 KB from cache:
+    1075 req/s); disk 28 ms + 410 us per 4 KB + 14 ms per further 44 KB; 32 MB cache per node.
+  Traces (SURGE, Barford & Crovella 1998): lognormal body (mu 9.357, sigma 1.318) with p 0.93,
+    Pareto tail (k 133 KB, alpha 1.1) truncated at --max-file; Zipf popularity (--zipf).
+  Bounded-load hashing (Mirrokni, Thorup, Zadimoghaddam 2018): c = 1.25 and 1.5, 100 points
+    per node.
+  Workloads: the same trace against a 32 MB cache (working set 16x one cache) and a 1 GB cache
+    (it fits). Caches start holding the most popular files; the first quarter of the trace is
+    not measured.
+  P-HTTP (seed 004, Aron, Druschel, Zwaenepoel, USENIX 1999): the trace's requests grouped into
+    connections of geometric length (mean --per-conn 6, assumed); mechanisms close (HTTP/1.0),
+    pin (single handoff: no mechanism), forward (back-end forwarding through
+    Dispatch::route), handoff (multiple TCP handoff), relay (a relaying front end); extended
+    LARD (policy ext-lard). Back end: 50 us per further request (estimate), forwarding costs
+    the connection's node 50 us per lateral request + 40 us per 512 B received (estimates)
+    on top of sending it. Front end: one FIFO CPU, 375 us per connection + 125 us per further
+    request, derived from seed 004 (151 req/s per back end, ext-LARD 4x WRR on 6 nodes at 60%
+    front-end CPU: about 167 us per request); a relaying front end 80 us per 512 B
+    (estimate). The front-end sweep runs ext-lard/forward with the `fits` cache.";
+
 /// The flags of `triage sim lard` (a `clap` argument group: `triage` flattens it), defaulting
 /// to [`LardOptions::default`].
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -424,6 +449,46 @@ pub struct LardOptions {
     /// Worker threads (results do not depend on it).
     #[arg(long, default_value_t = lard_defaults().threads)]
     pub threads: usize,
+    /// Skip the P-HTTP part (persistent connections, mechanisms, the front end).
+    #[arg(long)]
+    pub no_pconn: bool,
+    /// P-HTTP: node counts of the variant comparison, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = lard_defaults().pconn_nodes)]
+    pub pconn_nodes: Vec<usize>,
+    /// P-HTTP: variants as policy/mechanism, comma separated; mechanisms: close (HTTP/1.0),
+    /// pin (single handoff: no mechanism), forward (back-end forwarding), handoff (multiple
+    /// TCP handoff), relay (a relaying front end).
+    #[arg(long, value_delimiter = ',', default_values_t = lard_defaults().pconn_variants)]
+    pub pconn_variants: Vec<String>,
+    /// P-HTTP: mean requests per persistent connection (geometric).
+    #[arg(long, default_value_t = lard_defaults().per_conn)]
+    pub per_conn: f64,
+    /// Node counts of the front-end sweep (extended LARD + forwarding, the `fits` cache),
+    /// comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = lard_defaults().front_nodes)]
+    pub front_nodes: Vec<usize>,
+    /// Skip the front-end sweep.
+    #[arg(long)]
+    pub no_front_sweep: bool,
+    /// Front-end CPU per client connection (handoff); 0 with the other two: not modelled.
+    #[arg(long, default_value_t = lard_defaults().front_conn)]
+    pub front_conn: Dur,
+    /// Front-end CPU per further request on a persistent connection.
+    #[arg(long, default_value_t = lard_defaults().front_request)]
+    pub front_request: Dur,
+    /// Relaying front end: CPU per 512 B of response relayed.
+    #[arg(long, default_value_t = lard_defaults().front_relay)]
+    pub front_relay: Dur,
+    /// Back end: CPU per further request on a persistent or pooled connection.
+    #[arg(long, default_value_t = lard_defaults().per_request)]
+    pub per_request: Dur,
+    /// Back-end forwarding: CPU of the connection's node per lateral request.
+    #[arg(long, default_value_t = lard_defaults().forward_request)]
+    pub forward_request: Dur,
+    /// Back-end forwarding: CPU of the connection's node per 512 B received from the serving
+    /// node (sending them to the client costs the LARD paper's 40 µs on top).
+    #[arg(long, default_value_t = lard_defaults().forward_per_512)]
+    pub forward_per_512: Dur,
 }
 
 /// The defaults `--help` shows.
@@ -442,6 +507,7 @@ impl Default for LardOptions {
                 .map_or(0, |w| w.cache)
         };
         let dispatch = policy::dispatch::DispatchConfig::default();
+        let p = d.phttp.clone().unwrap_or_default();
         Self {
             nodes: d.nodes.clone(),
             seed: d.seed,
@@ -457,6 +523,18 @@ impl Default for LardOptions {
             t_high: dispatch.t_high,
             cold: !d.prewarm,
             threads: d.threads,
+            no_pconn: d.phttp.is_none(),
+            pconn_nodes: p.nodes.clone(),
+            pconn_variants: p.variants.iter().map(|v| v.label()).collect(),
+            per_conn: p.per_conn,
+            front_nodes: p.front_nodes.clone(),
+            no_front_sweep: p.front_nodes.is_empty(),
+            front_conn: dur_of(p.front.conn),
+            front_request: dur_of(p.front.request),
+            front_relay: dur_of(p.front.relay_per_512),
+            per_request: dur_of(d.costs.per_request),
+            forward_request: dur_of(d.costs.forward_request),
+            forward_per_512: dur_of(d.costs.forward_per_512),
         }
     }
 }
@@ -510,6 +588,50 @@ impl LardOptions {
         if self.max_file == 0 {
             return Err(param("max-file", "must be > 0"));
         }
+        let phttp = if self.no_pconn {
+            None
+        } else {
+            let mut variants = Vec::new();
+            for v in &self.pconn_variants {
+                variants.push(crate::phttp::Variant::parse(v)?);
+            }
+            if self.pconn_nodes.iter().any(|&n| n == 0 || n > 4096)
+                || self.front_nodes.iter().any(|&n| n == 0 || n > 4096)
+            {
+                return Err(param("pconn-nodes", "node counts must be in 1..=4096"));
+            }
+            let base = d.phttp.clone().unwrap_or_default();
+            Some(crate::phttp::PhttpConfig {
+                nodes: self.pconn_nodes.clone(),
+                variants,
+                per_conn: self.per_conn,
+                front: crate::pconn::FrontCosts {
+                    conn: nanos(self.front_conn),
+                    request: nanos(self.front_request),
+                    relay_per_512: nanos(self.front_relay),
+                },
+                cache: self.cache,
+                front_nodes: if self.no_front_sweep {
+                    Vec::new()
+                } else {
+                    self.front_nodes.clone()
+                },
+                front_cache: self.fits_cache,
+                ..base
+            })
+        };
+        if !(self.per_conn.is_finite() && (1.0..=1000.0).contains(&self.per_conn)) {
+            return Err(param(
+                "per-conn",
+                format!("must be in 1..=1000 (got {})", self.per_conn),
+            ));
+        }
+        let costs = crate::cluster::Costs {
+            per_request: nanos(self.per_request),
+            forward_request: nanos(self.forward_request),
+            forward_per_512: nanos(self.forward_per_512),
+            ..d.costs
+        };
         Ok(LardConfig {
             nodes: self.nodes.clone(),
             seed: self.seed,
@@ -521,6 +643,8 @@ impl LardOptions {
             zipf: self.zipf,
             prewarm: !self.cold,
             threads: self.threads,
+            costs,
+            phttp,
             ..d
         })
     }

@@ -35,9 +35,11 @@ enum Scenario {
     #[command(after_long_help = POS_SOURCES)]
     Pos(Box<PosArgs>),
     /// Seed 004 (LARD): a trace-driven cluster of N back ends with LRU file caches behind a
-    /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing.
-    #[command(after_long_help = LARD_SOURCES)]
-    Lard(LardArgs),
+    /// front end distributing requests by WRR, LARD, LARD/R or bounded-load consistent hashing;
+    /// then persistent connections (P-HTTP) with extended LARD and the mechanisms, the front
+    /// end's CPU and how many back ends it feeds, and seed 004's numbers beside ours.
+    #[command(after_long_help = sim::options::LARD_SOURCES)]
+    Lard(Box<LardArgs>),
     /// Events per second of the engine and of the scenarios' models (release build).
     Bench(BenchArgs),
 }
@@ -76,20 +78,6 @@ Parameters and sources (reasoning in docs/sim.md):
   Assumed (the paper does not say): page = 4 KB HTML + 8 images of 30 KB; a burst's clicks
     within 300 ms (estimate: three Navigators per client machine start one after the other);
     random arrivals = once per 30 s per browser at a uniform moment.";
-
-const LARD_SOURCES: &str = "\
-Parameters and sources (reasoning in docs/sim.md):
-  LARD paper (Pai et al., ASPLOS 1998; seed 004): T_low 25, T_high 65 connections; admission
-    limit (n-1)*T_high + T_low - 1; LARD/R K = 20 s; back-end costs measured on a 300 MHz
-    Pentium II: 145 us connection setup, 145 us teardown, 40 us per 512 B (8 KB from cache:
-    1075 req/s); disk 28 ms + 410 us per 4 KB + 14 ms per further 44 KB; 32 MB cache per node.
-  Traces (SURGE, Barford & Crovella 1998): lognormal body (mu 9.357, sigma 1.318) with p 0.93,
-    Pareto tail (k 133 KB, alpha 1.1) truncated at --max-file; Zipf popularity (--zipf).
-  Bounded-load hashing (Mirrokni, Thorup, Zadimoghaddam 2018): c = 1.25 and 1.5, 100 points
-    per node.
-  Workloads: the same trace against a 32 MB cache (working set 16x one cache) and a 1 GB cache
-    (it fits). Caches start holding the most popular files; the first quarter of the trace is
-    not measured.";
 
 #[derive(clap::Args, Debug)]
 struct Fig1Args {
@@ -277,6 +265,24 @@ mod tests {
         }
         let a: LardArgs = parse(&["--cache", "64MiB", "--max-file", "2MB"]).unwrap();
         assert_eq!((a.options.cache, a.options.max_file), (64 << 20, 2_000_000));
+        let a: LardArgs = parse(&[
+            "--front-conn",
+            "1ms",
+            "--front-request",
+            "250us",
+            "--per-conn",
+            "3",
+            "--pconn-variants",
+            "lard/pin,ext-lard/forward",
+        ])
+        .unwrap();
+        let c = a.options.resolve().unwrap();
+        let p = c.phttp.unwrap();
+        assert_eq!((p.front.conn, p.front.request), (1_000_000, 250_000));
+        assert_eq!((p.per_conn, p.variants.len()), (3.0, 2));
+        assert!(parse::<LardArgs>(&["--front-conn", "300"]).is_err());
+        let bad: LardArgs = parse(&["--pconn-variants", "lard/teleport"]).unwrap();
+        assert!(bad.options.resolve().is_err());
         assert!(parse::<BenchArgs>(&["--duration", "2"]).is_err());
     }
 }
