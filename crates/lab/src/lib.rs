@@ -21,13 +21,15 @@
 //!   sampling; [`cgi`]: what the CGI labs share (scripts, servers, clients, CPU accounting);
 //! - [`harness`]: the [`harness::Experiment`] trait and [`harness::run_experiment`].
 //!
-//! The labs: [`pos`] (seed 001), [`containers`] (seed 003) and [`reservations`] (seed 000);
+//! The labs: [`pos`] (seed 001), [`containers`] (seed 003), [`reservations`] (seed 000) and
+//! [`cluster`] (seed 004);
 //! the benchmarks: [`bench::static_files`] and [`bench::load`]. The kernel is reached only
 //! through the `os` crate.
 #![warn(missing_docs)]
 
 pub mod bench;
 pub mod cgi;
+pub mod cluster;
 pub mod containers;
 pub mod error;
 pub mod harness;

@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod browser;
+pub mod clf;
 pub mod client;
 pub mod config;
 pub mod html;

@@ -18,10 +18,12 @@ use crate::error::{LabError, Result};
 use crate::process::{run_cmd, which};
 
 mod apache;
+mod haproxy;
 mod nginx;
 mod site;
 
 pub use apache::apache_conf;
+pub use haproxy::{haproxy_proxy_conf, haproxy_source_policy, nginx_proxy_conf};
 pub use nginx::{nginx_conf, NginxTuning};
 pub use site::{Gzip, PeerSite, Prefork, APACHE_MODULES};
 
@@ -33,6 +35,8 @@ pub enum Peer {
     Nginx,
     /// Apache httpd with mpm_prefork.
     Apache,
+    /// HAProxy, a load balancer (the cluster lab's peer; it serves no site of its own).
+    Haproxy,
 }
 
 /// How a peer's processes are set up (beyond what it serves).
@@ -67,6 +71,7 @@ impl Peer {
         match self {
             Peer::Nginx => "nginx",
             Peer::Apache => "apache",
+            Peer::Haproxy => "haproxy",
         }
     }
 
@@ -75,6 +80,7 @@ impl Peer {
         match self {
             Peer::Nginx => which("nginx"),
             Peer::Apache => which("apache2").or_else(|| which("httpd")),
+            Peer::Haproxy => which("haproxy"),
         }
     }
 
@@ -150,6 +156,13 @@ impl Peer {
                 ];
                 (conf, text, args)
             }
+            Peer::Haproxy => {
+                return Err(LabError::Config(
+                    "HAProxy serves no site: the cluster lab writes its configuration \
+                     (peers::haproxy_proxy_conf)"
+                        .into(),
+                ))
+            }
         };
         std::fs::write(&conf, text).map_err(|e| LabError::io("writing", &conf, e))?;
         Ok(Prepared {
@@ -174,6 +187,9 @@ pub fn validate(p: &Prepared) -> Result<()> {
         }
         Peer::Apache => {
             run_cmd(&prog, &["-t", "-d", &dir, "-f", &conf])?;
+        }
+        Peer::Haproxy => {
+            run_cmd(&prog, &["-c", "-q", "-f", &conf])?;
         }
     }
     Ok(())

@@ -23,6 +23,8 @@ enum Which {
     Containers(super::lab_containers::Args),
     /// Seed 000: a site's CPU reservation against a growing competing site.
     Reservations(super::lab_reservations::Args),
+    /// Seed 004: LARD on triage front beside HAProxy and nginx, checked against the simulator.
+    Cluster(super::lab_cluster::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -30,6 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Which::Pos(a) => super::lab_pos::run(a),
         Which::Containers(a) => super::lab_containers::run(a),
         Which::Reservations(a) => super::lab_reservations::run(a),
+        Which::Cluster(a) => super::lab_cluster::run(a),
     }
 }
 

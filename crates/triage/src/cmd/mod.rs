@@ -5,6 +5,7 @@ pub mod bench_load;
 pub mod bench_static;
 pub mod front;
 pub mod lab;
+pub mod lab_cluster;
 pub mod lab_containers;
 pub mod lab_pos;
 pub mod lab_reservations;
