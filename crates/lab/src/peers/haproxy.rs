@@ -48,7 +48,7 @@ pub fn haproxy_proxy_conf(emitted: &str, balance: &str) -> Result<String, String
         out.push('\n');
         if t == "global" {
             saw_global = true;
-            out += "    nbthread 1\n    maxconn 20000\n";
+            out += "    nbthread 1\n    maxconn 8000\n";
         }
     }
     if !saw_global || !saw_balance {
