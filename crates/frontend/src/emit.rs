@@ -68,6 +68,12 @@ fn ms(d: std::time::Duration) -> u128 {
     d.as_millis().max(1)
 }
 
+/// Whole seconds, rounded up, at least 1: nginx's `fail_timeout` takes no milliseconds
+/// (`fail_timeout=500ms` is refused at start).
+fn secs_up(d: std::time::Duration) -> u64 {
+    d.as_millis().div_ceil(1000).max(1) as u64
+}
+
 fn weight(cfg: &FrontConfig, i: usize) -> u32 {
     cfg.dispatch.weights.get(i).copied().unwrap_or(1)
 }
@@ -173,10 +179,10 @@ fn nginx(cfg: &FrontConfig) -> String {
     for (i, b) in cfg.backends.iter().enumerate() {
         let _ = writeln!(
             o,
-            "        server {b} weight={} max_fails={} fail_timeout={}ms;",
+            "        server {b} weight={} max_fails={} fail_timeout={}s;",
             weight(cfg, i),
             cfg.health.fall,
-            ms(cfg.health.interval)
+            secs_up(cfg.health.interval)
         );
     }
     let _ = writeln!(o, "        keepalive {};\n    }}", cfg.pool_size.max(1));
@@ -344,6 +350,12 @@ mod tests {
         let n = emit(&c, Engine::Nginx);
         assert!(n.contains("hash $request_uri consistent;"), "{n}");
         assert!(n.contains("server 127.0.0.1:8081 weight=1"), "{n}");
+        // nginx takes whole seconds there (a health interval of 500ms once gave
+        // `fail_timeout=500ms`, which nginx refuses at start).
+        assert!(n.contains("max_fails=3 fail_timeout=1s;"), "{n}");
+        let mut half = c.clone();
+        half.health.interval = std::time::Duration::from_millis(1500);
+        assert!(emit(&half, Engine::Nginx).contains("fail_timeout=2s;"));
         assert!(n.contains("no load bound"), "{n}");
         let e = emit(&c, Engine::Envoy);
         assert!(e.contains("lb_policy: RING_HASH"), "{e}");

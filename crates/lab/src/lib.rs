@@ -22,7 +22,7 @@
 //! - [`harness`]: the [`harness::Experiment`] trait and [`harness::run_experiment`].
 //!
 //! The labs: [`pos`] (seed 001), [`containers`] (seed 003), [`reservations`] (seed 000) and
-//! [`events`] (seed 002, with the operator's [`capacity`] tool);
+//! [`events`] (seed 002, with the operator's [`capacity`] tool), [`cluster`] (seed 004);
 //! the benchmarks: [`bench::static_files`] and [`bench::load`]. The kernel is reached only
 //! through the `os` crate.
 #![warn(missing_docs)]
@@ -30,6 +30,7 @@
 pub mod bench;
 pub mod capacity;
 pub mod cgi;
+pub mod cluster;
 pub mod containers;
 pub mod error;
 pub mod events;

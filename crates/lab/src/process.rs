@@ -226,6 +226,14 @@ impl Managed {
         s
     }
 
+    /// Kill it (and its group) with SIGKILL now, and reap it (a crash, for failover runs).
+    pub fn kill(&mut self) -> Option<ExitStatus> {
+        self.kill_group(Signal::SIGKILL);
+        let s = self.child.wait().ok();
+        self.done = s;
+        s
+    }
+
     fn kill_group(&self, sig: Signal) {
         let _ = killpg(Pid::from_raw(self.pid() as i32), sig);
     }

@@ -133,6 +133,8 @@ pub struct WrkSpec {
     pub headers: Vec<String>,
     /// The wrk binary (`None`: `wrk` on `PATH`).
     pub program: Option<PathBuf>,
+    /// A Lua script (`-s`) choosing each request (the cluster lab's trace replay).
+    pub script: Option<PathBuf>,
 }
 
 impl WrkSpec {
@@ -145,6 +147,7 @@ impl WrkSpec {
             timeout: None,
             headers: Vec::new(),
             program: None,
+            script: None,
         }
     }
 
@@ -159,6 +162,10 @@ impl WrkSpec {
             args.push(format!("--timeout={}s", t.as_secs().clamp(1, 30)).into());
         }
         args.push("--latency".into());
+        if let Some(s) = &self.script {
+            args.push("-s".into());
+            args.push(s.into());
+        }
         for h in &self.headers {
             args.push("-H".into());
             args.push(h.into());

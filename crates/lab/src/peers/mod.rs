@@ -19,11 +19,13 @@ use crate::process::{run_cmd, which};
 
 mod apache;
 mod lighttpd;
+mod haproxy;
 mod nginx;
 mod site;
 
 pub use apache::apache_conf;
 pub use lighttpd::{has_handler, lighttpd_conf, EventHandler, LighttpdTuning};
+pub use haproxy::{haproxy_proxy_conf, haproxy_source_policy, nginx_proxy_conf};
 pub use nginx::{nginx_conf, NginxTuning};
 pub use site::{Gzip, PeerSite, Prefork, APACHE_MODULES};
 
@@ -37,6 +39,8 @@ pub enum Peer {
     Apache,
     /// lighttpd, one process, on the readiness interface [`PeerTuning::lighttpd`] names.
     Lighttpd,
+    /// HAProxy, a load balancer (the cluster lab's peer; it serves no site of its own).
+    Haproxy,
 }
 
 /// How a peer's processes are set up (beyond what it serves).
@@ -74,6 +78,7 @@ impl Peer {
             Peer::Nginx => "nginx",
             Peer::Apache => "apache",
             Peer::Lighttpd => "lighttpd",
+            Peer::Haproxy => "haproxy",
         }
     }
 
@@ -83,6 +88,7 @@ impl Peer {
             Peer::Nginx => which("nginx"),
             Peer::Apache => which("apache2").or_else(|| which("httpd")),
             Peer::Lighttpd => which("lighttpd"),
+            Peer::Haproxy => which("haproxy"),
         }
     }
 
@@ -169,6 +175,13 @@ impl Peer {
                 let args = vec!["-D".into(), "-f".into(), conf.as_os_str().to_owned()];
                 (conf, text, args)
             }
+            Peer::Haproxy => {
+                return Err(LabError::Config(
+                    "HAProxy serves no site: the cluster lab writes its configuration \
+                     (peers::haproxy_proxy_conf)"
+                        .into(),
+                ))
+            }
         };
         std::fs::write(&conf, text).map_err(|e| LabError::io("writing", &conf, e))?;
         Ok(Prepared {
@@ -196,6 +209,9 @@ pub fn validate(p: &Prepared) -> Result<()> {
         }
         Peer::Lighttpd => {
             run_cmd(&prog, &["-tt", "-f", &conf])?;
+        }
+        Peer::Haproxy => {
+            run_cmd(&prog, &["-c", "-q", "-f", &conf])?;
         }
     }
     Ok(())

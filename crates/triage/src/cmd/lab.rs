@@ -25,6 +25,8 @@ enum Which {
     Reservations(super::lab_reservations::Args),
     /// Seed 002: cold connections and capacity predicted from CPU against the request rate.
     Events(super::lab_events::Args),
+    /// Seed 004: LARD on triage front beside HAProxy and nginx, checked against the simulator.
+    Cluster(super::lab_cluster::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -33,6 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Which::Containers(a) => super::lab_containers::run(a),
         Which::Reservations(a) => super::lab_reservations::run(a),
         Which::Events(a) => super::lab_events::run(a),
+        Which::Cluster(a) => super::lab_cluster::run(a),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod bench_static;
 pub mod capacity;
 pub mod front;
 pub mod lab;
+pub mod lab_cluster;
 pub mod lab_containers;
 pub mod lab_events;
 pub mod lab_pos;
