@@ -9,6 +9,8 @@ pub mod lab_containers;
 pub mod lab_pos;
 pub mod lab_reservations;
 pub mod load;
+pub mod pos;
+pub mod pos_attach;
 pub mod serve;
 pub mod sim;
 
