@@ -30,7 +30,12 @@ fn build(out: &Path) -> Result<(), String> {
     }
     let bpftool = ["bpftool", "/usr/sbin/bpftool", "/sbin/bpftool"]
         .into_iter()
-        .find(|b| Command::new(b).arg("version").output().is_ok_and(|o| o.status.success()))
+        .find(|b| {
+            Command::new(b)
+                .arg("version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
         .ok_or("bpftool not found")?;
     let header = Command::new(bpftool)
         .args(["btf", "dump", "file"])

@@ -66,7 +66,10 @@ fn serve(c: TcpStream, snap: &Mutex<Snapshot>) -> std::io::Result<()> {
     r.read_line(&mut line)?;
     let path = line.split_whitespace().nth(1).unwrap_or("/");
     let (status, body) = match path {
-        "/metrics" => ("200 OK", snap.lock().map(|s| s.render()).unwrap_or_default()),
+        "/metrics" => (
+            "200 OK",
+            snap.lock().map(|s| s.render()).unwrap_or_default(),
+        ),
         "/healthz" => ("200 OK", "ok\n".to_owned()),
         _ => ("404 Not Found", "try /metrics\n".to_owned()),
     };

@@ -104,7 +104,9 @@ mod tests {
 
     #[test]
     fn explanations_offer_the_weight_lever() {
-        let a = Placement::Alone { cgroup: "/x".into() };
+        let a = Placement::Alone {
+            cgroup: "/x".into(),
+        };
         assert!(!a.nice_works());
         assert!(a.explain().contains("--lever weight"));
         let s = Placement::Spread {

@@ -151,8 +151,8 @@ pub fn run(
         }
     }
     let start_ns = proctrace::monotonic_ns();
-    let mut kpos = Kpos::new(cfg.kpos.clone(), start_ns)
-        .map_err(|e| AttachError::Target(e.to_string()))?;
+    let mut kpos =
+        Kpos::new(cfg.kpos.clone(), start_ns).map_err(|e| AttachError::Target(e.to_string()))?;
     let mut lever = match cfg.lever {
         Some(k) => Some(Lever::new(LeverConfig::new(k), &cfg.state_dir)?),
         None => None,
@@ -238,10 +238,7 @@ pub fn run(
                 *g = d.s.clone();
             }
         }
-        if cfg
-            .report_every
-            .is_some_and(|r| last_report.elapsed() >= r)
-        {
+        if cfg.report_every.is_some_and(|r| last_report.elapsed() >= r) {
             last_report = Instant::now();
             let _ = writeln!(out, "{}", d.s.line());
         }

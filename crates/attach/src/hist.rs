@@ -87,7 +87,16 @@ mod tests {
     fn buckets_and_quantiles() {
         let mut h = Hist::default();
         assert_eq!(h.quantile_us(0.99), None);
-        for ns in [500, 1000, 1500, 60_000, 70_000, 75_000, 80_000, 3_000_000_000] {
+        for ns in [
+            500,
+            1000,
+            1500,
+            60_000,
+            70_000,
+            75_000,
+            80_000,
+            3_000_000_000,
+        ] {
             h.record(ns);
         }
         assert_eq!(h.count(), 8);

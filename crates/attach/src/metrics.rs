@@ -75,7 +75,11 @@ impl Snapshot {
         g(&mut o, "lever_errors_total", self.lever_errors as f64);
         g(&mut o, "cpu_seconds_total", self.cpu_s);
         g(&mut o, "cpu_share", self.cpu_share());
-        g(&mut o, "raised_before_wake_total", self.raised_before_wake as f64);
+        g(
+            &mut o,
+            "raised_before_wake_total",
+            self.raised_before_wake as f64,
+        );
         for (name, h) in [
             ("wake_to_lever_seconds", &self.wake_to_lever),
             ("delivery_seconds", &self.delivery),

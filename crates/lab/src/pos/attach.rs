@@ -14,9 +14,9 @@ use crate::runner::Variant;
 
 /// The `+pos` variants named in `only`, in the order named, for a run with `params`.
 pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
-    let slp = p
-        .slp_s
-        .map_or("auto".to_owned(), |s| format!("{}ms", (s * 1e3).round() as u64));
+    let slp = p.slp_s.map_or("auto".to_owned(), |s| {
+        format!("{}ms", (s * 1e3).round() as u64)
+    });
     let rw = p.rw.first().copied().unwrap_or(1).to_string();
     let mut out = Vec::new();
     for name in only {
@@ -24,7 +24,9 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
             "apache+pos" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw],
             "apache+pos-slice" => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
             "apache+pos-log" => vec!["--log-only", "--slp", &slp, "--rw", &rw],
-            "apache+all20" => vec!["--lever", "nice", "--slp", "0ms", "--rw", "100000", "--always"],
+            "apache+all20" => vec![
+                "--lever", "nice", "--slp", "0ms", "--rw", "100000", "--always",
+            ],
             _ => continue,
         };
         let mut f = flags;

@@ -360,9 +360,10 @@ pub fn recover(state_dir: &Path) -> Recovered {
         out.journals += 1;
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         for s in journal::parse(&text).into_values() {
-            let boost = s.cgroup.as_ref().and_then(|c| {
-                mount.as_ref().and_then(|m| weight::boost_dir_name(m, c))
-            });
+            let boost = s
+                .cgroup
+                .as_ref()
+                .and_then(|c| mount.as_ref().and_then(|m| weight::boost_dir_name(m, c)));
             match restore(&s, mount.as_ref()) {
                 Ok(()) => out.restored.push(s.tid),
                 Err(LeverError::Gone(_)) => {}

@@ -22,10 +22,7 @@ fn journal_replays_raises_and_restores() {
     assert_eq!(live.keys().copied().collect::<Vec<_>>(), vec![11]);
     let s = &live[&11];
     assert_eq!((s.start_time, s.nice, s.slice_ns), (556, 5, 100_000));
-    assert_eq!(
-        s.cgroup.as_deref(),
-        Some(Path::new("/sys/fs/cgroup/cpu/a"))
-    );
+    assert_eq!(s.cgroup.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu/a")));
     assert_eq!(
         journal::parse_start_time("7 (a b) S 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 4242 0 0"),
         Some(4242)
@@ -41,9 +38,14 @@ fn cpu_mount_from_mountinfo() {
     assert!(!m.v2);
     assert_eq!(
         weight::boost_dir_name(&m, Path::new("/sys/fs/cgroup/cpu,cpuacct/lab/x")),
-        Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/lab/triage-pos-boost"))
+        Some(PathBuf::from(
+            "/sys/fs/cgroup/cpu,cpuacct/lab/triage-pos-boost"
+        ))
     );
-    assert_eq!(weight::parse_cpu_mount("31 25 0:27 / /x rw - cgroup cgroup rw,cpuset\n"), None);
+    assert_eq!(
+        weight::parse_cpu_mount("31 25 0:27 / /x rw - cgroup cgroup rw,cpuset\n"),
+        None
+    );
 }
 
 #[test]
@@ -89,7 +91,10 @@ fn raise_lower_and_drop_restore_nice() {
     lever.raise(pa).unwrap();
     drop(lever);
     assert_eq!(prio::thread_nice(pa).unwrap(), base, "drop restores");
-    assert!(!journal.exists(), "the journal is removed once all is restored");
+    assert!(
+        !journal.exists(),
+        "the journal is removed once all is restored"
+    );
     stop(a);
 }
 
@@ -142,7 +147,11 @@ fn a_killed_daemon_is_undone_on_the_next_start() {
     assert!(journal::stale(dir.path()).is_empty());
     daemon.kill().unwrap(); // SIGKILL: no destructor runs
     daemon.wait().unwrap();
-    assert_eq!(prio::thread_nice(tid).unwrap(), -20, "left raised by the crash");
+    assert_eq!(
+        prio::thread_nice(tid).unwrap(),
+        -20,
+        "left raised by the crash"
+    );
     let r = recover(dir.path());
     assert_eq!(r.journals, 1);
     assert_eq!(r.restored, vec![tid]);

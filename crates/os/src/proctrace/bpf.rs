@@ -102,7 +102,10 @@ mod real {
                 .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
                 .ok()
                 .flatten()
-                .and_then(|v| v.get(..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap())))
+                .and_then(|v| {
+                    v.get(..8)
+                        .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+                })
                 .unwrap_or(0)
         }
     }

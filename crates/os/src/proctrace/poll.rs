@@ -79,7 +79,10 @@ impl PollTracer {
             }
             let kids = std::fs::read_to_string(format!("/proc/{tid}/task/{tid}/children"))
                 .unwrap_or_default();
-            for c in kids.split_whitespace().filter_map(|c| c.parse::<Tid>().ok()) {
+            for c in kids
+                .split_whitespace()
+                .filter_map(|c| c.parse::<Tid>().ok())
+            {
                 for t in super::targets::threads(c) {
                     if !self.tasks.contains_key(&t) {
                         self.tasks.insert(t, None);

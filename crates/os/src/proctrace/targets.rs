@@ -65,8 +65,8 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     while i < out.len() {
         let p = out[i];
         for t in threads(p) {
-            let kids = std::fs::read_to_string(format!("/proc/{p}/task/{t}/children"))
-                .unwrap_or_default();
+            let kids =
+                std::fs::read_to_string(format!("/proc/{p}/task/{t}/children")).unwrap_or_default();
             for c in kids.split_whitespace().filter_map(|c| c.parse().ok()) {
                 if !out.contains(&c) {
                     out.push(c);

@@ -65,7 +65,11 @@ fn poll_logger_sees_wait_run_fork_and_exit() {
         e.iter().any(|e| e.tid == pid && e.kind == Kind::Exit)
     });
     let _ = child.wait();
-    let mine: Vec<Kind> = evs.iter().filter(|e| e.tid == pid).map(|e| e.kind).collect();
+    let mine: Vec<Kind> = evs
+        .iter()
+        .filter(|e| e.tid == pid)
+        .map(|e| e.kind)
+        .collect();
     assert!(mine.contains(&Kind::Wait), "{mine:?}");
     assert!(mine.contains(&Kind::Run), "{mine:?}");
     assert_eq!(mine.last(), Some(&Kind::Exit));
@@ -102,7 +106,11 @@ fn bpf_logger_follows_a_process_and_its_children() {
         e.iter().any(|e| e.tid == pid && e.kind == Kind::Exit)
     });
     let _ = child.wait();
-    let mine: Vec<Kind> = evs.iter().filter(|e| e.tid == pid).map(|e| e.kind).collect();
+    let mine: Vec<Kind> = evs
+        .iter()
+        .filter(|e| e.tid == pid)
+        .map(|e| e.kind)
+        .collect();
     for k in [Kind::Ready, Kind::Run, Kind::Wait, Kind::Exit] {
         assert!(mine.contains(&k), "{k:?} missing from {mine:?}");
     }

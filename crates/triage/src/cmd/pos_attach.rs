@@ -131,8 +131,8 @@ mod tests {
     fn one_target_is_required_and_levers_parse() {
         assert!(crate::cmd::parse_args::<Args>(&[]).is_err());
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--exe", "x"]).is_err());
-        let a = crate::cmd::parse_args::<Args>(&["--exe", "apache2", "--lever", "nice+slice"])
-            .unwrap();
+        let a =
+            crate::cmd::parse_args::<Args>(&["--exe", "apache2", "--lever", "nice+slice"]).unwrap();
         assert_eq!(a.lever, LeverKind::NiceSlice);
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--lever", "fifo"]).is_err());
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--poll-every", "2"]).is_err());
