@@ -84,8 +84,8 @@ impl PollTracer {
                 .filter_map(|c| c.parse::<Tid>().ok())
             {
                 for t in super::targets::threads(c) {
-                    if !self.tasks.contains_key(&t) {
-                        self.tasks.insert(t, None);
+                    if let std::collections::btree_map::Entry::Vacant(e) = self.tasks.entry(t) {
+                        e.insert(None);
                         out.push(TaskEvent {
                             t_ns,
                             tid: t,
