@@ -5,7 +5,11 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config nginx apache2 haproxy lighttpd wrk iproute2 procps psmisc curl
-      perl python3 util-linux)
+      perl python3 util-linux
+      # os::proctrace's BPF logger (cargo feature `bpf`): clang -target bpf, the kernel's BTF
+      # through bpftool, libbpf's headers; libbpf-sys builds its vendored libbpf with libelf
+      # and zlib. Without them the build goes on with the /proc logger only.
+      clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

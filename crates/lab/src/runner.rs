@@ -48,6 +48,10 @@ pub struct Variant {
     pub server: ServerKind,
     /// Run the CPU hog beside the server.
     pub hog: bool,
+    /// Run `triage pos attach --pid <server> <these flags>` on the client side beside the
+    /// server (the `+pos` variants of unmodified servers); `None`: no daemon.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attach: Option<Vec<String>>,
 }
 
 impl Variant {
@@ -59,6 +63,7 @@ impl Variant {
                 args: args.iter().map(|s| s.to_string()).collect(),
             },
             hog,
+            attach: None,
         }
     }
 
@@ -68,7 +73,15 @@ impl Variant {
             name: peer.name().to_owned(),
             server: ServerKind::Peer { peer },
             hog,
+            attach: None,
         }
+    }
+
+    /// This variant with `triage pos attach` following its server, named `name`.
+    pub fn with_attach(mut self, name: &str, flags: &[&str]) -> Variant {
+        self.name = name.to_owned();
+        self.attach = Some(flags.iter().map(|s| s.to_string()).collect());
+        self
     }
 
     /// The peer, if this is one.
@@ -165,6 +178,37 @@ impl Bench<'_> {
         a
     }
 
+    /// Start `triage pos attach` on the client side, following the server `pid` and its
+    /// children for the load's duration and a margin, logging to `dir/attach.log`.
+    fn spawn_attach(
+        &self,
+        pid: u32,
+        flags: &[String],
+        load: &LoadPlan,
+        dir: &Path,
+    ) -> Result<crate::process::Managed> {
+        let mut args = vec![
+            os("pos"),
+            os("attach"),
+            os("--pid"),
+            os(pid.to_string()),
+            os("--duration"),
+            os(format!(
+                "{}ms",
+                (load.duration + load.timeout * 2 + Duration::from_secs(40)).as_millis()
+            )),
+            os("--report-every"),
+            os("1s"),
+        ];
+        args.extend(flags.iter().map(os));
+        self.tb.spawn_client(
+            "triage pos attach",
+            &self.triage_bin,
+            &args,
+            Some(dir.join("attach.log")),
+        )
+    }
+
     /// Run `v` under `load`, keeping logs and the load's output in `dir`.
     pub fn run(&self, v: &Variant, load: &LoadPlan, dir: &Path) -> Result<RunOutcome> {
         std::fs::create_dir_all(dir).map_err(|e| LabError::io("creating", dir, e))?;
@@ -204,6 +248,10 @@ impl Bench<'_> {
             Some(self.tb.spawn_hog()?)
         } else {
             None
+        };
+        let mut daemon = match &v.attach {
+            Some(flags) => Some(self.spawn_attach(server.pid(), flags, load, dir)?),
+            None => None,
         };
         // Let the hog take its share and the server's workers go idle before the first page.
         crate::signals::sleep(Duration::from_millis(300))?;
@@ -255,6 +303,10 @@ impl Bench<'_> {
         let gate = poller.and_then(GatePoller::finish);
         if let Some(h) = hog.as_mut() {
             h.stop(Duration::from_millis(200));
+        }
+        if let Some(d) = daemon.as_mut() {
+            // SIGTERM: the daemon restores every task it raised before it exits.
+            d.stop(Duration::from_secs(3));
         }
         let server_status = server.try_wait()?;
         server.stop(Duration::from_secs(3));

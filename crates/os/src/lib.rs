@@ -3,16 +3,20 @@
 //! CPU affinity ([`cpu`]), network namespaces ([`netns`], `setns`), kernel parameters
 //! ([`sysctl`]), thread priority and scheduler slice ([`prio`], `setpriority`,
 //! `sched_setattr`), CPU clocks ([`cputime`]), process liveness ([`task`]) and keeping started processes in
-//! reach ([`reaper`]: child subreaper, processes marked in their environment). Other crates call these; none reads `/proc` or
+//! reach ([`reaper`]: child subreaper, processes marked in their environment), following
+//! processes' run/wait transitions ([`proctrace`]: BPF tracepoints or /proc polling) and
+//! raising and restoring them per task ([`lever`]: nice, slice, cgroup weight, journaled). Other crates call these; none reads `/proc` or
 //! `/sys`, or makes these system calls, itself (`scripts/check_layout.py` checks it).
 #![warn(missing_docs)]
 pub mod cgroup;
 pub mod cpu;
 pub mod cpusplit;
 pub mod cputime;
+pub mod lever;
 pub mod netns;
 pub mod prio;
 pub mod procfs;
+pub mod proctrace;
 pub mod reaper;
 pub mod sysctl;
 pub mod task;

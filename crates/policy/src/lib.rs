@@ -20,6 +20,8 @@
 //! - the policies, one file each: [`fifo`], [`pos`], [`content`], [`timeshare`], [`delayed`]
 //!   (on `timeshare`), [`share`] (resource containers; inner policies come from a builder it
 //!   is given, not from the registry); and [`dispatch`], the cluster distribution policies.
+//! - [`kpos`]: POS for tasks the kernel schedules: a tracer's run/wait transitions drive a
+//!   [`pos::Pos`], whose mark becomes a raise/lower decision per task (`triage pos attach`).
 //! - [`registry`]: the list of policies and [`build`]; adding a policy is one file plus one
 //!   line there.
 
@@ -31,6 +33,7 @@ pub mod delayed;
 pub mod dispatch;
 pub mod fifo;
 pub mod idhash;
+pub mod kpos;
 pub mod pos;
 pub mod predict;
 pub mod queue;

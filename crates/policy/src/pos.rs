@@ -146,6 +146,15 @@ impl Pos {
         self.workers.get(&worker).map(|w| w.counter)
     }
 
+    /// Whether `worker` has been waiting longer than SLP at `now`: if it woke now,
+    /// characteristic 1 would mark it. A mechanism whose lever is slow to apply (a system
+    /// call on another process) applies it to such a worker before it wakes.
+    pub fn waiting_past_slp(&self, worker: WorkerId, now: Nanos) -> bool {
+        self.workers
+            .get(&worker)
+            .is_some_and(|w| w.state == State::Wait && now.saturating_sub(w.since) > self.slp)
+    }
+
     /// Number of workers POS holds state for (live workers only).
     pub fn live_workers(&self) -> usize {
         self.workers.len()

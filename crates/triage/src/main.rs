@@ -23,6 +23,8 @@ enum Cmd {
     Load(cmd::load::Args),
     /// Reproduce the papers' experiments end to end on the real server, beside real peers.
     Lab(cmd::lab::Args),
+    /// POS for processes triage did not start (`pos attach`).
+    Pos(cmd::pos::Args),
     /// Run the deterministic simulator (virtual time, the same policy code).
     Sim(cmd::sim::Args),
     /// Benchmarks that print ratios against a peer measured in the same run.
@@ -47,6 +49,7 @@ fn main() {
         Cmd::Front(a) => cmd::front::run(a),
         Cmd::Load(a) => cmd::load::run(a),
         Cmd::Lab(a) => cmd::lab::run(a),
+        Cmd::Pos(a) => cmd::pos::run(a),
         Cmd::Sim(a) => cmd::sim::run(a),
         Cmd::Bench(a) => cmd::bench::run(a),
         Cmd::Capacity(a) => cmd::capacity::run(a),

@@ -26,6 +26,7 @@ use crate::runner::{RunOutcome, Variant};
 use crate::site::{generate, Site};
 use crate::testbed::TestbedConfig;
 
+pub mod attach;
 pub mod opts;
 pub mod plan;
 pub mod report;

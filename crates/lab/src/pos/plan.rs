@@ -325,6 +325,12 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         }
     }
     if let Some(only) = &o.only {
+        // Unmodified servers with `triage pos attach` (`attach.rs`), and their baseline when
+        // named without `--peers`.
+        if !o.peers && only.iter().any(|n| n == "apache") {
+            v.push(Variant::peer(Peer::Apache, hog));
+        }
+        v.extend(super::attach::variants(only, p));
         v.retain(|x| only.iter().any(|n| n == &x.name));
     }
     v

@@ -262,6 +262,9 @@ pub struct VariantSummary {
     pub lrq: f64,
     /// CPU seconds of the server side per run (mean).
     pub cpu_s: f64,
+    /// The same, under the name the checks read: the server, its children and the
+    /// hog in the server side's one CPU budget (a `+pos` daemon runs on the client side).
+    pub server_cpu_s: f64,
     /// triage's gate view (mean over repetitions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateStats>,
@@ -446,6 +449,7 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                 pl: mean(&cpu.iter().map(|c| c.pl_mean).collect::<Vec<_>>()),
                 lrq: mean(&cpu.iter().map(|c| c.lrq_mean).collect::<Vec<_>>()),
                 cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
+                server_cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
                 gate: mean_gate(&gates),
                 link: link_summary(&links),
                 t1_ratio_vs_nginx: None,

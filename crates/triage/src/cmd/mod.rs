@@ -12,6 +12,8 @@ pub mod lab_events;
 pub mod lab_pos;
 pub mod lab_reservations;
 pub mod load;
+pub mod pos;
+pub mod pos_attach;
 pub mod serve;
 pub mod sim;
 

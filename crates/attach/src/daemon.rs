@@ -1,0 +1,368 @@
+//! The daemon: follow the target's tasks ([`os::proctrace`]), feed their transitions to POS
+//! ([`policy::kpos`]), pull the lever it decides ([`os::lever`]), report ([`crate::metrics`]).
+//! Everything raised is restored when [`run`] returns, whatever the reason (signal, duration,
+//! the followed processes exiting, an error); a crash is undone by the next start's
+//! [`os::lever::recover`].
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use os::lever::{Lever, LeverConfig, LeverError, LeverKind};
+use os::proctrace::{self, Kind, Logger, Target, TaskEvent, Tid, Tracer};
+use policy::kpos::{Action, Input, Kpos, KposConfig};
+
+use crate::check;
+use crate::metrics::Snapshot;
+
+/// Which logger to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoggerChoice {
+    /// BPF if it starts, else /proc polling (saying why).
+    Auto,
+    /// BPF or fail.
+    Bpf,
+    /// /proc polling.
+    Poll,
+}
+
+/// What to attach to and how.
+#[derive(Debug, Clone)]
+pub struct AttachConfig {
+    /// The processes to follow.
+    pub target: Target,
+    /// The lever; `None` logs and classifies only (its overhead, its accuracy).
+    pub lever: Option<LeverKind>,
+    /// The logger.
+    pub logger: LoggerChoice,
+    /// Interval of the /proc logger.
+    pub poll_every: Duration,
+    /// POS's configuration and the CPUs the tasks share.
+    pub kpos: KposConfig,
+    /// Where to serve `/metrics`.
+    pub admin: Option<SocketAddr>,
+    /// Where the lever's journal lives ([`os::lever::STATE_DIR`]).
+    pub state_dir: PathBuf,
+    /// How often a cgroup or name target is looked up again for tasks that joined it
+    /// without a followed parent.
+    pub rescan: Duration,
+    /// Stop after this long (`None`: until a signal or the processes are gone).
+    pub duration: Option<Duration>,
+    /// Print a status line this often.
+    pub report_every: Option<Duration>,
+    /// Use a nice lever even where the cgroup check says it cannot work.
+    pub force: bool,
+}
+
+impl AttachConfig {
+    /// Defaults for `target`: the nice lever, the best logger, POS's defaults on one CPU.
+    pub fn new(target: Target) -> Self {
+        Self {
+            target,
+            lever: Some(LeverKind::Nice),
+            logger: LoggerChoice::Auto,
+            poll_every: Duration::from_millis(2),
+            kpos: KposConfig::default(),
+            admin: None,
+            state_dir: PathBuf::from(os::lever::STATE_DIR),
+            rescan: Duration::from_secs(1),
+            duration: None,
+            report_every: None,
+            force: false,
+        }
+    }
+}
+
+/// Why the daemon could not start (or stopped on an error).
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// A lever needs root.
+    #[error("raising priorities needs root (CAP_SYS_NICE); run as root, or use --log-only")]
+    NotRoot,
+    /// The target could not be resolved.
+    #[error("{0}")]
+    Target(String),
+    /// The logger could not start.
+    #[error("{0}")]
+    Trace(#[from] proctrace::TraceError),
+    /// The lever would do nothing where the tasks are.
+    #[error("{0} (or --force)")]
+    Placement(String),
+    /// Any other failure.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Run until `stop()` says so, the duration passes, or every followed task has exited;
+/// progress lines go to `out`. Returns the final snapshot.
+pub fn run(
+    cfg: &AttachConfig,
+    out: &mut dyn Write,
+    stop: &dyn Fn() -> bool,
+) -> Result<Snapshot, AttachError> {
+    if cfg.lever.is_some() && !nix::unistd::geteuid().is_root() {
+        return Err(AttachError::NotRoot);
+    }
+    let rec = os::lever::recover(&cfg.state_dir);
+    if rec.journals > 0 {
+        let _ = writeln!(
+            out,
+            "recovered {} journal(s) of a daemon that died: restored {} task(s){}",
+            rec.journals,
+            rec.restored.len(),
+            if rec.failed.is_empty() {
+                String::new()
+            } else {
+                format!("; failed: {}", rec.failed.join("; "))
+            }
+        );
+    }
+    let (mut tracer, why) = match cfg.logger {
+        LoggerChoice::Auto => Tracer::open_best(cfg.poll_every),
+        LoggerChoice::Bpf => (Tracer::open(Logger::Bpf)?, None),
+        LoggerChoice::Poll => (Tracer::open(Logger::Poll(cfg.poll_every))?, None),
+    };
+    let _ = writeln!(
+        out,
+        "logger: {}{}",
+        tracer.logger().name(),
+        why.map(|w| format!(" ({w})")).unwrap_or_default()
+    );
+    let tasks = proctrace::targets::tasks(&cfg.target)
+        .map_err(|e| AttachError::Target(format!("{}: {e}", cfg.target)))?;
+    if tasks.is_empty() {
+        return Err(AttachError::Target(format!(
+            "nothing to follow: no {}",
+            cfg.target
+        )));
+    }
+    if let Some(kind @ (LeverKind::Nice | LeverKind::NiceSlice)) = cfg.lever {
+        let p = check::placement(&tasks);
+        let _ = writeln!(out, "placement: {}", p.explain());
+        if !p.nice_works() && !cfg.force {
+            return Err(AttachError::Placement(format!(
+                "lever {} would do nothing: {}",
+                kind.name(),
+                p.explain()
+            )));
+        }
+    }
+    let start_ns = proctrace::monotonic_ns();
+    let mut kpos =
+        Kpos::new(cfg.kpos.clone(), start_ns).map_err(|e| AttachError::Target(e.to_string()))?;
+    let mut lever = match cfg.lever {
+        Some(k) => Some(Lever::new(LeverConfig::new(k), &cfg.state_dir)?),
+        None => None,
+    };
+    let snap = Arc::new(Mutex::new(Snapshot {
+        logger: tracer.logger().name(),
+        lever: cfg.lever.map_or("none", |k| k.name()),
+        ..Default::default()
+    }));
+    let admin = match cfg.admin {
+        Some(a) => Some(crate::admin::Admin::start(a, snap.clone())?),
+        None => None,
+    };
+    if let Some(a) = &admin {
+        let _ = writeln!(out, "metrics: http://{}/metrics", a.addr());
+    }
+    let mut d = Daemon {
+        known: BTreeSet::new(),
+        acts: Vec::new(),
+        s: Snapshot::default(),
+        errors_shown: 0,
+    };
+    let _ = writeln!(
+        out,
+        "following {} task(s) of {}; lever {}",
+        tasks.len(),
+        cfg.target,
+        cfg.lever.map_or("none (log only)", |k| k.name())
+    );
+    for t in tasks {
+        d.start(&mut tracer, &mut kpos, t, start_ns);
+    }
+    let began = Instant::now();
+    let cpu0 = os::thread_cpu_time();
+    let mut last_rescan = Instant::now();
+    let mut last_snap = Instant::now();
+    let mut last_report = Instant::now();
+    let mut window = (Instant::now(), 0u64);
+    let mut evs: Vec<TaskEvent> = Vec::new();
+    let end = loop {
+        if stop() {
+            break "stopped";
+        }
+        if cfg.duration.is_some_and(|dur| began.elapsed() >= dur) {
+            break "duration reached";
+        }
+        evs.clear();
+        tracer.poll(Duration::from_millis(5), &mut evs)?;
+        let now = proctrace::monotonic_ns();
+        for ev in &evs {
+            d.s.events += 1;
+            d.s.delivery.record(now.saturating_sub(ev.t_ns));
+            d.event(&mut tracer, &mut kpos, lever.as_mut(), ev, out);
+        }
+        d.acts.clear();
+        kpos.scan(proctrace::monotonic_ns(), &mut d.acts);
+        d.apply(lever.as_mut(), None, out);
+        if last_rescan.elapsed() >= cfg.rescan {
+            last_rescan = Instant::now();
+            if !matches!(cfg.target, Target::Pid(_)) {
+                if let Ok(ts) = proctrace::targets::tasks(&cfg.target) {
+                    let now = proctrace::monotonic_ns();
+                    for t in ts {
+                        if !d.known.contains(&t) {
+                            d.start(&mut tracer, &mut kpos, t, now);
+                        }
+                    }
+                }
+            }
+        }
+        if d.known.is_empty() && matches!(cfg.target, Target::Pid(_)) {
+            break "every followed process exited";
+        }
+        if last_snap.elapsed() >= Duration::from_millis(100) {
+            last_snap = Instant::now();
+            if window.0.elapsed() >= Duration::from_secs(1) {
+                d.s.events_per_s =
+                    (d.s.events - window.1) as f64 / window.0.elapsed().as_secs_f64();
+                window = (Instant::now(), d.s.events);
+            }
+            d.refresh(&tracer, &kpos, began, cpu0);
+            if let Ok(mut g) = snap.lock() {
+                *g = d.s.clone();
+            }
+        }
+        if cfg.report_every.is_some_and(|r| last_report.elapsed() >= r) {
+            last_report = Instant::now();
+            let _ = writeln!(out, "{}", d.s.line());
+        }
+    };
+    d.refresh(&tracer, &kpos, began, cpu0);
+    if let Some(l) = lever.as_mut() {
+        let n = l.raised();
+        for e in l.restore_all() {
+            let _ = writeln!(out, "restore: {e}");
+        }
+        let _ = writeln!(out, "{end}: restored {n} raised task(s)");
+    } else {
+        let _ = writeln!(out, "{end}");
+    }
+    drop(lever);
+    drop(tracer);
+    let _ = writeln!(out, "{}", d.s.line());
+    if let Ok(mut g) = snap.lock() {
+        *g = d.s.clone();
+    }
+    drop(admin);
+    Ok(d.s)
+}
+
+/// The loop's state.
+struct Daemon {
+    /// Tasks followed now.
+    known: BTreeSet<Tid>,
+    /// Decisions to apply (reused buffer).
+    acts: Vec<Action>,
+    /// Metrics.
+    s: Snapshot,
+    /// Lever errors printed so far (bounded).
+    errors_shown: u32,
+}
+
+impl Daemon {
+    fn start(&mut self, tracer: &mut Tracer, kpos: &mut Kpos, t: Tid, now: u64) {
+        if tracer.follow(t).is_ok() {
+            self.known.insert(t);
+            self.acts.clear();
+            kpos.event(t as u64, Input::Start, now, &mut self.acts);
+        }
+    }
+
+    fn event(
+        &mut self,
+        tracer: &mut Tracer,
+        kpos: &mut Kpos,
+        mut lever: Option<&mut Lever>,
+        ev: &TaskEvent,
+        out: &mut dyn Write,
+    ) {
+        let input = match ev.kind {
+            Kind::Ready => Input::Wake,
+            Kind::Run => Input::Run,
+            Kind::Wait => Input::Sleep,
+            Kind::Preempt => Input::Preempt,
+            Kind::Fork { .. } => {
+                self.known.insert(ev.tid);
+                Input::Start
+            }
+            Kind::Exit => {
+                self.known.remove(&ev.tid);
+                tracer.unfollow(ev.tid);
+                if let Some(l) = lever.as_deref_mut() {
+                    l.forget(ev.tid);
+                }
+                Input::Exit
+            }
+        };
+        if !self.known.contains(&ev.tid) && input != Input::Exit {
+            // A task that joined without a fork event (the poller's first sight of it).
+            self.known.insert(ev.tid);
+        }
+        let raised_before = lever.as_deref().is_some_and(|l| l.is_raised(ev.tid));
+        self.acts.clear();
+        kpos.event(ev.tid as u64, input, ev.t_ns, &mut self.acts);
+        let wake = (input == Input::Wake).then_some(ev);
+        if let (Some(_), true) = (wake, raised_before) {
+            self.s.raised_before_wake += 1;
+            self.s.wake_to_lever.record(0);
+        }
+        self.apply(lever, wake.filter(|_| !raised_before), out);
+    }
+
+    /// Apply the decisions in `acts`; `wake`: the wake-up that caused them (its latency is
+    /// recorded if it raised the task that woke).
+    fn apply(&mut self, lever: Option<&mut Lever>, wake: Option<&TaskEvent>, out: &mut dyn Write) {
+        let Some(l) = lever else {
+            return;
+        };
+        for a in std::mem::take(&mut self.acts) {
+            let (tid, r) = match a {
+                Action::Raise(w) => (w as Tid, l.raise(w as Tid)),
+                Action::Lower(w) => (w as Tid, l.lower(w as Tid)),
+            };
+            match r {
+                Ok(()) => {
+                    if let (Action::Raise(_), Some(w)) = (a, wake) {
+                        if w.tid == tid {
+                            self.s
+                                .wake_to_lever
+                                .record(proctrace::monotonic_ns().saturating_sub(w.t_ns));
+                        }
+                    }
+                }
+                Err(LeverError::Gone(_)) => l.forget(tid),
+                Err(e) => {
+                    self.s.lever_errors += 1;
+                    if self.errors_shown < 5 {
+                        self.errors_shown += 1;
+                        let _ = writeln!(out, "lever: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn refresh(&mut self, tracer: &Tracer, kpos: &Kpos, began: Instant, cpu0: Duration) {
+        self.s.logger = tracer.logger().name();
+        self.s.pos = kpos.stats();
+        self.s.dropped = tracer.dropped();
+        self.s.cpu_s = os::thread_cpu_time().saturating_sub(cpu0).as_secs_f64();
+        self.s.wall_s = began.elapsed().as_secs_f64();
+    }
+}

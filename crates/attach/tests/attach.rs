@@ -1,0 +1,116 @@
+//! The daemon end to end on a real process: a shell that sleeps 50 ms (longer than SLP) then
+//! burns a short burst, like a text worker, is marked, raised before it wakes, and restored
+//! when the daemon stops; a target that does not exist is a one-line error; a target that
+//! exits mid-run ends the daemon cleanly with nothing left raised.
+
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use attach::{AttachConfig, AttachError, LoggerChoice};
+use os::proctrace::Target;
+use policy::Tunable;
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn text_worker(rounds: &str) -> Child {
+    let script = format!(
+        "n=0; while [ $n -lt {rounds} ]; do sleep 0.05; i=0; \
+         while [ $i -lt 2000 ]; do i=$((i+1)); done; n=$((n+1)); done"
+    );
+    Command::new("sh").args(["-c", &script]).spawn().unwrap()
+}
+
+fn config(pid: i32, dir: &std::path::Path) -> AttachConfig {
+    let mut c = AttachConfig::new(Target::Pid(pid));
+    c.state_dir = dir.to_owned();
+    c.kpos.always = true;
+    c.kpos.policy.slp = Tunable::Fixed(20_000_000);
+    c.kpos.policy.rw = Tunable::Fixed(3);
+    c.force = true; // the test's cgroup may hold nothing else
+    c
+}
+
+#[test]
+fn a_text_worker_is_raised_before_it_wakes_and_restored_at_the_end() {
+    if !is_root() {
+        eprintln!("SKIP a_text_worker_is_raised...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = text_worker("1000");
+    let pid = child.id() as i32;
+    // The test may run niced (`nice cargo test`): compare with what the child had.
+    let base = os::prio::thread_nice(pid).unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.duration = Some(Duration::from_millis(1500));
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let daemon = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let r = attach::run(&cfg, &mut out, &move || s2.load(Ordering::Relaxed));
+        (r, String::from_utf8_lossy(&out).into_owned())
+    });
+    let mut seen_raised = false;
+    for _ in 0..120 {
+        if os::prio::thread_nice(pid) == Ok(-20) {
+            seen_raised = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (r, out) = daemon.join().unwrap();
+    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(seen_raised, "the worker was raised while followed\n{out}");
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
+    assert!(snap.pos.marks > 0, "{out}");
+    assert!(snap.raised_before_wake > 0, "{out}");
+    assert!(snap.events > 10, "{out}");
+    assert!(out.contains("logger: "), "{out}");
+    assert!(out.contains("restored"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no journal left"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_target_that_exits_mid_run_ends_the_daemon_cleanly() {
+    if !is_root() {
+        eprintln!("SKIP a_target_that_exits_mid_run...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = text_worker("6");
+    let pid = child.id() as i32;
+    let mut cfg = config(pid, dir.path());
+    cfg.logger = LoggerChoice::Auto;
+    cfg.duration = Some(Duration::from_secs(10));
+    let reaper = std::thread::spawn(move || child.wait());
+    let mut out = Vec::new();
+    let snap = attach::run(&cfg, &mut out, &|| false).unwrap();
+    let out = String::from_utf8_lossy(&out);
+    eprintln!("{out}");
+    assert!(out.contains("every followed process exited"), "{out}");
+    assert_eq!(snap.pos.live, 0, "{out}");
+    assert!(snap.wall_s < 9.0, "ended with its target, not its duration");
+    reaper.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_missing_target_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(i32::MAX, dir.path());
+    cfg.lever = None; // no root needed to see the target error
+    cfg.logger = LoggerChoice::Poll;
+    let e = attach::run(&cfg, &mut Vec::new(), &|| false).unwrap_err();
+    assert!(matches!(e, AttachError::Target(_)), "{e}");
+    assert!(e.to_string().contains("no process"), "{e}");
+    assert!(!e.to_string().contains('\n'));
+}

@@ -1,0 +1,166 @@
+use super::*;
+use std::process::{Child, Command};
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn sleeper() -> Child {
+    Command::new("sleep").arg("30").spawn().unwrap()
+}
+
+fn stop(mut c: Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+#[test]
+fn journal_replays_raises_and_restores() {
+    let text = "R 10 555 0 0 -\nR 11 556 5 100000 /sys/fs/cgroup/cpu/a\nL 10\nR 12 9 bad\nR 13";
+    let live = journal::parse(text);
+    assert_eq!(live.keys().copied().collect::<Vec<_>>(), vec![11]);
+    let s = &live[&11];
+    assert_eq!((s.start_time, s.nice, s.slice_ns), (556, 5, 100_000));
+    assert_eq!(s.cgroup.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu/a")));
+    assert_eq!(
+        journal::parse_start_time("7 (a b) S 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 4242 0 0"),
+        Some(4242)
+    );
+}
+
+#[test]
+fn cpu_mount_from_mountinfo() {
+    let mi = "30 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+              31 25 0:27 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
+    let m = weight::parse_cpu_mount(mi).unwrap();
+    assert_eq!(m.dir, Path::new("/sys/fs/cgroup/cpu,cpuacct"));
+    assert!(!m.v2);
+    assert_eq!(
+        weight::boost_dir_name(&m, Path::new("/sys/fs/cgroup/cpu,cpuacct/lab/x")),
+        Some(PathBuf::from(
+            "/sys/fs/cgroup/cpu,cpuacct/lab/triage-pos-boost"
+        ))
+    );
+    assert_eq!(
+        weight::parse_cpu_mount("31 25 0:27 / /x rw - cgroup cgroup rw,cpuset\n"),
+        None
+    );
+}
+
+#[test]
+fn lever_names() {
+    for k in [LeverKind::Nice, LeverKind::NiceSlice, LeverKind::Weight] {
+        assert_eq!(LeverKind::parse(k.name()), Ok(k));
+    }
+    assert!(LeverKind::parse("fifo").unwrap_err().contains("nice+slice"));
+}
+
+#[test]
+fn raise_lower_and_drop_restore_nice() {
+    if !is_root() {
+        eprintln!("SKIP raise_lower_and_drop_restore_nice: needs root (CAP_SYS_NICE)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (sleeper(), sleeper());
+    let (pa, pb) = (a.id() as Tid, b.id() as Tid);
+    // The test may itself run niced (`nice cargo test`): compare with what the child had.
+    let base = prio::thread_nice(pa).unwrap();
+    prio::set_thread_nice(pb, 3).unwrap();
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::NiceSlice), dir.path()).unwrap();
+    lever.raise(pa).unwrap();
+    lever.raise(pb).unwrap();
+    lever.raise(pb).unwrap(); // twice: one record
+    assert_eq!(prio::thread_nice(pa).unwrap(), -20);
+    assert_eq!(prio::thread_nice(pb).unwrap(), -20);
+    assert_eq!(lever.raised(), 2);
+    let journal = lever.journal_path().unwrap().to_owned();
+    assert_eq!(
+        journal::parse(&std::fs::read_to_string(&journal).unwrap()).len(),
+        2
+    );
+    lever.lower(pa).unwrap();
+    assert_eq!(prio::thread_nice(pa).unwrap(), base);
+    assert!(!lever.is_raised(pa));
+    // A task gone while raised: lowering it is a clean detach.
+    let pb_gone = pb;
+    stop(b);
+    assert!(lever.lower(pb_gone).is_ok());
+    assert!(matches!(lever.raise(pb_gone), Err(LeverError::Gone(_))));
+    lever.raise(pa).unwrap();
+    drop(lever);
+    assert_eq!(prio::thread_nice(pa).unwrap(), base, "drop restores");
+    assert!(
+        !journal.exists(),
+        "the journal is removed once all is restored"
+    );
+    stop(a);
+}
+
+/// The child half of [`a_killed_daemon_is_undone_on_the_next_start`]: raise the task named in
+/// the environment, say so, and wait to be killed.
+#[test]
+fn crash_child() {
+    let (Ok(dir), Ok(tid)) = (
+        std::env::var("OS_LEVER_CRASH_DIR"),
+        std::env::var("OS_LEVER_CRASH_TID"),
+    ) else {
+        return;
+    };
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::Nice), Path::new(&dir)).unwrap();
+    lever.raise(tid.parse().unwrap()).unwrap();
+    println!("RAISED");
+    std::mem::forget(lever); // as a crash would
+    std::thread::sleep(std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn a_killed_daemon_is_undone_on_the_next_start() {
+    if !is_root() {
+        eprintln!("SKIP a_killed_daemon_is_undone_on_the_next_start: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let victim = sleeper();
+    let tid = victim.id() as Tid;
+    let base = prio::thread_nice(tid).unwrap();
+    let mut daemon = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lever::tests::crash_child", "--nocapture"])
+        .env("OS_LEVER_CRASH_DIR", dir.path())
+        .env("OS_LEVER_CRASH_TID", tid.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(daemon.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        use std::io::BufRead;
+        if out.read_line(&mut line).unwrap() == 0 || line.contains("RAISED") {
+            break;
+        }
+    }
+    assert!(line.contains("RAISED"), "the child raised the task");
+    assert_eq!(prio::thread_nice(tid).unwrap(), -20);
+    // While its daemon lives, a journal is not stale.
+    assert!(journal::stale(dir.path()).is_empty());
+    daemon.kill().unwrap(); // SIGKILL: no destructor runs
+    daemon.wait().unwrap();
+    assert_eq!(
+        prio::thread_nice(tid).unwrap(),
+        -20,
+        "left raised by the crash"
+    );
+    let r = recover(dir.path());
+    assert_eq!(r.journals, 1);
+    assert_eq!(r.restored, vec![tid]);
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    assert_eq!(
+        prio::thread_nice(tid).unwrap(),
+        base,
+        "restored on the next start"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    stop(victim);
+}

@@ -1,0 +1,140 @@
+//! `triage pos attach`: clap arguments and glue to the `attach` crate's daemon.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use attach::{AttachConfig, LoggerChoice};
+use os::lever::LeverKind;
+use os::proctrace::Target;
+use units::Dur;
+
+use crate::cmd::UsageError;
+
+/// Arguments of `triage pos attach`.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "cgroup", "exe"])))]
+#[command(after_long_help = AFTER)]
+pub struct Args {
+    /// Follow this process, its threads and every descendant (forks are followed).
+    #[arg(long)]
+    pid: Option<i32>,
+    /// Follow every process in this cgroup directory (looked up again every second).
+    #[arg(long)]
+    cgroup: Option<PathBuf>,
+    /// Follow every process whose command name or executable is NAME (e.g. apache2, php-fpm8.2).
+    #[arg(long)]
+    exe: Option<String>,
+    /// The kernel lever: `nice` (nice -20; orders tasks within one leaf cgroup), `nice+slice`
+    /// (also a 0.1 ms EEVDF slice), `weight` (move into a high-weight sibling cgroup).
+    #[arg(long, default_value = "nice", value_parser = LeverKind::parse)]
+    lever: LeverKind,
+    /// Follow and classify only: no priority is changed (measures the daemon's overhead).
+    #[arg(long)]
+    log_only: bool,
+    /// Serve /metrics on this address (SLP, RW, marks, demotions, events/s, own CPU,
+    /// wake-up-to-lever latency histogram).
+    #[arg(long)]
+    admin: Option<SocketAddr>,
+    /// The logger: `auto` (BPF, else /proc polling), `bpf`, `poll`.
+    #[arg(long, default_value = "auto", value_parser = parse_logger)]
+    logger: LoggerChoice,
+    /// Interval of the /proc logger.
+    #[arg(long, default_value = "2ms")]
+    poll_every: Dur,
+    /// POS's long-wait threshold: `auto` (predicted every period) or a duration.
+    #[arg(long, default_value = "auto", value_parser = policy::config::parse_slp)]
+    slp: policy::Tunable<policy::Nanos>,
+    /// POS's run/wait change threshold: `auto` or a count.
+    #[arg(long, default_value = "3", value_parser = policy::config::parse_rw)]
+    rw: policy::Tunable<u32>,
+    /// Prediction period.
+    #[arg(long, default_value = "500ms")]
+    period: Dur,
+    /// CPUs the followed processes share (POS's slots); default: this process's CPUs.
+    #[arg(long)]
+    cpus: Option<usize>,
+    /// Mean wake-up-to-run delay of the followed tasks from which the CPU counts as the
+    /// bottleneck (below it nothing is raised).
+    #[arg(long, default_value = "250us")]
+    bottleneck_delay: Dur,
+    /// Raise marked tasks whether or not the CPU is the bottleneck.
+    #[arg(long)]
+    always: bool,
+    /// Stop after this long (default: until Ctrl-C, SIGTERM, or the processes exit).
+    #[arg(long)]
+    duration: Option<Dur>,
+    /// Print a status line this often.
+    #[arg(long, default_value = "5s")]
+    report_every: Dur,
+    /// Use a nice lever even where the processes are not in one cgroup with their competitors.
+    #[arg(long)]
+    force: bool,
+    /// Directory of the journal of raised tasks (crash recovery).
+    #[arg(long, default_value = os::lever::STATE_DIR)]
+    state_dir: PathBuf,
+}
+
+const AFTER: &str = "\
+Examples:
+  triage pos attach --exe apache2 --admin 127.0.0.1:9100
+  triage pos attach --pid $(pgrep -o php-fpm) --lever nice+slice
+  triage pos attach --cgroup /sys/fs/cgroup/cpu/web --lever weight
+Needs root (BPF logger, priorities). Nice orders a task only against tasks of its own leaf
+cgroup: the command refuses a nice lever when the processes' competitors are elsewhere and
+offers --lever weight. See docs/kpos.md.";
+
+fn parse_logger(s: &str) -> Result<LoggerChoice, String> {
+    match s {
+        "auto" => Ok(LoggerChoice::Auto),
+        "bpf" => Ok(LoggerChoice::Bpf),
+        "poll" => Ok(LoggerChoice::Poll),
+        _ => Err(format!("unknown logger {s:?} (auto, bpf, poll)")),
+    }
+}
+
+/// Run `triage pos attach`.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let target = match (a.pid, a.cgroup, a.exe) {
+        (Some(p), None, None) => Target::Pid(p),
+        (None, Some(c), None) => Target::Cgroup(c),
+        (None, None, Some(e)) => Target::Exe(e),
+        _ => return Err(UsageError("give one of --pid, --cgroup, --exe".into()).into()),
+    };
+    let mut cfg = AttachConfig::new(target);
+    cfg.lever = (!a.log_only).then_some(a.lever);
+    cfg.logger = a.logger;
+    cfg.poll_every = a.poll_every.0;
+    cfg.kpos.policy.slp = a.slp;
+    cfg.kpos.policy.rw = a.rw;
+    cfg.kpos.policy.period = a.period.0.as_nanos() as u64;
+    cfg.kpos.cpus = a
+        .cpus
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cfg.kpos.bottleneck_delay = a.bottleneck_delay.0.as_nanos() as u64;
+    cfg.kpos.always = a.always;
+    cfg.admin = a.admin;
+    cfg.duration = a.duration.map(|d| d.0);
+    cfg.report_every = Some(a.report_every.0);
+    cfg.force = a.force;
+    cfg.state_dir = a.state_dir;
+    attach::signals::install()?;
+    let mut out = std::io::stdout();
+    attach::run(&cfg, &mut out, &attach::signals::stopped)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_target_is_required_and_levers_parse() {
+        assert!(crate::cmd::parse_args::<Args>(&[]).is_err());
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--exe", "x"]).is_err());
+        let a =
+            crate::cmd::parse_args::<Args>(&["--exe", "apache2", "--lever", "nice+slice"]).unwrap();
+        assert_eq!(a.lever, LeverKind::NiceSlice);
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--lever", "fifo"]).is_err());
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--poll-every", "2"]).is_err());
+    }
+}
