@@ -200,6 +200,12 @@ impl Gate {
         self.rounds
     }
 
+    /// The streak rule in force, if any ([`Streak`]): its slice also bounds how much of a
+    /// response one burst may produce ahead.
+    pub fn streak(&self) -> Option<Streak> {
+        self.streak
+    }
+
     /// Let a worker that did not really wait continue without a round ([`Streak`], on by
     /// default), or not (`None`: every idle-to-busy acquisition opens one).
     pub fn with_streak(mut self, streak: Option<Streak>) -> Self {
