@@ -40,11 +40,10 @@ pub struct Observations {
 impl Observations {
     /// Fold `other` (another lane's period) into this one.
     pub fn merge(&mut self, other: Observations) {
-        let min = |a: Option<Nanos>, b: Option<Nanos>| match (a, b) {
+        self.min_longest_wait = match (self.min_longest_wait, other.min_longest_wait) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.min_longest_wait = min(self.min_longest_wait, other.min_longest_wait);
         self.max_min_episode = self.max_min_episode.max(other.max_min_episode);
         for (len, n) in other.episodes {
             *self.episodes.entry(len).or_default() += n;
