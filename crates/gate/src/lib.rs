@@ -12,15 +12,22 @@
 //! - [`boost`]: passing "this worker first" on to the kernel ([`Raise`]);
 //! - [`samples`]: PL/LRQ samples every 10 ms (seed 001 §4.3);
 //! - [`account`]: thread CPU per resource container ([`CpuAccount`]);
-//! - [`slots`]: the [`Gate`] itself: acquisition, scheduling rounds, permits.
+//! - `lane`: one lane of the gate (a `Sched` behind its own lock, its workers' wake-up state,
+//!   its idle pool, its load published to the other lanes);
+//! - [`slots`]: the [`Gate`] itself: acquisition, scheduling rounds, lanes and the slots that
+//!   move between them, global learning, permits.
 //!
 //! The fast path's cost (uncontended acquire + release, per policy) is measured by an ignored
 //! test: `cargo test -p gate --release --lib -- --ignored --nocapture fast_path`.
+//!
+//! The gate is per core: one lane (slots + policy-ordered ready queue) per runtime thread,
+//! balanced by `policy::balance` (see [`slots`]).
 
 #![warn(missing_docs)]
 
 pub mod account;
 pub mod boost;
+mod lane;
 pub mod pool;
 pub mod samples;
 pub mod slots;
@@ -28,4 +35,4 @@ pub mod slots;
 pub use account::{BurstTimer, CpuAccount};
 pub use boost::Raise;
 pub use samples::{Sample, Samples};
-pub use slots::{Acquire, AcquireState, Counters, Gate, Permit};
+pub use slots::{Acquire, AcquireState, Counters, Gate, Permit, Streak};

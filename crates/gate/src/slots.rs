@@ -1,6 +1,17 @@
-//! [`Gate`]: N CPU slots and a ready queue ordered by a policy (`policy::Sched` behind a
-//! mutex). A worker acquires a slot ([`Gate::acquire`], [`Gate::poll_acquire`]) for every burst
-//! of CPU work and holds it as a [`Permit`] until the burst ends.
+//! [`Gate`]: N CPU slots and ready queues ordered by a policy. A worker acquires a slot
+//! ([`Gate::acquire`], [`Gate::poll_acquire`]) for every burst of CPU work and holds it as a
+//! [`Permit`] until the burst ends.
+//!
+//! **Lanes** ([`Gate::with_lanes`]). The slots and the ready queue are split into lanes, one per
+//! runtime thread, each a `policy::Sched` behind its own lock ([`crate::lane`]), the way the
+//! kernel keeps a run queue per CPU: a worker belongs to the lane of the thread that created it
+//! (`policy::balance::place`), and its bursts touch only that lane's lock, which no other
+//! thread wants most of the time. Slots move between lanes to follow queued work
+//! (`policy::balance::lender` when a lane's worker is queued with no free slot,
+//! `policy::balance::receiver` when a burst ends); workers never move. POS's learning stays
+//! global: every period each lane hands over its observations, lane 0 predicts SLP and RW from
+//! all of them and the other lanes take its predictions ([`Gate::tick`]). The bottleneck test
+//! is per lane. One lane (`Gate::new`) is the shared gate as it was.
 //!
 //! **Scheduling rounds** (on by default, [`Gate::with_rounds`]). A runtime thread runs one task
 //! at a time, so if a free slot went to the first worker to ask, the gate would never see two
@@ -14,50 +25,56 @@
 //!
 //! Fast path without rounds: when a slot is free and the queue empty, acquiring is one
 //! uncontended lock and two `Sched` transitions; nothing is allocated per burst (the `Vec`
-//! returned by `Sched::wait` only allocates when it starts another worker).
+//! returned by `Sched::wait` only allocates when it starts another worker). With lanes, a
+//! burst also publishes its lane's load (three relaxed stores) and reads one shared counter.
+//!
+//! **A panicking burst** drops its [`Permit`] while unwinding, which releases the slot; a lock
+//! poisoned by a panic is taken over. So a worker whose burst panics takes neither its slot nor
+//! its lane with it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use policy::{Event, Grant, Hints, Sched, Snapshot, WorkerId};
+use policy::balance::{self, LaneLoad};
+use policy::{Event, Grant, Hints, PolicyStats, Sched, Snapshot, WorkerId};
 
 use crate::account::{BurstTimer, CpuAccount};
 use crate::boost::{Boost, Raise};
-use crate::pool::Pool;
+use crate::lane::{index_in_lane, lane_of, worker_id, Counts, Inner, Lane};
 use crate::samples::{Sample, Samples};
 
 /// The gate's clock: tokio's, so that tests can pause and advance it (outside a paused runtime
 /// it is the monotonic clock).
 type Clock = tokio::time::Instant;
 
-/// A worker's wake-up state (index = worker id).
-#[derive(Default)]
-struct Wake {
-    granted: bool,
-    /// Marked when it became ready and its burst has not ended: it holds the kernel boost.
-    boosting: bool,
-    waker: Option<Waker>,
+/// Streaks: a worker that asks for a slot again right after its burst ended, without really
+/// waiting in between (its response's next chunk, the socket write having returned at once),
+/// continues without opening a scheduling round, for a while. A round makes every runtime task
+/// take its turn; between chunks of one response that turn-taking interleaves many streams'
+/// state burst by burst (a gzip stream's deflate state is ~300 KB: with 50 streams taking turns
+/// every burst starts with a cold cache, and triage-pos cost up to 1.6x fifo's CPU per
+/// request). A kernel does not switch a process that did not block either, until its time
+/// slice ends. The worker still goes through its lane's queue (and waits if others are queued);
+/// only the round is skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Streak {
+    /// Longest gap between the end of a burst and the next acquisition that still counts as
+    /// not having waited (ns).
+    pub gap_ns: u64,
+    /// Longest streak, from its first burst (ns of wall time, as a time slice; under a CPU
+    /// quota that throttles the server, a streak ends sooner in CPU terms).
+    pub slice_ns: u64,
 }
 
-/// What the lock guards.
-struct Inner {
-    sched: Sched,
-    wake: Vec<Wake>,
-    /// `None` without `--boost`.
-    boost: Option<Boost>,
-}
-
-impl Inner {
-    fn wake_mut(&mut self, worker: WorkerId) -> &mut Wake {
-        let i = worker as usize;
-        if self.wake.len() <= i {
-            let n = (i + 1).max(self.wake.len() * 2);
-            self.wake.resize_with(n, Wake::default);
+impl Default for Streak {
+    fn default() -> Self {
+        Streak {
+            gap_ns: 50_000,
+            slice_ns: 1_000_000,
         }
-        &mut self.wake[i]
     }
 }
 
@@ -72,20 +89,29 @@ pub struct Counters {
     pub rounds: u64,
     /// Kernel priority changes of the boost that failed (no permission...).
     pub boost_errors: u64,
+    /// Slots moved from one lane to another (`policy::balance`).
+    pub slot_moves: u64,
+    /// Acquisitions that continued a streak instead of opening a round ([`Streak`]).
+    pub streak_bursts: u64,
 }
 
 /// See the module docs.
 pub struct Gate {
     enabled: bool,
     rounds: bool,
+    /// `None`: every acquisition that finds the lane idle opens a round.
+    streak: Option<Streak>,
     epoch: Clock,
     slots: usize,
-    inner: Mutex<Inner>,
-    pool: Pool,
+    lanes: Box<[Lane]>,
+    /// How many lanes are spare and starved (see [`crate::lane::Published`]).
+    counts: Counts,
     bursts: AtomicU64,
     queued_bursts: AtomicU64,
     rounds_opened: AtomicU64,
     boost_errors: AtomicU64,
+    slot_moves: AtomicU64,
+    streak_bursts: AtomicU64,
     samples: Samples,
     /// Per-container server CPU (resource containers): set once, then every burst's thread CPU
     /// time is charged to the container of its hints.
@@ -98,34 +124,68 @@ impl std::fmt::Debug for Gate {
             .field("enabled", &self.enabled)
             .field("rounds", &self.rounds)
             .field("slots", &self.slots)
+            .field("lanes", &self.lanes.len())
             .finish()
     }
 }
 
+/// The calling thread's number (process-wide, in order of first use): which lane it creates
+/// workers in.
+fn thread_number() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static N: usize = NEXT.fetch_add(1, Relaxed);
+    }
+    N.with(|n| *n)
+}
+
 impl Gate {
-    /// A gate of `sched.slots()` slots. `enabled = false` bypasses everything (baseline).
-    /// `boost`: while any worker the policy marked when it became ready (POS's predicted text
-    /// workers) waits for a slot or runs its burst, the runtime threads are raised that way;
-    /// when the last such burst ends they return to how they were (see [`crate::boost`]).
+    /// A gate of one lane of `sched.slots()` slots. `enabled = false` bypasses everything
+    /// (baseline). `boost`: while any worker the policy marked when it became ready (POS's
+    /// predicted text workers) waits for a slot or runs its burst, the runtime threads are
+    /// raised that way; when the last such burst ends they return to how they were (see
+    /// [`crate::boost`]).
     pub fn new(sched: Sched, enabled: bool, boost: Option<Raise>) -> Self {
-        Self {
+        Self::build(vec![Lane::new(sched, boost.map(Boost::new))], enabled)
+    }
+
+    /// A gate of one lane per `Sched` (one per runtime thread, each with its share of the
+    /// slots: `policy::balance::shares`, and its own instance of the policy). With more than
+    /// one, each lane's periodic work is run by [`Gate::tick`], which the mechanism must call
+    /// every policy period. See the module docs.
+    pub fn with_lanes(scheds: Vec<Sched>, enabled: bool) -> Self {
+        assert!(!scheds.is_empty(), "a gate needs at least one lane");
+        let many = scheds.len() > 1;
+        let lanes = scheds
+            .into_iter()
+            .map(|s| Lane::new(if many { s.with_external_tick() } else { s }, None))
+            .collect();
+        Self::build(lanes, enabled)
+    }
+
+    fn build(lanes: Vec<Lane>, enabled: bool) -> Self {
+        let g = Self {
             enabled,
             rounds: true,
+            streak: Some(Streak::default()),
             epoch: Clock::now(),
-            slots: sched.slots(),
-            inner: Mutex::new(Inner {
-                sched,
-                wake: Vec::new(),
-                boost: boost.map(Boost::new),
-            }),
-            pool: Pool::new(),
+            slots: lanes.iter().map(|l| l.nominal).sum(),
+            lanes: lanes.into_boxed_slice(),
+            counts: Counts::default(),
             bursts: AtomicU64::new(0),
             queued_bursts: AtomicU64::new(0),
             rounds_opened: AtomicU64::new(0),
             boost_errors: AtomicU64::new(0),
+            slot_moves: AtomicU64::new(0),
+            streak_bursts: AtomicU64::new(0),
             samples: Samples::default(),
             account: OnceLock::new(),
+        };
+        for l in g.lanes.iter() {
+            let inner = l.lock();
+            l.publish(&inner, &g.counts);
         }
+        g
     }
 
     /// Collect scheduling rounds (`true`, the default) or grant a free slot to the first worker
@@ -140,6 +200,19 @@ impl Gate {
         self.rounds
     }
 
+    /// The streak rule in force, if any ([`Streak`]): its slice also bounds how much of a
+    /// response one burst may produce ahead.
+    pub fn streak(&self) -> Option<Streak> {
+        self.streak
+    }
+
+    /// Let a worker that did not really wait continue without a round ([`Streak`], on by
+    /// default), or not (`None`: every idle-to-busy acquisition opens one).
+    pub fn with_streak(mut self, streak: Option<Streak>) -> Self {
+        self.streak = streak;
+        self
+    }
+
     /// Charge every burst's thread CPU time to its container in `account` (resource
     /// containers). Only the first call has an effect.
     pub fn set_account(&self, account: Arc<CpuAccount>) {
@@ -151,9 +224,14 @@ impl Gate {
         self.enabled
     }
 
-    /// CPU slots.
+    /// CPU slots (all lanes together).
     pub fn slots(&self) -> usize {
         self.slots
+    }
+
+    /// Lanes (one per runtime thread; 1: one shared ready queue).
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
     }
 
     /// Monotonic nanoseconds since the gate was made (server start).
@@ -161,42 +239,68 @@ impl Gate {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave Sched half-updated in a way that matters
-        // more than stopping the server would; keep serving.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lane(&self, worker: WorkerId) -> (usize, &Lane) {
+        let i = lane_of(worker, self.lanes.len());
+        (i, &self.lanes[i])
     }
 
-    /// Create `n` idle workers (the prefork pool at start).
+    fn idx(&self, worker: WorkerId) -> usize {
+        index_in_lane(worker, self.lanes.len())
+    }
+
+    /// Every lane's load as last published.
+    fn loads(&self) -> Vec<LaneLoad> {
+        self.lanes.iter().map(Lane::load).collect()
+    }
+
+    /// Create `n` idle workers (the prefork pool at start), spread over the lanes.
     pub fn prefork(&self, n: usize) {
-        let ids: Vec<_> = (0..n).map(|_| self.new_worker()).collect();
-        self.pool.put(ids);
+        for k in 0..n {
+            let lane = k % self.lanes.len();
+            let id = self.new_worker(lane);
+            self.lanes[lane].pool.put([id]);
+        }
     }
 
-    fn new_worker(&self) -> WorkerId {
-        let id = self.pool.fresh();
+    fn new_worker(&self, lane: usize) -> WorkerId {
+        let l = &self.lanes[lane];
+        let id = worker_id(lane, l.pool.fresh() - 1, self.lanes.len());
         if self.enabled {
             let now = self.now();
-            let mut g = self.lock();
-            g.wake_mut(id);
+            let mut g = l.lock();
+            g.wake_mut(self.idx(id));
             g.sched.register(id, now);
         }
         id
     }
 
-    /// Take the worker idle longest for a new connection (a new one if none is idle).
+    /// Take a worker for a new connection: in the calling thread's lane unless it is crowded
+    /// (`policy::balance::place`), the one idle longest there (a new one if none is idle).
     pub fn checkout(&self) -> WorkerId {
-        self.pool.take_idle().unwrap_or_else(|| self.new_worker())
+        let n = self.lanes.len();
+        let lane = if n == 1 {
+            0
+        } else {
+            balance::place(&self.loads(), thread_number() % n)
+        };
+        let l = &self.lanes[lane];
+        l.load.workers.fetch_add(1, Relaxed);
+        l.pool.take_idle().unwrap_or_else(|| self.new_worker(lane))
     }
 
-    /// Return a worker whose connection closed to the idle pool.
+    /// Return a worker whose connection closed to its lane's idle pool.
     pub fn checkin(&self, worker: WorkerId) {
-        self.pool.put([worker]);
+        let (_, l) = self.lane(worker);
+        let _ = l
+            .load
+            .workers
+            .fetch_update(Relaxed, Relaxed, |w| w.checked_sub(1));
+        l.pool.put([worker]);
     }
 
     /// Workers created so far.
     pub fn workers(&self) -> u64 {
-        self.pool.created()
+        self.lanes.iter().map(|l| l.pool.created()).sum()
     }
 
     /// Wait for a slot (the worker becomes ready, then runs).
@@ -227,14 +331,17 @@ impl Gate {
             });
         }
         let now = self.now();
-        let mut g = self.lock();
+        let (li, lane) = self.lane(worker);
+        let wi = self.idx(worker);
+        let mut g = lane.lock();
         let marked;
         if state.queued {
             let mut others = Vec::new();
             if std::mem::take(&mut state.round) {
                 // End the round this worker opened: the policy chooses among all who joined.
                 for s in g.sched.poll(now) {
-                    let Some(w) = g.wake.get_mut(s as usize) else {
+                    let si = self.idx(s);
+                    let Some(w) = g.wake.get_mut(si) else {
                         continue;
                     };
                     w.granted = true;
@@ -242,8 +349,9 @@ impl Gate {
                         others.extend(w.waker.take());
                     }
                 }
+                lane.publish(&g, &self.counts);
             }
-            let w = &mut g.wake[worker as usize];
+            let w = &mut g.wake[wi];
             let granted = std::mem::take(&mut w.granted);
             if granted {
                 w.waker = None;
@@ -262,25 +370,42 @@ impl Gate {
             }
             return self.granted(worker, hints, marked);
         }
-        g.wake_mut(worker);
-        let open_round = self.rounds && g.sched.busy() < self.slots && g.sched.queued() == 0;
+        let w = g.wake_mut(wi);
+        let continues = self.rounds
+            && self.streak.is_some_and(|s| {
+                w.last_end > 0
+                    && now.saturating_sub(w.last_end) <= s.gap_ns
+                    && now.saturating_sub(w.streak_start) < s.slice_ns
+            });
+        if !continues {
+            w.streak_start = now;
+        }
+        let open_round =
+            self.rounds && !continues && g.sched.busy() < g.sched.slots() && g.sched.queued() == 0;
+        if continues {
+            self.streak_bursts.fetch_add(1, Relaxed);
+        }
         let grant = if open_round {
             g.sched.enqueue(worker, now, hints)
         } else {
             g.sched.ready(worker, now, hints)
         };
         if g.boost.is_some() && g.sched.marked(worker) {
-            self.boost_on(&mut g, worker);
+            self.boost_on(&mut g, wi);
         }
         match grant {
             Grant::RunNow => {
-                marked = g.wake[worker as usize].boosting;
+                marked = g.wake[wi].boosting;
+                if self.lanes.len() > 1 {
+                    lane.publish(&g, &self.counts);
+                }
             }
             Grant::Queued => {
-                let w = &mut g.wake[worker as usize];
+                let w = &mut g.wake[wi];
                 w.granted = false;
                 w.waker = Some(cx.waker().clone());
                 state.queued = true;
+                let (_, starved) = lane.publish(&g, &self.counts);
                 drop(g);
                 if open_round {
                     state.round = true;
@@ -289,6 +414,9 @@ impl Gate {
                     cx.waker().wake_by_ref();
                 } else {
                     self.queued_bursts.fetch_add(1, Relaxed);
+                    if starved && self.counts.spare.load(SeqCst) > 0 {
+                        self.borrow_slot(li);
+                    }
                 }
                 return Poll::Pending;
             }
@@ -297,8 +425,41 @@ impl Gate {
         self.granted(worker, hints, marked)
     }
 
+    /// Lane `to` is starved: take a slot from a spare lane, if one is still spare.
+    fn borrow_slot(&self, to: usize) {
+        let Some(from) = balance::lender(&self.loads(), to) else {
+            return;
+        };
+        if self.take_spare_slot(from) {
+            self.give_slot(to);
+        }
+    }
+
+    /// Take a free slot out of lane `from` if it is spare (a free slot, nothing queued).
+    fn take_spare_slot(&self, from: usize) -> bool {
+        let l = &self.lanes[from];
+        let mut g = l.lock();
+        let took = g.sched.queued() == 0 && g.sched.take_free_slot();
+        if took {
+            l.publish(&g, &self.counts);
+        }
+        drop(g);
+        took
+    }
+
+    /// A slot in transit arrives in lane `to`, which starts whoever it lets run.
+    fn give_slot(&self, to: usize) {
+        self.slot_moves.fetch_add(1, Relaxed);
+        let now = self.now();
+        let l = &self.lanes[to];
+        let mut g = l.lock();
+        let started = g.sched.add_slot(now);
+        l.publish(&g, &self.counts);
+        self.wake_started(g, started);
+    }
+
     /// `worker`, marked, became ready: it holds the boost until its burst ends.
-    fn boost_on(&self, g: &mut Inner, worker: WorkerId) {
+    fn boost_on(&self, g: &mut Inner, wi: usize) {
         let Inner {
             wake,
             boost: Some(boost),
@@ -308,14 +469,14 @@ impl Gate {
             return;
         };
         let mut failed = boost.see_current_thread();
-        if !std::mem::replace(&mut wake[worker as usize].boosting, true) {
+        if !std::mem::replace(&mut wake[wi].boosting, true) {
             failed += boost.hold();
         }
         self.count_boost_errors(failed);
     }
 
     /// `worker`'s burst ended (or it gave up): it no longer holds the boost.
-    fn boost_off(&self, g: &mut Inner, worker: WorkerId) {
+    fn boost_off(&self, g: &mut Inner, wi: usize) {
         let Inner {
             wake,
             boost: Some(boost),
@@ -325,7 +486,7 @@ impl Gate {
             return;
         };
         if wake
-            .get_mut(worker as usize)
+            .get_mut(wi)
             .is_some_and(|w| std::mem::take(&mut w.boosting))
         {
             self.count_boost_errors(boost.release());
@@ -360,35 +521,79 @@ impl Gate {
             return;
         }
         state.queued = false;
-        // An unfinished round ends here: `wait` below fills the free slots from the queue.
+        // An unfinished round ends here: `end_burst` fills the free slots from the queue.
         state.round = false;
-        let now = self.now();
-        let mut g = self.lock();
-        let w = &mut g.wake[worker as usize];
-        w.granted = false;
-        w.waker = None;
-        self.boost_off(&mut g, worker);
-        // Ready or (granted) Run: either way `wait` takes it out and fills the slot.
-        let started = g.sched.wait(worker, now);
-        Self::wake_started(g, started);
+        let (_, lane) = self.lane(worker);
+        let wi = self.idx(worker);
+        {
+            let mut g = lane.lock();
+            let w = &mut g.wake[wi];
+            w.granted = false;
+            w.waker = None;
+        }
+        // Ready or (granted) Run: either way it leaves the queue or its slot.
+        self.end_burst(worker);
     }
 
-    fn release(&self, worker: WorkerId) {
+    /// `worker` stops running (or wanting to run): its slot goes to its lane's queue, or to a
+    /// starved lane (`policy::balance::receiver`).
+    fn end_burst(&self, worker: WorkerId) {
         let now = self.now();
-        let mut g = self.lock();
-        self.boost_off(&mut g, worker);
+        let (li, lane) = self.lane(worker);
+        let wi = self.idx(worker);
+        let mut g = lane.lock();
+        self.boost_off(&mut g, wi);
+        if let Some(w) = g.wake.get_mut(wi) {
+            w.last_end = now.max(1);
+        }
+        if self.lanes.len() > 1 && self.counts.starved.load(SeqCst) > 0 {
+            let running = g.sched.state(worker) == Some(policy::State::Run);
+            let mut loads = self.loads();
+            loads[li] = LaneLoad {
+                slots: g.sched.slots(),
+                busy: g.sched.busy() - usize::from(running),
+                queued: g.sched.queued(),
+                ..loads[li]
+            };
+            if running {
+                if let Some(to) = balance::receiver(&loads, li) {
+                    g.sched.wait_and_give_slot(worker, now);
+                    lane.publish(&g, &self.counts);
+                    drop(g);
+                    self.give_slot(to);
+                    return;
+                }
+            }
+        }
         let started = g.sched.wait(worker, now);
-        Self::wake_started(g, started);
+        let (spare, _) = lane.publish(&g, &self.counts);
+        self.wake_started(g, started);
+        // Became spare while another lane starves (it published starved after we looked).
+        if spare && self.lanes.len() > 1 && self.counts.starved.load(SeqCst) > 0 {
+            self.lend_spare(li);
+        }
     }
 
-    fn wake_started(mut g: MutexGuard<'_, Inner>, started: Vec<WorkerId>) {
+    /// Lane `from` is spare: give its free slot to the starved lane with the longest queue.
+    fn lend_spare(&self, from: usize) {
+        let mut loads = self.loads();
+        loads[from].queued = 0;
+        let Some(to) = balance::receiver(&loads, from) else {
+            return;
+        };
+        if self.take_spare_slot(from) {
+            self.give_slot(to);
+        }
+    }
+
+    fn wake_started(&self, mut g: MutexGuard<'_, Inner>, started: Vec<WorkerId>) {
         if started.is_empty() {
             return;
         }
         let wakers: Vec<Waker> = started
             .iter()
             .filter_map(|&s| {
-                let w = g.wake.get_mut(s as usize)?;
+                let w = g.wake.get_mut(self.idx(s))?;
                 w.granted = true;
                 w.waker.take()
             })
@@ -400,30 +605,87 @@ impl Gate {
     }
 
     /// Run the policy's periodic work (call every policy period) and start work a policy held
-    /// back (`share` caps) if it may run now.
+    /// back (`share` caps) if it may run now. With several lanes, learning is global: every
+    /// lane hands over what it observed in the period, lane 0 predicts from all of it, and the
+    /// other lanes take its predictions.
     pub fn tick(&self) {
-        if self.enabled {
-            let now = self.now();
-            let mut g = self.lock();
+        if !self.enabled {
+            return;
+        }
+        let now = self.now();
+        if self.lanes.len() == 1 {
+            let l = &self.lanes[0];
+            let mut g = l.lock();
             let started = g.sched.poll(now);
-            Self::wake_started(g, started);
+            l.publish(&g, &self.counts);
+            self.wake_started(g, started);
+            return;
+        }
+        let mut seen: Option<policy::predict::Observations> = None;
+        for l in self.lanes[1..].iter() {
+            if let Some(o) = l.lock().sched.policy_mut().take_observations() {
+                seen.get_or_insert_with(Default::default).merge(o);
+            }
+        }
+        let (slp, rw) = {
+            let l = &self.lanes[0];
+            let mut g = l.lock();
+            if let Some(o) = seen {
+                g.sched.policy_mut().add_observations(o);
+            }
+            g.sched.tick_now(now);
+            let st = g.sched.policy().stats();
+            let started = g.sched.poll(now);
+            l.publish(&g, &self.counts);
+            self.wake_started(g, started);
+            (st.slp, st.rw)
+        };
+        for l in self.lanes[1..].iter() {
+            let mut g = l.lock();
+            let ctx = policy::Ctx {
+                now,
+                busy: g.sched.busy(),
+                slots: g.sched.slots(),
+            };
+            g.sched.policy_mut().apply_predictions(slp, rw, &ctx);
+            let started = g.sched.poll(now);
+            l.publish(&g, &self.counts);
+            self.wake_started(g, started);
         }
     }
 
     /// The policy's period, if it has one.
     pub fn period(&self) -> Option<u64> {
-        self.lock().sched.policy().period()
+        self.lanes[0].lock().sched.policy().period()
     }
 
-    /// Current PL, LRQ and policy counters.
+    /// Current PL, LRQ and policy counters, all lanes together (SLP and RW are lane 0's, which
+    /// every lane takes).
     pub fn snapshot(&self) -> Snapshot {
         let now = self.now();
-        self.lock().sched.snapshot(now)
+        let mut total: Option<Snapshot> = None;
+        for l in self.lanes.iter() {
+            let s = l.lock().sched.snapshot(now);
+            match &mut total {
+                None => {
+                    total = Some(Snapshot {
+                        slots: self.slots,
+                        ..s
+                    })
+                }
+                Some(t) => {
+                    t.busy += s.busy;
+                    t.queued += s.queued;
+                    add_stats(&mut t.stats, &s.stats);
+                }
+            }
+        }
+        total.expect("a gate has at least one lane")
     }
 
     /// Policy name.
     pub fn policy_name(&self) -> String {
-        self.lock().sched.policy().name().to_owned()
+        self.lanes[0].lock().sched.policy().name().to_owned()
     }
 
     /// The gate's counters now.
@@ -433,31 +695,38 @@ impl Gate {
             queued_bursts: self.queued_bursts.load(Relaxed),
             rounds: self.rounds_opened.load(Relaxed),
             boost_errors: self.boost_errors.load(Relaxed),
+            slot_moves: self.slot_moves.load(Relaxed),
+            streak_bursts: self.streak_bursts.load(Relaxed),
         }
     }
 
-    /// Take one PL/LRQ sample (the server calls this every 10 ms). The CPU is the bottleneck
-    /// as `policy::Ctx::bottleneck` judges it with the queue as it is.
+    /// Take one PL/LRQ sample (the server calls this every 10 ms): busy slots and queued
+    /// workers of all lanes. The CPU is the bottleneck when it is in some lane, as
+    /// `policy::Ctx::bottleneck` judges it with that lane's queue as it is.
     pub fn sample(&self) {
         let now = self.now();
-        let (busy, queued) = if self.enabled {
-            let g = self.lock();
-            (g.sched.busy(), g.sched.queued())
-        } else {
-            (0, 0)
-        };
-        let ctx = policy::Ctx {
-            now,
-            busy,
-            slots: self.slots,
-        };
+        let (mut busy, mut queued, mut bottleneck) = (0, 0, false);
+        if self.enabled {
+            for l in self.lanes.iter() {
+                let g = l.lock();
+                let (b, q) = (g.sched.busy(), g.sched.queued());
+                let ctx = policy::Ctx {
+                    now,
+                    busy: b,
+                    slots: g.sched.slots(),
+                };
+                bottleneck |= ctx.bottleneck(q);
+                busy += b;
+                queued += q;
+            }
+        }
         self.samples.record(
             Sample {
                 t_ns: now,
                 busy: busy as u32,
                 queued: queued as u32,
             },
-            ctx.bottleneck(queued),
+            bottleneck,
         );
     }
 
@@ -466,10 +735,27 @@ impl Gate {
         &self.samples
     }
 
-    /// Take the worker log kept since the last call (empty unless logging).
+    /// Take the worker log kept since the last call (empty unless logging), every lane's, in
+    /// time order.
     pub fn drain_log(&self) -> Vec<Event> {
-        self.lock().sched.drain_log()
+        if self.lanes.len() == 1 {
+            return self.lanes[0].lock().sched.drain_log();
+        }
+        let mut all: Vec<Event> = self
+            .lanes
+            .iter()
+            .flat_map(|l| l.lock().sched.drain_log())
+            .collect();
+        all.sort_by_key(|e| e.t);
+        all
     }
+}
+
+/// Add a lane's policy counters to the total (parameters are the first lane's).
+fn add_stats(total: &mut PolicyStats, lane: &PolicyStats) {
+    total.promotions += lane.promotions;
+    total.demotions += lane.demotions;
+    total.starvation_rescues += lane.starvation_rescues;
 }
 
 /// State of one acquisition across polls (see [`Gate::poll_acquire`]).
@@ -539,7 +825,7 @@ impl Drop for Permit<'_> {
             t.stop(acc, c);
         }
         if self.gate.enabled {
-            self.gate.release(self.worker);
+            self.gate.end_burst(self.worker);
         }
     }
 }

@@ -34,6 +34,9 @@ pub struct Launch<'a> {
     pub args: Vec<OsString>,
     /// Pin to this CPU.
     pub cpu: Option<usize>,
+    /// Pin to these CPUs instead of `cpu` when not empty (a multi-core server or load
+    /// generator: `triage bench static --cores`).
+    pub cpu_set: Vec<usize>,
     /// Enter this network namespace.
     pub netns: Option<&'a os::netns::NetNs>,
     /// Append stdout and stderr here (otherwise discarded).
@@ -54,6 +57,7 @@ impl<'a> Launch<'a> {
             program: program.into(),
             args: Vec::new(),
             cpu: None,
+            cpu_set: Vec::new(),
             netns: None,
             log: None,
             stdout: None,
@@ -102,12 +106,22 @@ impl<'a> Launch<'a> {
         };
         cmd.stdout(out).stderr(err);
         cmd.process_group(0);
-        let cpuset = match self.cpu {
-            Some(cpu) => Some(os::cpu::CpuMask::one(cpu).map_err(|e| LabError::Process {
-                name: self.label.clone(),
-                msg: format!("cannot pin to CPU {cpu}: {e}"),
-            })?),
-            None => None,
+        let cpuset = match (self.cpu, self.cpu_set.is_empty()) {
+            (_, false) => {
+                Some(
+                    os::cpu::CpuMask::of(&self.cpu_set).map_err(|e| LabError::Process {
+                        name: self.label.clone(),
+                        msg: format!("cannot pin to CPUs {:?}: {e}", self.cpu_set),
+                    })?,
+                )
+            }
+            (Some(cpu), true) => {
+                Some(os::cpu::CpuMask::one(cpu).map_err(|e| LabError::Process {
+                    name: self.label.clone(),
+                    msg: format!("cannot pin to CPU {cpu}: {e}"),
+                })?)
+            }
+            (None, true) => None,
         };
         let netns_fd = self.netns.map(|n| n.raw_fd());
         let join = match self.cgroup {

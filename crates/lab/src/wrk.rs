@@ -135,6 +135,10 @@ pub struct WrkSpec {
     pub program: Option<PathBuf>,
     /// A Lua script (`-s`) choosing each request (the cluster lab's trace replay).
     pub script: Option<PathBuf>,
+    /// wrk threads (`-t`); at least 1.
+    pub threads: usize,
+    /// Pin wrk to these CPUs instead of the testbed's client CPU (empty: the client CPU).
+    pub cpus: Vec<usize>,
 }
 
 impl WrkSpec {
@@ -148,13 +152,15 @@ impl WrkSpec {
             headers: Vec::new(),
             program: None,
             script: None,
+            threads: 1,
+            cpus: Vec::new(),
         }
     }
 
     /// wrk's command line (without the program).
     pub fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
-            "-t1".into(),
+            format!("-t{}", self.threads.max(1)).into(),
             format!("-c{}", self.conns.max(1)).into(),
             format!("-d{}s", self.duration.as_secs().max(1)).into(),
         ];
@@ -199,7 +205,12 @@ impl Wrk {
         };
         let log = tb.workdir().join(format!("{label}.wrk.log"));
         let _ = std::fs::remove_file(&log);
-        let child = tb.spawn_client(label, &prog, &spec.args(), Some(log.clone()))?;
+        let mut l = tb.client_launch(label, &prog).args(spec.args());
+        if !spec.cpus.is_empty() {
+            l.cpu_set = spec.cpus.clone();
+        }
+        l.log = Some(log.clone());
+        let child = l.spawn()?;
         Ok(Wrk { child, log })
     }
 

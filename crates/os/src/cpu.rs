@@ -31,6 +31,22 @@ impl CpuMask {
         Ok(CpuMask(s))
     }
 
+    /// The set holding every CPU of `cpus` (an error names a CPU the kernel's set cannot hold).
+    pub fn of(cpus: &[usize]) -> io::Result<CpuMask> {
+        let mut s = CpuSet::new();
+        for &cpu in cpus {
+            s.set(cpu).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu}: {e}"))
+            })?;
+        }
+        Ok(CpuMask(s))
+    }
+
+    /// The CPUs in the set, in increasing order.
+    pub fn cpus(&self) -> Vec<usize> {
+        (0..CpuSet::count()).filter(|&c| self.contains(c)).collect()
+    }
+
     /// Whether `cpu` is in the set.
     pub fn contains(&self, cpu: usize) -> bool {
         self.0.is_set(cpu).unwrap_or(false)
@@ -48,6 +64,14 @@ impl CpuMask {
             .map(CpuMask)
             .map_err(io::Error::from)
     }
+}
+
+/// The CPUs the calling thread may run on (its affinity), in increasing order; every online
+/// CPU if the affinity cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    CpuMask::of_current_thread()
+        .map(|m| m.cpus())
+        .unwrap_or_else(|_| (0..online_cpus()).collect())
 }
 
 /// Pin the calling thread to CPU `cpu`.
@@ -73,6 +97,9 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(seen, vec![cpu]);
+        assert_eq!(CpuMask::of(&[cpu]).unwrap().cpus(), vec![cpu]);
+        assert_eq!(CpuMask::of(&[0, 3]).unwrap().cpus(), vec![0, 3]);
+        assert_eq!(before.cpus(), allowed_cpus());
         assert!(CpuMask::one(usize::MAX).is_err());
     }
 }

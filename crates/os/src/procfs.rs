@@ -14,6 +14,29 @@ pub fn cpu_time(pid: i32) -> io::Result<Duration> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc/<pid>/stat"))
 }
 
+/// CPU time (user + system) of every live process in process group `pgid` (a server and the
+/// workers it forked, e.g. nginx's master and workers), from `/proc/<pid>/stat`. Processes that
+/// exit meanwhile are skipped.
+pub fn group_cpu_time(pgid: i32) -> io::Result<Duration> {
+    let ticks = clock_ticks();
+    let mut total = Duration::ZERO;
+    for pid in try_pids()? {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if parse_stat_pgrp(&text) == Some(pgid) {
+            total += parse_stat_cpu(&text, ticks).unwrap_or_default();
+        }
+    }
+    Ok(total)
+}
+
+/// The process group (field 5) of a `/proc/<pid>/stat` line.
+pub fn parse_stat_pgrp(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
 /// Clock ticks per second of `/proc`'s time fields (`_SC_CLK_TCK`, 100 on Linux).
 pub fn clock_ticks() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -229,6 +252,9 @@ mod tests {
         let line = "1234 (my (odd) prog) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0";
         assert_eq!(parse_stat_cpu(line, 100), Some(Duration::from_secs(3)));
         assert_eq!(parse_stat_cpu("garbage", 100), None);
+        assert_eq!(parse_stat_pgrp(line), Some(1234));
+        assert_eq!(parse_stat_pgrp("5 (a) b) S 1 77 5"), Some(77));
+        assert_eq!(parse_stat_pgrp("garbage"), None);
     }
 
     #[test]
@@ -273,7 +299,11 @@ mod tests {
     fn reads_own_process() {
         let me = std::process::id() as i32;
         assert!(rss_kib(me).unwrap() > 0);
-        cpu_time(me).unwrap();
+        let own = cpu_time(me).unwrap();
+        // This test binary is not a group leader necessarily: its group's CPU holds at least
+        // its own (plus whatever else the group runs).
+        let pgid = nix::unistd::getpgrp().as_raw();
+        assert!(group_cpu_time(pgid).unwrap() >= own);
         assert!(raise_nofile(64).unwrap() >= 64);
     }
 }

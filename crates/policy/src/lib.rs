@@ -17,6 +17,8 @@
 //!   [`config::Entry`] each policy registers with.
 //! - [`sched`]: [`Sched`], the slot accounting every mechanism shares: N slots, a ready queue
 //!   ordered by a policy, every transition logged.
+//! - [`balance`]: where a new worker goes and when a slot moves between the lanes of a
+//!   per-core mechanism (several `Sched`s, one per runtime thread).
 //! - the policies, one file each: [`fifo`], [`pos`], [`content`], [`timeshare`], [`delayed`]
 //!   (on `timeshare`), [`share`] (resource containers; inner policies come from a builder it
 //!   is given, not from the registry); and [`dispatch`], the cluster distribution policies.
@@ -27,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod balance;
 pub mod config;
 pub mod content;
 pub mod delayed;

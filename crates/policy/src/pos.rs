@@ -20,7 +20,7 @@
 
 use crate::config::{PolicyConfig, PolicyError};
 use crate::config::{PosTail, RwRule, Tunable};
-use crate::predict::{rw_paper, slp_paper, SplitRw};
+use crate::predict::{rw_paper, slp_paper, Observations, SplitRw};
 use crate::queue::{Ctx, Hints, Policy, PolicyStats};
 use crate::ready::ReadyQueue;
 use crate::worker::{State, WorkerId};
@@ -92,6 +92,9 @@ pub struct Pos {
     /// Greatest shortest-episode of workers that exited during the period.
     gone_min_episode: Option<u32>,
     split: SplitRw,
+    /// Episodes completed this period, as (length, count): added to `split` when the period
+    /// ends, or handed over to the lane that predicts for all ([`Policy::take_observations`]).
+    period_episodes: std::collections::BTreeMap<u32, u64>,
 }
 
 impl Pos {
@@ -128,6 +131,7 @@ impl Pos {
             gone_longest_wait: None,
             gone_min_episode: None,
             split: SplitRw::new(),
+            period_episodes: Default::default(),
         })
     }
 
@@ -207,12 +211,46 @@ impl Pos {
     }
 
     /// Record the episode `w` was in (if any) as completed.
-    fn end_episode(w: &mut Worker, split: &mut SplitRw) {
+    fn end_episode(w: &mut Worker, episodes: &mut std::collections::BTreeMap<u32, u64>) {
         if w.in_episode && w.counter > 0 {
             w.min_episode = Some(w.min_episode.map_or(w.counter, |m| m.min(w.counter)));
-            split.add(w.counter);
+            *episodes.entry(w.counter).or_default() += 1;
         }
         w.in_episode = false;
+    }
+
+    /// A new RW; lowering it demotes the marked workers whose counter reached it.
+    fn set_rw(&mut self, rw: u32) {
+        let lowered = rw < self.rw;
+        self.rw = rw;
+        if lowered {
+            // Queued workers first, in queue order, so their relative order is kept.
+            for id in self.q.order() {
+                if self
+                    .workers
+                    .get(&id)
+                    .is_some_and(|w| w.marked && w.counter >= rw)
+                {
+                    self.demote(id);
+                }
+            }
+            for w in self.workers.values_mut() {
+                if w.marked && w.counter >= rw {
+                    w.marked = false;
+                    self.demotions += 1;
+                }
+            }
+        }
+    }
+
+    /// Forget the period's per-worker observations (a new period starts).
+    fn reset_period(&mut self) {
+        for w in self.workers.values_mut() {
+            w.longest_wait = None;
+            w.min_episode = None;
+        }
+        self.gone_longest_wait = None;
+        self.gone_min_episode = None;
     }
 
     /// Move the marked workers at the front of the FIFO part into the head part (they are at
@@ -253,7 +291,7 @@ impl Policy for Pos {
                 w.longest_wait = Some(w.longest_wait.map_or(dur, |m| m.max(dur)));
                 if dur > slp {
                     // Characteristic 1. The previous episode (if any) ends here.
-                    Self::end_episode(w, &mut self.split);
+                    Self::end_episode(w, &mut self.period_episodes);
                     w.in_episode = true;
                     w.counter = 0;
                     w.marked = true;
@@ -272,7 +310,7 @@ impl Policy for Pos {
         self.q.remove(id);
         if let Some(mut w) = self.workers.remove(&id) {
             // Leaving for good ends the current service episode.
-            Self::end_episode(&mut w, &mut self.split);
+            Self::end_episode(&mut w, &mut self.period_episodes);
             if let Some(l) = w.longest_wait {
                 self.gone_longest_wait = Some(self.gone_longest_wait.map_or(l, |m| m.min(l)));
             }
@@ -315,6 +353,9 @@ impl Policy for Pos {
     }
 
     fn tick(&mut self, _ctx: &Ctx) {
+        for (len, n) in std::mem::take(&mut self.period_episodes) {
+            self.split.add_many(len, n);
+        }
         if self.slp_cfg == Tunable::Auto {
             let waits = self
                 .workers
@@ -336,35 +377,63 @@ impl Policy for Pos {
                 RwRule::Split => self.split.predict(self.rw),
             };
             if let Some(rw) = next {
-                let lowered = rw < self.rw;
-                self.rw = rw;
-                if lowered {
-                    // Queued workers first, in queue order, so their relative order is kept.
-                    for id in self.q.order() {
-                        if self
-                            .workers
-                            .get(&id)
-                            .is_some_and(|w| w.marked && w.counter >= rw)
-                        {
-                            self.demote(id);
-                        }
-                    }
-                    for w in self.workers.values_mut() {
-                        if w.marked && w.counter >= rw {
-                            w.marked = false;
-                            self.demotions += 1;
-                        }
-                    }
-                }
+                self.set_rw(rw);
             }
         }
-        for w in self.workers.values_mut() {
-            w.longest_wait = None;
-            w.min_episode = None;
-        }
-        self.gone_longest_wait = None;
-        self.gone_min_episode = None;
+        self.reset_period();
         self.split.decay();
+    }
+
+    fn take_observations(&mut self) -> Option<Observations> {
+        let min_longest_wait = self
+            .workers
+            .values()
+            .filter_map(|w| w.longest_wait)
+            .chain(self.gone_longest_wait)
+            .min();
+        let max_min_episode = self
+            .workers
+            .values()
+            .filter_map(|w| w.min_episode)
+            .chain(self.gone_min_episode)
+            .max();
+        let episodes = std::mem::take(&mut self.period_episodes);
+        self.reset_period();
+        Some(Observations {
+            min_longest_wait,
+            max_min_episode,
+            episodes,
+        })
+    }
+
+    fn add_observations(&mut self, other: Observations) {
+        let Observations {
+            min_longest_wait,
+            max_min_episode,
+            episodes,
+        } = other;
+        if let Some(l) = min_longest_wait {
+            self.gone_longest_wait = Some(self.gone_longest_wait.map_or(l, |m| m.min(l)));
+        }
+        if let Some(e) = max_min_episode {
+            self.gone_min_episode = Some(self.gone_min_episode.map_or(e, |m| m.max(e)));
+        }
+        for (len, n) in episodes {
+            *self.period_episodes.entry(len).or_default() += n;
+        }
+    }
+
+    fn apply_predictions(&mut self, slp: Option<Nanos>, rw: Option<u32>, _ctx: &Ctx) {
+        if self.slp_cfg == Tunable::Auto {
+            if let Some(slp) = slp {
+                self.slp = slp;
+            }
+        }
+        if self.rw_cfg == Tunable::Auto {
+            if let Some(rw) = rw {
+                self.set_rw(rw);
+            }
+        }
     }
 
     fn period(&self) -> Option<Nanos> {

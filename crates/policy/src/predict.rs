@@ -23,6 +23,34 @@ pub fn rw_paper(min_episode_per_worker: impl IntoIterator<Item = u32>) -> Option
     min_episode_per_worker.into_iter().max().map(|rw| rw.max(1))
 }
 
+/// What one instance of a learning policy observed during a period: the inputs of its
+/// predictors. A mechanism that runs one instance per lane (the server's per-core gate) merges
+/// every lane's ([`Observations::merge`]) so that SLP and RW are predicted once, from all of
+/// them, and published to every lane: the same predictions as one instance seeing everything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observations {
+    /// The smallest of the per-worker longest waits (SLP's input, [`slp_paper`]).
+    pub min_longest_wait: Option<Nanos>,
+    /// The greatest of the per-worker shortest episodes (RW's input, [`rw_paper`]).
+    pub max_min_episode: Option<u32>,
+    /// Episodes completed, as (length, count) (the split rule's input, [`SplitRw`]).
+    pub episodes: BTreeMap<u32, u64>,
+}
+
+impl Observations {
+    /// Fold `other` (another lane's period) into this one.
+    pub fn merge(&mut self, other: Observations) {
+        self.min_longest_wait = match (self.min_longest_wait, other.min_longest_wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.max_min_episode = self.max_min_episode.max(other.max_min_episode);
+        for (len, n) in other.episodes {
+            *self.episodes.entry(len).or_default() += n;
+        }
+    }
+}
+
 /// A two-class split of weighted lengths.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Split {
@@ -104,7 +132,12 @@ impl SplitRw {
 
     /// One completed service episode of `len` run/wait changes.
     pub fn add(&mut self, len: u32) {
-        *self.hist.entry(len.min(MAX_EPISODE)).or_default() += EPISODE_WEIGHT;
+        self.add_many(len, 1);
+    }
+
+    /// `n` completed service episodes of `len` run/wait changes.
+    pub fn add_many(&mut self, len: u32, n: u64) {
+        *self.hist.entry(len.min(MAX_EPISODE)).or_default() += EPISODE_WEIGHT.saturating_mul(n);
     }
 
     /// The current two-class split, if there are two distinct lengths.
@@ -174,6 +207,33 @@ mod tests {
         }
         assert_eq!(p.distinct(), 0);
         assert_eq!(p.predict(7), None);
+    }
+
+    #[test]
+    fn observations_merge_as_one_instance_would_see_them() {
+        let mut a = Observations {
+            min_longest_wait: Some(50),
+            max_min_episode: Some(3),
+            episodes: [(2, 1), (14, 1)].into_iter().collect(),
+        };
+        a.merge(Observations {
+            min_longest_wait: Some(20),
+            max_min_episode: None,
+            episodes: [(2, 2)].into_iter().collect(),
+        });
+        assert_eq!(a.min_longest_wait, Some(20));
+        assert_eq!(a.max_min_episode, Some(3));
+        assert_eq!(a.episodes.get(&2), Some(&3));
+        a.merge(Observations::default());
+        assert_eq!(a.min_longest_wait, Some(20));
+        let mut p = SplitRw::new();
+        p.add_many(2, 3);
+        p.add(2);
+        let mut q = SplitRw::new();
+        for _ in 0..4 {
+            q.add(2);
+        }
+        assert_eq!(p.hist, q.hist);
     }
 
     #[test]

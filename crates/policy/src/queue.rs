@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use crate::predict::Observations;
 use crate::worker::{State, WorkerId};
 use crate::Nanos;
 
@@ -156,5 +157,24 @@ pub trait Policy: Send {
     /// Counters and current parameters.
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()
+    }
+
+    /// One lane of several (a per-core gate): hand over what this instance observed during the
+    /// period now ending, for one instance to predict from all of them, and forget it. `None`:
+    /// the policy learns nothing (the default).
+    fn take_observations(&mut self) -> Option<Observations> {
+        None
+    }
+
+    /// The instance that predicts for every lane: count the other lanes' observations of this
+    /// period as its own (its next [`Policy::tick`] predicts from all of them).
+    fn add_observations(&mut self, other: Observations) {
+        let _ = other;
+    }
+
+    /// Every other lane: take the predictions made from every lane's observations (the
+    /// predicting instance's [`PolicyStats::slp`] and [`PolicyStats::rw`]).
+    fn apply_predictions(&mut self, slp: Option<Nanos>, rw: Option<u32>, ctx: &Ctx) {
+        let _ = (slp, rw, ctx);
     }
 }

@@ -48,6 +48,9 @@ pub struct Sched<P: Policy + ?Sized = dyn Policy> {
     states: crate::idhash::IdMap<WorkerId, State>,
     log: Option<Vec<Event>>,
     next_tick: Option<Nanos>,
+    /// The policy's periodic work is run by the mechanism ([`Sched::tick_now`]), not on the
+    /// way through other calls: one lane of several, whose learning is aggregated.
+    external_tick: bool,
 }
 
 impl<P: Policy + ?Sized> std::fmt::Debug for Sched<P> {
@@ -71,6 +74,53 @@ impl<P: Policy + ?Sized> Sched<P> {
             states: Default::default(),
             log: None,
             next_tick: None,
+            external_tick: false,
+        }
+    }
+
+    /// Leave the policy's periodic work to the mechanism ([`Sched::tick_now`]): a lane of a
+    /// per-core gate, whose policies learn together once per period (see
+    /// [`crate::Policy::take_observations`]).
+    pub fn with_external_tick(mut self) -> Self {
+        self.external_tick = true;
+        self
+    }
+
+    /// Run the policy's periodic work now (mechanisms that tick lanes together).
+    pub fn tick_now(&mut self, now: Nanos) {
+        let ctx = self.ctx(now);
+        self.policy.tick(&ctx);
+    }
+
+    /// Give one free slot away (balancing between lanes, [`crate::balance`]): `false`, and
+    /// nothing changes, when no slot is free.
+    pub fn take_free_slot(&mut self) -> bool {
+        if self.busy < self.slots {
+            self.slots -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Receive a slot from another lane; returns the workers that got a slot.
+    pub fn add_slot(&mut self, now: Nanos) -> Vec<WorkerId> {
+        self.slots += 1;
+        self.fill(now)
+    }
+
+    /// `worker` (running) ends its burst and waits, and its slot leaves this `Sched` (given to
+    /// another lane) instead of going to the queue. Returns whether a slot left (it always
+    /// does when `worker` was running).
+    pub fn wait_and_give_slot(&mut self, worker: WorkerId, now: Nanos) -> bool {
+        self.maybe_tick(now);
+        match self.states.get(&worker) {
+            Some(State::Run) => {
+                self.transition(worker, State::Wait, now);
+                self.slots -= 1;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -268,6 +318,9 @@ impl<P: Policy + ?Sized> Sched<P> {
 
     /// Run the policy's periodic work if due. Mechanisms may also call this from a timer.
     pub fn maybe_tick(&mut self, now: Nanos) {
+        if self.external_tick {
+            return;
+        }
         let Some(period) = self.policy.period() else {
             return;
         };
@@ -370,6 +423,53 @@ mod tests {
         assert_eq!(s.poll(1000), vec![2], "the long waiter is served first");
         assert_eq!(s.enqueue(2, 1001, &Hints::default()), Grant::RunNow);
         assert_eq!(s.wait(2, 1002), vec![1]);
+    }
+
+    #[test]
+    fn slots_move_between_lanes_without_breaking_the_books() {
+        let mut a = sched(1);
+        let mut b = sched(1);
+        assert_eq!(a.ready(1, 0, &Hints::default()), Grant::RunNow);
+        assert_eq!(b.ready(2, 0, &Hints::default()), Grant::RunNow);
+        assert_eq!(b.ready(3, 0, &Hints::default()), Grant::Queued);
+        assert!(!a.take_free_slot(), "a's slot is busy");
+        // a's burst ends and its slot goes to b, where 3 waits.
+        assert!(a.wait_and_give_slot(1, 5));
+        assert_eq!((a.slots(), a.busy()), (0, 0));
+        assert_eq!(b.add_slot(5), vec![3]);
+        assert_eq!((b.slots(), b.busy(), b.queued()), (2, 2, 0));
+        // a, without a slot, queues its worker; b gives one back when a burst ends.
+        assert_eq!(a.ready(1, 6, &Hints::default()), Grant::Queued);
+        assert!(b.wait_and_give_slot(2, 7));
+        assert_eq!(a.add_slot(7), vec![1]);
+        assert!(
+            !a.wait_and_give_slot(9, 8),
+            "an unknown worker frees nothing"
+        );
+        assert_eq!(a.wait(1, 8), Vec::<WorkerId>::new());
+        assert!(a.take_free_slot());
+        assert_eq!(a.slots(), 0);
+    }
+
+    #[test]
+    fn an_external_tick_runs_only_when_asked() {
+        let cfg = crate::PolicyConfig {
+            slp: crate::Tunable::Auto,
+            period: 10,
+            ..Default::default()
+        };
+        let mut s = Sched::new(1, crate::build("pos", &cfg).unwrap()).with_external_tick();
+        s.register(1, 0);
+        s.ready(1, 5, &Hints::default());
+        s.wait(1, 6);
+        s.ready(1, 100, &Hints::default());
+        assert_eq!(s.snapshot(100).stats.slp, Some(crate::pos::DEFAULT_SLP));
+        s.tick_now(100);
+        assert_eq!(
+            s.snapshot(100).stats.slp,
+            Some(94),
+            "the longest wait of the period"
+        );
     }
 
     #[test]

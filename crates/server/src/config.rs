@@ -254,6 +254,16 @@ pub struct Config {
     pub slots: Option<usize>,
     /// Runtime threads; `None` = as many as slots (1 = single-threaded runtime).
     pub threads: Option<usize>,
+    /// Time slice of a streak (`gate::Streak`): a worker asking again within 50 us of its last
+    /// burst's end (it did not really wait: the next chunk of its response) continues without a
+    /// scheduling round until this much time has passed since the streak began; `0s` turns
+    /// streaks off (every idle-to-busy acquisition opens a round).
+    #[serde(with = "units::serde::duration")]
+    pub streak_slice: Duration,
+    /// Lanes of the gate, per-core ready queues (`gate` crate); `None` = one per runtime
+    /// thread, at most one per slot. Resource containers and the kernel boost need one lane
+    /// (their state is the whole server's), and get one.
+    pub lanes: Option<usize>,
     /// Workers created at start (the prefork pool); it grows as connections need.
     pub workers: usize,
     /// Body chunk: one burst each.
@@ -344,6 +354,8 @@ impl Default for Config {
             event_interval: None,
             slots: None,
             threads: None,
+            lanes: None,
+            streak_slice: Duration::from_millis(1),
             workers: 64,
             chunk: 16 * 1024,
             first_chunk: None,
@@ -456,6 +468,17 @@ impl Config {
         }
         if self.threads == Some(0) {
             return Err(bad("threads", "must be at least 1".into()));
+        }
+        if self.lanes == Some(0) {
+            return Err(bad("lanes", "must be at least 1".into()));
+        }
+        if let (Some(lanes), Some(slots)) = (self.lanes, self.slots) {
+            if lanes > slots {
+                return Err(bad(
+                    "lanes",
+                    format!("{lanes} lanes but {slots} slots: each lane needs a slot"),
+                ));
+            }
         }
         if self.chunk == 0 || self.chunk > 64 * 1024 * 1024 {
             return Err(bad("chunk", format!("{} is not in 1..=64MiB", self.chunk)));
@@ -575,6 +598,31 @@ impl Config {
         } else {
             TOKIO_EVENT_INTERVAL
         })
+    }
+
+    /// The gate's streaks (`None` with `streak_slice = "0s"`).
+    pub fn streak(&self) -> Option<gate::Streak> {
+        (!self.streak_slice.is_zero()).then(|| gate::Streak {
+            slice_ns: self.streak_slice.as_nanos() as u64,
+            ..gate::Streak::default()
+        })
+    }
+
+    /// Runtime threads in effect: configured, or as many as slots.
+    pub fn effective_threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| self.effective_slots())
+    }
+
+    /// Gate lanes in effect: configured (at most one per slot), or one per runtime thread (at
+    /// most one per slot); one with resource containers or the kernel boost.
+    pub fn effective_lanes(&self) -> usize {
+        if !self.containers.is_empty() || self.raise().is_some() {
+            return 1;
+        }
+        let slots = self.effective_slots();
+        self.lanes
+            .unwrap_or_else(|| self.effective_threads())
+            .clamp(1, slots.max(1))
     }
 
     /// Slots in effect: configured, or the CPUs this process may run on.

@@ -209,6 +209,24 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
         counters.rounds
     );
     metric!(
+        "triage_streak_bursts_total",
+        "counter",
+        "Acquisitions that continued a streak (no real wait) without opening a round.",
+        counters.streak_bursts
+    );
+    metric!(
+        "triage_slot_moves_total",
+        "counter",
+        "CPU slots moved between the gate's lanes (per-core ready queues).",
+        counters.slot_moves
+    );
+    metric!(
+        "triage_gate_lanes",
+        "gauge",
+        "Lanes of the gate (per-core ready queues).",
+        gate.lanes()
+    );
+    metric!(
         "triage_boost_errors_total",
         "counter",
         "Kernel priority changes that failed.",

@@ -82,6 +82,14 @@ pub struct Overrides {
     /// Runtime threads (default: as many as slots).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Time slice of a gate streak: a worker that did not really wait continues without a
+    /// scheduling round this long (e.g. 1ms; 0s: off).
+    #[arg(long, value_parser = units::parse_duration)]
+    pub streak_slice: Option<Duration>,
+    /// Lanes of the gate: per-core ready queues (default: one per runtime thread, at most one
+    /// per slot; 1: one shared ready queue).
+    #[arg(long)]
+    pub lanes: Option<usize>,
     /// `on` (default) or `off`: bypass the gate entirely (benchmark baseline).
     #[arg(
         long,
@@ -182,12 +190,18 @@ impl Config {
             ($($field:ident),*) => { $( if o.$field.is_some() { self.$field = o.$field.clone(); } )* };
         }
         replace!(listen, gate, rounds, chunk, boost, max_conns);
-        replace!(header_timeout, keepalive_timeout, send_timeout);
+        replace!(
+            header_timeout,
+            keepalive_timeout,
+            send_timeout,
+            streak_slice
+        );
         set!(
             root,
             admin,
             slots,
             threads,
+            lanes,
             event_interval,
             first_chunk,
             sndbuf

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::cgi::orphans::Orphans;
 use crate::cgi::Cgi;
-use crate::config::{Config, ConfigError};
+use crate::config::{available_cpus, Config, ConfigError};
 use crate::conn::Serving;
 use crate::containers::Containers;
 use crate::ctx::{Bodies, Ctx, Timeouts};
@@ -81,7 +81,7 @@ pub struct Server {
 /// Build the tokio runtime for `cfg`: single-threaded when one thread is asked for (or the
 /// gate has one slot and no thread count is given), multi-threaded otherwise.
 pub fn runtime(cfg: &Config) -> io::Result<tokio::runtime::Runtime> {
-    let threads = cfg.threads.unwrap_or_else(|| cfg.effective_slots());
+    let threads = cfg.effective_threads();
     let events = cfg.effective_event_interval();
     if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -167,6 +167,21 @@ fn build_sites(
     Ok((Sites::new(sites), orphans))
 }
 
+/// More slots than CPUs the process may use would let the gate grant CPU that is not there (its
+/// ready queue would never form): a configuration error, not a silent cap.
+fn check_slots(slots: Option<usize>, cpus: usize) -> Result<(), ConfigError> {
+    match slots {
+        Some(n) if n > cpus => Err(ConfigError::Value {
+            key: "slots".into(),
+            msg: format!(
+                "{n} slots but this process may use only {cpus} CPU(s) (its affinity and cgroup \
+                 quota); use at most {cpus}"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn log_error(what: &'static str, path: &std::path::Path) -> impl FnOnce(io::Error) -> ServerError {
     let path = path.display().to_string();
     move |err| ServerError::Log { what, path, err }
@@ -176,28 +191,47 @@ impl Server {
     /// Validate `cfg`, open roots and logs, and bind the listeners (port 0 allowed).
     pub async fn bind(cfg: Config) -> Result<Self, ServerError> {
         cfg.validate()?;
+        check_slots(cfg.slots, available_cpus())?;
         let mut containers = Containers::new(cfg.container_tree()?);
         let (sites, orphans) = build_sites(&cfg, &mut containers)?;
         let p = &cfg.policy;
-        let policy = if containers.tree().is_empty() {
-            policy::build(&p.name, &p.config)
+        let lanes = if containers.tree().is_empty() {
+            cfg.effective_lanes()
         } else {
-            containers.share_policy(&p.name, &p.config)
-        }
-        .map_err(|e| ConfigError::Value {
-            key: "policy".into(),
-            msg: e.to_string(),
-        })?;
-        let mut sched = Sched::new(cfg.effective_slots(), policy);
-        let pfs_log = match &cfg.pfs_log {
-            Some(p) => {
-                sched = sched.with_log();
-                Some(PfsLog::create(p).map_err(log_error("pfs log", p))?)
+            1
+        };
+        let shares = policy::balance::shares(cfg.effective_slots(), lanes);
+        let mut scheds = Vec::with_capacity(lanes);
+        for share in shares {
+            let policy = if containers.tree().is_empty() {
+                policy::build(&p.name, &p.config)
+            } else {
+                containers.share_policy(&p.name, &p.config)
             }
+            .map_err(|e| ConfigError::Value {
+                key: "policy".into(),
+                msg: e.to_string(),
+            })?;
+            let sched = Sched::new(share, policy);
+            scheds.push(if cfg.pfs_log.is_some() {
+                sched.with_log()
+            } else {
+                sched
+            });
+        }
+        let pfs_log = match &cfg.pfs_log {
+            Some(p) => Some(PfsLog::create(p).map_err(log_error("pfs log", p))?),
             None => None,
         };
         // One decision for the gate and the runtime's event interval (`Config::rounds_on`).
-        let gate = Gate::new(sched, cfg.gate, cfg.raise()).with_rounds(cfg.rounds_on());
+        let gate = if lanes == 1 {
+            let sched = scheds.pop().expect("one lane");
+            Gate::new(sched, cfg.gate, cfg.raise())
+        } else {
+            Gate::with_lanes(scheds, cfg.gate)
+        }
+        .with_rounds(cfg.rounds_on())
+        .with_streak(cfg.streak());
         gate.prefork(cfg.workers);
         if !containers.tree().is_empty() {
             gate.set_account(containers.account().clone());
@@ -487,5 +521,18 @@ fn trim_heap() {
     // SAFETY: malloc_trim has no preconditions.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    #[test]
+    fn more_slots_than_cpus_is_a_clear_error() {
+        assert!(check_slots(None, 1).is_ok());
+        assert!(check_slots(Some(2), 2).is_ok());
+        let e = check_slots(Some(3), 2).unwrap_err().to_string();
+        assert!(e.contains("3 slots") && e.contains("only 2 CPU"), "{e}");
     }
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 use policy::{PolicyConfig, State};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 fn gate(slots: usize) -> Arc<Gate> {
     let p = policy::build("fifo", &PolicyConfig::default()).unwrap();
@@ -74,7 +74,13 @@ async fn round_order(rounds: bool) -> Vec<WorkerId> {
         ..PolicyConfig::default()
     };
     let p = policy::build("pos", &cfg).unwrap();
-    let g = Arc::new(Gate::new(Sched::new(1, p), true, None).with_rounds(rounds));
+    // S1 and S2 ask again right after their bursts: without this they would continue their
+    // streaks (see `a_streak_skips_the_round_until_its_slice_ends`).
+    let g = Arc::new(
+        Gate::new(Sched::new(1, p), true, None)
+            .with_rounds(rounds)
+            .with_streak(None),
+    );
     let (s1, s2, l) = (g.checkout(), g.checkout(), g.checkout());
     tokio::time::advance(std::time::Duration::from_millis(100)).await;
     for s in [s1, s2] {
@@ -286,30 +292,51 @@ fn fast_path_cost() {
                 sched = sched.with_log();
             }
             let g = Gate::new(sched, true, None).with_rounds(rounds);
-            let w = g.checkout();
-            let n = 1_000_000;
-            let t0 = std::time::Instant::now();
-            for _ in 0..n {
-                let mut st = AcquireState::default();
-                // With rounds the first poll opens one and the second ends it.
-                let permit = loop {
-                    if let Poll::Ready(p) = g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) {
-                        break p;
-                    }
-                    assert!(rounds, "uncontended acquire queued");
-                };
-                drop(permit);
-                if log && g.lock().sched.queued() == 0 {
-                    // Keep the log from growing without bound, as the server's drain does.
-                    let _ = g.drain_log();
-                }
-            }
-            let ns = t0.elapsed().as_nanos() as f64 / n as f64;
-            eprintln!(
-                "gate fast path: policy {name:<8} log {log:<5} rounds {rounds:<5}: {ns:.0} ns per burst"
-            );
+            fast_path_loop(&g, name, log, rounds, &mut cx, "1 lane ");
+        }
+        {
+            // The per-core gate: the same burst in one of two lanes (publishes its load).
+            let scheds = (0..2)
+                .map(|_| Sched::new(1, policy::build(name, &PolicyConfig::default()).unwrap()))
+                .map(|s| if log { s.with_log() } else { s })
+                .collect();
+            let g = Gate::with_lanes(scheds, true).with_rounds(rounds);
+            fast_path_loop(&g, name, log, rounds, &mut cx, "2 lanes");
         }
     }
+}
+
+/// `fast_path_cost`'s loop on one gate.
+fn fast_path_loop(
+    g: &Gate,
+    name: &str,
+    log: bool,
+    rounds: bool,
+    cx: &mut Context<'_>,
+    lanes: &str,
+) {
+    let w = g.checkout();
+    let n = 1_000_000;
+    let t0 = std::time::Instant::now();
+    for _ in 0..n {
+        let mut st = AcquireState::default();
+        // With rounds the first poll opens one and the second ends it.
+        let permit = loop {
+            if let Poll::Ready(p) = g.poll_acquire(&mut st, w, &Hints::default(), cx) {
+                break p;
+            }
+            assert!(rounds, "uncontended acquire queued");
+        };
+        drop(permit);
+        if log && g.lanes[0].lock().sched.queued() == 0 {
+            // Keep the log from growing without bound, as the server's drain does.
+            let _ = g.drain_log();
+        }
+    }
+    let ns = t0.elapsed().as_nanos() as f64 / n as f64;
+    eprintln!(
+        "gate fast path: {lanes} policy {name:<8} log {log:<5} rounds {rounds:<5}: {ns:.0} ns per burst"
+    );
 }
 
 #[tokio::test]
@@ -351,4 +378,253 @@ async fn a_sample_counts_the_bottleneck_as_policy_ctx_judges_it() {
     drop(pa);
     drop((fb, fc));
     assert_eq!(g.snapshot().busy, 0);
+}
+
+/// A gate of `lanes` lanes of one slot each, every lane its own `policy` instance.
+fn lanes_gate(policy: &str, lanes: usize) -> Arc<Gate> {
+    let scheds = (0..lanes)
+        .map(|_| Sched::new(1, policy::build(policy, &PolicyConfig::default()).unwrap()))
+        .collect();
+    Arc::new(Gate::with_lanes(scheds, true).with_rounds(false))
+}
+
+/// Run `f` on a thread of its own (a runtime thread of its own lane, for `checkout`).
+fn on_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(f).join().unwrap()
+}
+
+#[test]
+fn workers_stay_in_their_lane_and_slots_follow_the_queue() {
+    let g = lanes_gate("fifo", 2);
+    assert_eq!((g.lanes(), g.slots()), (2, 2));
+    // Three workers created by one thread: its lane, until it is crowded.
+    let (a, b, c) = (g.checkout(), g.checkout(), g.checkout());
+    let la = crate::lane::lane_of(a, 2);
+    assert!([b, c].iter().all(|&w| crate::lane::lane_of(w, 2) == la));
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let (mut sa, mut sb, mut sc) = Default::default();
+    let h = Hints::default();
+    let Poll::Ready(pa) = g.poll_acquire(&mut sa, a, &h, &mut cx) else {
+        panic!("a free slot")
+    };
+    // b's lane has no free slot: it borrows the other lane's.
+    assert!(g.poll_acquire(&mut sb, b, &h, &mut cx).is_pending());
+    let Poll::Ready(pb) = g.poll_acquire(&mut sb, b, &h, &mut cx) else {
+        panic!("b runs on the borrowed slot")
+    };
+    assert_eq!(g.counters().slot_moves, 1);
+    assert!(
+        g.poll_acquire(&mut sc, c, &h, &mut cx).is_pending(),
+        "no slot left"
+    );
+    assert_eq!((g.snapshot().busy, g.snapshot().queued), (2, 1));
+    drop(pa);
+    let Poll::Ready(pc) = g.poll_acquire(&mut sc, c, &h, &mut cx) else {
+        panic!("c got a's slot")
+    };
+    drop((pb, pc));
+    let s = g.snapshot();
+    assert_eq!((s.slots, s.busy, s.queued), (2, 0, 0));
+}
+
+#[test]
+fn a_new_thread_places_its_workers_in_another_lane() {
+    let g = lanes_gate("fifo", 2);
+    let g2 = g.clone();
+    let here = g.checkout();
+    let there = on_thread(move || g2.checkout());
+    // Thread numbers are process-wide: two threads in a row land in different lanes.
+    let (l1, l2) = (
+        crate::lane::lane_of(here, 2),
+        crate::lane::lane_of(there, 2),
+    );
+    let g3 = g.clone();
+    let third = on_thread(move || g3.checkout());
+    let l3 = crate::lane::lane_of(third, 2);
+    assert!(
+        l1 != l2 || l2 != l3,
+        "three threads, two lanes: not all in one"
+    );
+    assert_eq!(g.workers(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_burst_takes_neither_its_slot_nor_its_lane() {
+    for lanes in [1, 2] {
+        let g = if lanes == 1 {
+            gate(1)
+        } else {
+            lanes_gate("pos", 2)
+        };
+        let w = g.checkout();
+        let g2 = g.clone();
+        let r = tokio::spawn(async move {
+            let _permit = g2.acquire(w, Hints::default()).await;
+            panic!("a burst fails");
+        })
+        .await;
+        assert!(r.unwrap_err().is_panic());
+        let s = g.snapshot();
+        assert_eq!(
+            (s.busy, s.queued),
+            (0, 0),
+            "{lanes} lane(s): the slot came back"
+        );
+        // The same worker and others keep being served, in every lane.
+        for _ in 0..3 {
+            drop(g.acquire(w, Hints::default()).await);
+            let v = g.checkout();
+            drop(g.acquire(v, Hints::default()).await);
+        }
+        assert_eq!(g.snapshot().busy, 0);
+        assert!(g.counters().bursts >= 7);
+    }
+}
+
+#[test]
+fn lanes_learn_together() {
+    let cfg = PolicyConfig {
+        slp: policy::Tunable::Auto,
+        ..PolicyConfig::default()
+    };
+    let scheds = (0..2)
+        .map(|_| Sched::new(1, policy::build("pos", &cfg).unwrap()))
+        .collect();
+    let g = Gate::with_lanes(scheds, true).with_rounds(false);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    // One worker per lane, each waiting a different time between two bursts.
+    let a = g.checkout();
+    let b = on_thread({
+        let ids: Vec<WorkerId> = (0..8).map(|_| g.checkout()).collect();
+        move || ids
+    });
+    let b = *b
+        .iter()
+        .find(|&&w| crate::lane::lane_of(w, 2) != crate::lane::lane_of(a, 2))
+        .expect("a crowded lane places workers in the other");
+    for w in [a, b] {
+        let mut st = AcquireState::default();
+        let Poll::Ready(p) = g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) else {
+            panic!("uncontended")
+        };
+        drop(p);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    for w in [a, b] {
+        let mut st = AcquireState::default();
+        let Poll::Ready(p) = g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) else {
+            panic!("uncontended")
+        };
+        drop(p);
+    }
+    g.tick();
+    let slp = g.snapshot().stats.slp.unwrap();
+    assert!(
+        slp < policy::pos::DEFAULT_SLP,
+        "learned from both lanes: {slp}"
+    );
+    let lane_slps: Vec<_> = g
+        .lanes
+        .iter()
+        .map(|l| l.lock().sched.policy().stats().slp)
+        .collect();
+    assert_eq!(lane_slps[0], lane_slps[1], "published to every lane");
+}
+
+/// Measurement, not a test of speed: acquire + release from `threads` threads at once, each
+/// with its own worker, on one shared lane or one lane per thread.
+#[test]
+#[ignore = "measurement: cargo test -p gate --release --lib -- --ignored --nocapture contended"]
+fn contended_cost() {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
+    for (name, lanes) in [("pos", 1), ("pos", threads), ("fifo", 1), ("fifo", threads)] {
+        let scheds: Vec<Sched> = (0..lanes)
+            .map(|_| {
+                Sched::new(
+                    threads / lanes,
+                    policy::build(name, &PolicyConfig::default()).unwrap(),
+                )
+            })
+            .collect();
+        let g = Arc::new(Gate::with_lanes(scheds, true).with_rounds(false));
+        let n = 500_000;
+        let t0 = std::time::Instant::now();
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                let g = g.clone();
+                std::thread::spawn(move || {
+                    let mut cx = Context::from_waker(std::task::Waker::noop());
+                    let w = g.checkout();
+                    for _ in 0..n {
+                        let mut st = AcquireState::default();
+                        let p = loop {
+                            if let Poll::Ready(p) =
+                                g.poll_acquire(&mut st, w, &Hints::default(), &mut cx)
+                            {
+                                break p;
+                            }
+                        };
+                        drop(p);
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let ns = t0.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!(
+            "gate contended: policy {name:<5} {threads} threads, {lanes} lane(s): {ns:.0} ns per burst per thread"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streak_skips_the_round_until_its_slice_ends() {
+    let g = gate(1);
+    let w = g.checkout();
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let h = Hints::default();
+    let acquire = |g: &Gate, cx: &mut Context<'_>| {
+        let mut st = AcquireState::default();
+        let mut polls = 0;
+        loop {
+            polls += 1;
+            if let Poll::Ready(p) = g.poll_acquire(&mut st, w, &h, cx) {
+                drop(p);
+                return polls;
+            }
+        }
+    };
+    // The first burst after a wait opens a round (two polls).
+    assert_eq!(acquire(&g, &mut cx), 2);
+    // The next chunk, at once: the streak continues (one poll, no round).
+    assert_eq!(acquire(&g, &mut cx), 1);
+    assert_eq!(g.counters().streak_bursts, 1);
+    // Still within the slice, 40 us after the last burst: continues.
+    tokio::time::advance(std::time::Duration::from_micros(40)).await;
+    assert_eq!(acquire(&g, &mut cx), 1);
+    // A real wait (1 ms) ends the streak: a round again.
+    tokio::time::advance(std::time::Duration::from_millis(1)).await;
+    assert_eq!(acquire(&g, &mut cx), 2);
+    // Back to back past the slice (1 ms from the streak's first burst): a round.
+    for _ in 0..30 {
+        tokio::time::advance(std::time::Duration::from_micros(40)).await;
+        acquire(&g, &mut cx);
+    }
+    assert_eq!(
+        g.counters().rounds,
+        3,
+        "one more round when the slice ran out"
+    );
+    // Without streaks every burst after the lane went idle opens a round.
+    let p = policy::build("fifo", &PolicyConfig::default()).unwrap();
+    let g = Gate::new(Sched::new(1, p), true, None).with_streak(None);
+    let w2 = g.checkout();
+    assert_eq!(w2, w);
+    for _ in 0..3 {
+        assert_eq!(acquire(&g, &mut cx), 2);
+    }
 }

@@ -314,6 +314,7 @@ impl Experiment for LoadBench {
                 rlimit_nofile: None,
                 keepalive_requests: Some(100_000_000),
                 tcp_nopush: false,
+                ..NginxTuning::default()
             },
             ..PeerTuning::default()
         };

@@ -22,6 +22,12 @@ pub struct NginxTuning {
     pub keepalive_requests: Option<u64>,
     /// `tcp_nopush on` (send headers and the start of a file in one packet).
     pub tcp_nopush: bool,
+    /// `worker_processes` (at least 1; more than one needs `master_process`). A multi-core
+    /// benchmark runs one worker per core, as nginx is deployed.
+    pub workers: usize,
+    /// `listen ... reuseport`: one listening socket per worker, the kernel spreading
+    /// connections among them (how nginx scales with workers).
+    pub reuseport: bool,
 }
 
 impl Default for NginxTuning {
@@ -32,6 +38,8 @@ impl Default for NginxTuning {
             rlimit_nofile: None,
             keepalive_requests: None,
             tcp_nopush: false,
+            workers: 1,
+            reuseport: false,
         }
     }
 }
@@ -49,7 +57,7 @@ pub fn nginx_conf(
     if run_as_root && tuning.master_process {
         let _ = writeln!(s, "user root root;");
     }
-    let _ = writeln!(s, "worker_processes 1;");
+    let _ = writeln!(s, "worker_processes {};", tuning.workers.max(1));
     let _ = writeln!(s, "daemon off;");
     let onoff = |b: bool| if b { "on" } else { "off" };
     let _ = writeln!(s, "master_process {};", onoff(tuning.master_process));
@@ -102,7 +110,8 @@ pub fn nginx_conf(
         }
     }
     let _ = writeln!(s, "  server {{");
-    let _ = writeln!(s, "    listen {};", site.listen);
+    let reuseport = if tuning.reuseport { " reuseport" } else { "" };
+    let _ = writeln!(s, "    listen {}{reuseport};", site.listen);
     let _ = writeln!(s, "    server_name localhost;");
     let _ = writeln!(s, "    root {};", q(&site.root));
     let _ = writeln!(s, "    location / {{ }}");
@@ -148,8 +157,21 @@ mod tests {
             rlimit_nofile: Some(10_400),
             keepalive_requests: Some(100_000_000),
             tcp_nopush: true,
+            ..NginxTuning::default()
         };
         let c = nginx_conf(Path::new("/p"), &site(Path::new("/site")), &t, true);
+        assert!(c.contains("worker_processes 1;") && !c.contains("reuseport"));
+        let many = NginxTuning {
+            master_process: true,
+            workers: 4,
+            reuseport: true,
+            ..t.clone()
+        };
+        let m = nginx_conf(Path::new("/p"), &site(Path::new("/site")), &many, false);
+        assert!(
+            m.contains("worker_processes 4;") && m.contains(" reuseport;"),
+            "{m}"
+        );
         for want in [
             "master_process off;",
             "worker_connections 5150;",

@@ -63,6 +63,10 @@ pub struct TestbedConfig {
     pub period: Duration,
     /// The CPU of the server side.
     pub server_cpu: usize,
+    /// Every CPU a server-side process may be pinned to, when more than `server_cpu` (the
+    /// server cgroup's cpuset; `triage bench static --cores` pins each server to a prefix of
+    /// them). Empty: `server_cpu` alone.
+    pub server_cpus: Vec<usize>,
     /// The CPU of the load generator (and of the lab itself).
     pub client_cpu: usize,
     /// How to emulate the network.
@@ -81,6 +85,7 @@ impl Default for TestbedConfig {
             quota: None,
             period: Duration::from_millis(10),
             server_cpu: 0,
+            server_cpus: Vec::new(),
             client_cpu: 1,
             net: NetMode::Auto,
             rate_mbit: 10.0,
@@ -205,7 +210,12 @@ impl Testbed {
                         .map_err(|e| LabError::Os(format!("setting the CPU quota {q}: {e}")))?;
                 }
                 if pin {
-                    if let Err(e) = cg.set_cpus(&[cfg.server_cpu]) {
+                    let set = if cfg.server_cpus.is_empty() {
+                        vec![cfg.server_cpu]
+                    } else {
+                        cfg.server_cpus.clone()
+                    };
+                    if let Err(e) = cg.set_cpus(&set) {
                         notes.push(format!(
                             "cpuset not applied ({e}); pinning by affinity only"
                         ));

@@ -39,8 +39,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-/// This binary: the labs run it as the server and the load generator.
+/// This binary: the labs run it as the server and the load generator. `TRIAGE_BIN` names
+/// another way to start it (a wrapper that runs it through a carried dynamic loader, as
+/// `scripts/device-pack.sh` makes, where the running executable is the loader).
 pub fn triage_bin() -> anyhow::Result<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("TRIAGE_BIN").filter(|p| !p.is_empty()) {
+        return Ok(p.into());
+    }
     std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot locate the triage binary: {e}"))
 }
 

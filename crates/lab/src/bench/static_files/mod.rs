@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use super::probe::{check_gzip, find_program};
 
+pub mod cores;
 mod opts;
 mod summary;
 
@@ -28,10 +29,11 @@ use crate::process::Managed;
 use crate::testbed::{NetMode, TestbedConfig};
 use crate::util::whole_seconds;
 use crate::wrk::{Wrk, WrkSpec};
+use cores::Layout;
 pub use opts::StaticOpts;
 pub use summary::{
-    print, summarize, IdleResult, Ratios, Sample, StaticMeasured, StaticPoint, StaticSummary,
-    TargetSummary, TargetsGoal,
+    print, summarize, CoresSummary, IdleResult, Ratios, Sample, StaticMeasured, StaticPoint,
+    StaticSummary, TargetSummary, TargetsGoal,
 };
 
 /// The servers measured, in start order: nginx (when installed) and three triage
@@ -42,6 +44,9 @@ pub const TARGETS: [(&str, &[&str]); 4] = [
     ("triage-pos", &["--policy", "pos"]),
     ("triage-gate-off", &["--policy", "fifo", "--gate", "off"]),
 ];
+
+/// The targets of `--cores` (the gate-off baseline left out: the device time is short).
+pub const CORES_TARGETS: [(&str, &[&str]); 3] = [TARGETS[0], TARGETS[1], TARGETS[2]];
 
 /// One server under test, running.
 pub struct Target {
@@ -58,6 +63,9 @@ pub struct StaticBench {
     targets: Vec<(&'static str, &'static [&'static str])>,
     /// The document root and the URL path of the file, once written.
     file: Option<(PathBuf, &'static str)>,
+    /// Per core count, where the servers and wrk run (`--cores`); empty without it (one CPU
+    /// each, as the testbed pins them).
+    layouts: Vec<Layout>,
 }
 
 impl StaticBench {
@@ -67,8 +75,14 @@ impl StaticBench {
         if o.rounds == 0 {
             return Err(LabError::Config("--rounds must be at least 1".into()));
         }
+        let layouts = match &o.cores {
+            Some(list) => {
+                cores::layouts(list, &os::cpu::allowed_cpus()).map_err(LabError::Config)?
+            }
+            None => Vec::new(),
+        };
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if o.server_cpu >= cpus || o.client_cpu >= cpus {
+        if layouts.is_empty() && (o.server_cpu >= cpus || o.client_cpu >= cpus) {
             return Err(LabError::Config(format!(
                 "--server-cpu {} / --client-cpu {} but only {cpus} CPU(s) are available",
                 o.server_cpu, o.client_cpu
@@ -82,25 +96,55 @@ impl StaticBench {
         } else {
             find_program("--nginx", &o.nginx)?
         };
+        let targets = if layouts.is_empty() {
+            TARGETS.to_vec()
+        } else {
+            CORES_TARGETS.to_vec()
+        };
         Ok(StaticBench {
             o,
             nginx,
             wrk,
-            targets: TARGETS.to_vec(),
+            targets,
             file: None,
+            layouts,
         })
     }
 
-    fn conns_max(&self) -> usize {
-        self.o.idle + self.o.connections + 100
+    /// The layout of core count `cores` (`None`: the testbed's one CPU each).
+    fn layout(&self, cores: usize) -> Option<&Layout> {
+        self.layouts.iter().find(|l| l.cores == cores)
     }
 
-    fn wrk_spec(&self, addr: SocketAddr, path: &str) -> WrkSpec {
+    /// Idle connections measured (none with `--cores`).
+    fn idle(&self) -> usize {
+        if self.layouts.is_empty() {
+            self.o.idle
+        } else {
+            0
+        }
+    }
+
+    /// wrk connections at `cores` server cores.
+    fn connections(&self, cores: usize) -> usize {
+        self.o.connections * cores.max(1)
+    }
+
+    fn conns_max(&self) -> usize {
+        let most = self.layouts.iter().map(|l| l.cores).max().unwrap_or(1);
+        self.idle() + self.connections(most) + 100
+    }
+
+    fn wrk_spec(&self, addr: SocketAddr, path: &str, cores: usize) -> WrkSpec {
         let mut s = WrkSpec::new(
             format!("http://{addr}{path}"),
-            self.o.connections,
+            self.connections(cores),
             self.o.duration,
         );
+        if let Some(l) = self.layout(cores) {
+            s.threads = l.client.len();
+            s.cpus = l.client.clone();
+        }
         if self.o.gzip.is_some() {
             s.headers.push("Accept-Encoding: gzip".into());
         }
@@ -109,17 +153,18 @@ impl StaticBench {
     }
 
     /// One wrk run against `t`, with the CPU time `t` used meanwhile.
-    fn run_wrk(&self, env: &Env<'_>, t: &Target, label: &str) -> Result<Sample> {
+    fn run_wrk(&self, env: &Env<'_>, t: &Target, label: &str, cores: usize) -> Result<Sample> {
         let (_, path) = self.file.as_ref().expect("prepare writes the file");
         let pid = t.child.pid() as i32;
+        // The whole process group: nginx's master and its workers.
         let cpu = || {
-            os::procfs::cpu_time(pid).map_err(|e| LabError::Process {
+            os::procfs::group_cpu_time(pid).map_err(|e| LabError::Process {
                 name: t.name.into(),
                 msg: format!("reading its CPU time: {e}"),
             })
         };
         let cpu0 = cpu()?;
-        let r = Wrk::run(env.tb, label, &self.wrk_spec(t.addr, path))?;
+        let r = Wrk::run(env.tb, label, &self.wrk_spec(t.addr, path, cores))?;
         let cpu1 = cpu()?;
         if r.non_2xx > 0 {
             return Err(LabError::Process {
@@ -142,10 +187,23 @@ impl StaticBench {
         extra: &[&str],
         root: &Path,
         dir: &Path,
+        cores: usize,
     ) -> Result<Target> {
         let tb = env.tb;
         let addr = tb.server_addr()?;
         let log = Some(dir.join(format!("{name}.log")));
+        let cpu_set = self
+            .layout(cores)
+            .map(|l| l.server.clone())
+            .unwrap_or_default();
+        let spawn = |program: &Path, args: &[std::ffi::OsString]| {
+            let mut l = tb.server_launch(name, program).args(args.iter().cloned());
+            l.log = log.clone();
+            if !cpu_set.is_empty() {
+                l.cpu_set = cpu_set.clone();
+            }
+            l.spawn()
+        };
         let mut child = if name == "nginx" {
             let site = PeerSite {
                 root: root.to_owned(),
@@ -160,17 +218,21 @@ impl StaticBench {
             let conns = self.conns_max();
             let tuning = PeerTuning {
                 nginx: NginxTuning {
-                    master_process: false,
+                    // One process serving alone on one core (its CPU time is all of nginx's);
+                    // a master and N workers sharing the port with `reuseport` on N cores.
+                    master_process: cores > 1,
                     worker_connections: conns,
                     rlimit_nofile: Some(conns * 2 + 100),
                     keepalive_requests: Some(100_000_000),
                     tcp_nopush: true,
+                    workers: cores,
+                    reuseport: cores > 1,
                 },
                 program: Some(self.nginx.clone()),
                 ..PeerTuning::default()
             };
             let p = Peer::Nginx.prepare_tuned(&dir.join("nginx"), &site, &tuning)?;
-            tb.spawn_server_side(name, &p.program, &p.args, log)?
+            spawn(&p.program, &p.args)?
         } else {
             let mut args: Vec<String> = [
                 "serve",
@@ -179,7 +241,7 @@ impl StaticBench {
                 "--listen",
                 &addr.to_string(),
                 "--slots",
-                "1",
+                &cores.to_string(),
                 "--keepalive-timeout",
                 "1h",
                 "--header-timeout",
@@ -195,7 +257,7 @@ impl StaticBench {
                 args.extend(["--gzip-level".to_string(), l.to_string()]);
             }
             let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-            tb.spawn_server_side(name, &self.o.triage_bin, &args, log)?
+            spawn(&self.o.triage_bin, &args)?
         };
         tb.wait_listening(addr, &mut child, Duration::from_secs(15))?;
         Ok(Target { name, child, addr })
@@ -243,10 +305,12 @@ impl Experiment for StaticBench {
     }
 
     fn testbed(&self) -> TestbedConfig {
+        let widest = self.layouts.iter().max_by_key(|l| l.cores);
         TestbedConfig {
             tag: "bench-static".into(),
-            server_cpu: self.o.server_cpu,
-            client_cpu: self.o.client_cpu,
+            server_cpu: widest.map_or(self.o.server_cpu, |l| l.server[0]),
+            server_cpus: widest.map(|l| l.server.clone()).unwrap_or_default(),
+            client_cpu: widest.map_or(self.o.client_cpu, |l| l.client[0]),
             net: NetMode::Loopback,
             ..Default::default()
         }
@@ -300,14 +364,34 @@ impl Experiment for StaticBench {
 
     fn plan(&self) -> Vec<Session<StaticPoint>> {
         let n = self.targets.len();
-        let mut points = Vec::new();
-        for round in 0..self.o.rounds {
-            // Alternate the order every round.
-            for k in 0..n {
-                let target = if round % 2 == 0 { k } else { n - 1 - k };
-                points.push(StaticPoint::Round { round, target });
+        let rounds = |cores: usize| {
+            let mut points = Vec::new();
+            for round in 0..self.o.rounds {
+                // Alternate the order every round.
+                for k in 0..n {
+                    let target = if round % 2 == 0 { k } else { n - 1 - k };
+                    points.push(StaticPoint::Round {
+                        round,
+                        target,
+                        cores,
+                    });
+                }
             }
+            points
+        };
+        if !self.layouts.is_empty() {
+            // One session per core count: every server restarted on its N cores.
+            return self
+                .layouts
+                .iter()
+                .map(|l| Session {
+                    variant: format!("{} cores", l.cores),
+                    dir: format!("cores-{}", l.cores),
+                    points: rounds(l.cores),
+                })
+                .collect();
         }
+        let mut points = rounds(1);
         if self.o.idle > 0 {
             points.extend((0..n).map(|target| StaticPoint::Idle { target }));
         }
@@ -318,11 +402,17 @@ impl Experiment for StaticBench {
         }]
     }
 
-    fn start(&self, env: &Env<'_>, _: &Session<StaticPoint>, dir: &Path) -> Result<Vec<Target>> {
+    fn start(
+        &self,
+        env: &Env<'_>,
+        session: &Session<StaticPoint>,
+        dir: &Path,
+    ) -> Result<Vec<Target>> {
         let (root, path) = self.file.as_ref().expect("prepare writes the file");
+        let cores = session.points.first().map_or(1, StaticPoint::cores);
         let mut out = Vec::new();
         for (name, extra) in &self.targets {
-            out.push(self.start_target(env, name, extra, root, dir)?);
+            out.push(self.start_target(env, name, extra, root, dir, cores)?);
         }
         if self.o.gzip.is_some() {
             // Measure compression, not a silent fallback to the plain file.
@@ -335,8 +425,17 @@ impl Experiment for StaticBench {
 
     fn label(&self, pt: &StaticPoint) -> String {
         match *pt {
-            StaticPoint::Round { round, target } => {
-                format!("round {} {}", round + 1, self.targets[target].0)
+            StaticPoint::Round {
+                round,
+                target,
+                cores,
+            } => {
+                let at = if self.layouts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" on {cores} cores")
+                };
+                format!("round {} {}{at}", round + 1, self.targets[target].0)
             }
             StaticPoint::Idle { target } => {
                 format!(
@@ -355,9 +454,13 @@ impl Experiment for StaticBench {
         _: &Path,
     ) -> Result<StaticMeasured> {
         match *pt {
-            StaticPoint::Round { round, target } => {
+            StaticPoint::Round {
+                round,
+                target,
+                cores,
+            } => {
                 let t = &targets[target];
-                let s = self.run_wrk(env, t, &format!("{}-r{round}", t.name))?;
+                let s = self.run_wrk(env, t, &format!("{}-c{cores}-r{round}", t.name), cores)?;
                 Ok(StaticMeasured::Round(s))
             }
             StaticPoint::Idle { target } => {
@@ -370,7 +473,7 @@ impl Experiment for StaticBench {
                         msg: format!("reading its memory: {e}"),
                     })
                 };
-                let base = self.run_wrk(env, t, &format!("{}-idle0", t.name))?;
+                let base = self.run_wrk(env, t, &format!("{}-idle0", t.name), 1)?;
                 let rss0 = rss()?;
                 let held = open_idle(t.addr, self.o.idle, path).map_err(|e| LabError::Process {
                     name: t.name.into(),
@@ -378,7 +481,7 @@ impl Experiment for StaticBench {
                 })?;
                 crate::signals::sleep(Duration::from_millis(300))?;
                 let rss1 = rss()?;
-                let loaded = self.run_wrk(env, t, &format!("{}-idle", t.name))?;
+                let loaded = self.run_wrk(env, t, &format!("{}-idle", t.name), 1)?;
                 drop(held);
                 let (cpr0, cpr1) = (base.cpu_per_req_s(), loaded.cpu_per_req_s());
                 Ok(StaticMeasured::Idle(IdleResult {
@@ -425,7 +528,7 @@ impl Experiment for StaticBench {
     }
 
     fn print(&self, s: &StaticSummary, out: &Path) {
-        print(s, self.o.idle, out);
+        print(s, self.idle(), out);
     }
 }
 
@@ -464,6 +567,7 @@ mod tests {
             wrk: PathBuf::new(),
             targets: TARGETS.to_vec(),
             file: None,
+            layouts: Vec::new(),
         };
         let pts = &b.plan()[0].points;
         let order: Vec<usize> = pts
@@ -486,7 +590,7 @@ mod tests {
         let done: Vec<(StaticPoint, StaticMeasured)> = pts
             .iter()
             .filter_map(|p| match *p {
-                StaticPoint::Round { round, target } => Some((*p, sample(rps(target, round)))),
+                StaticPoint::Round { round, target, .. } => Some((*p, sample(rps(target, round)))),
                 StaticPoint::Idle { .. } => None,
             })
             .collect();
@@ -512,6 +616,7 @@ mod tests {
             "ratios",
             "idle",
             "targets_goal",
+            "per_cores",
         ] {
             assert!(keys.contains(&k), "{k}");
         }
@@ -524,10 +629,15 @@ mod tests {
         let done: Vec<_> = done
             .into_iter()
             .filter_map(|(p, m)| match p {
-                StaticPoint::Round { round, target } if target > 0 => Some((
+                StaticPoint::Round {
+                    round,
+                    target,
+                    cores,
+                } if target > 0 => Some((
                     StaticPoint::Round {
                         round,
                         target: target - 1,
+                        cores,
                     },
                     m,
                 )),
@@ -537,6 +647,78 @@ mod tests {
         let s = summarize(&o, &no_nginx, &done);
         assert_eq!(s.ratios.fifo_vs_nginx_rps, None);
         assert!(s.ratios.gate_cost.is_some());
+    }
+
+    #[test]
+    fn per_core_count_sessions_and_the_ratios_the_checks_read() {
+        let o = opts(&["--rounds", "2", "--duration", "1s", "--cores", "1,2"]);
+        let all: Vec<usize> = (0..4).collect();
+        let b = StaticBench {
+            o: o.clone(),
+            nginx: PathBuf::new(),
+            wrk: PathBuf::new(),
+            targets: CORES_TARGETS.to_vec(),
+            file: None,
+            layouts: cores::layouts(o.cores.as_ref().unwrap(), &all).unwrap(),
+        };
+        assert_eq!(b.idle(), 0, "no idle measurement with --cores");
+        let plan = b.plan();
+        assert_eq!(plan.len(), 2, "one session per core count");
+        assert_eq!(plan[1].dir, "cores-2");
+        assert_eq!(plan[1].points.len(), 2 * 3);
+        assert!(plan[1].points.iter().all(|p| p.cores() == 2));
+        assert_eq!(b.label(&plan[1].points[0]), "round 1 nginx on 2 cores");
+        let spec = b.wrk_spec("127.0.0.1:1".parse().unwrap(), "/f", 2);
+        assert_eq!(
+            (spec.threads, spec.cpus.clone(), spec.conns),
+            (2, vec![2, 3], 100)
+        );
+        let tb = b.testbed();
+        assert_eq!((tb.server_cpus.clone(), tb.client_cpu), (vec![0, 1], 2));
+        // nginx 1000 req/s everywhere; fifo 1100 at 1 core, 900 at 2; pos 1000 with twice
+        // fifo's CPU per request.
+        let done: Vec<(StaticPoint, StaticMeasured)> = plan
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .map(|p| {
+                let StaticPoint::Round { target, cores, .. } = *p else {
+                    unreachable!()
+                };
+                let rps = match (target, cores) {
+                    (0, _) => 1000.0,
+                    (1, 1) => 1100.0,
+                    (1, _) => 900.0,
+                    _ => 1000.0,
+                };
+                let cpu_s = if target == 2 { 2.0 } else { 1.0 };
+                let m = StaticMeasured::Round(Sample {
+                    rps,
+                    p99_ms: 1.0,
+                    requests: 1000,
+                    cpu_s,
+                });
+                (*p, m)
+            })
+            .collect();
+        let s = summarize(&o, &b.targets, &done);
+        let j = serde_json::to_value(&s).unwrap();
+        let per = j["per_cores"].as_array().unwrap();
+        assert_eq!(per.len(), 2);
+        assert_eq!(per[0]["cores"], 1);
+        assert_eq!(per[1]["cores"], 2);
+        for k in [
+            "fifo_vs_nginx_rps",
+            "pos_vs_fifo_rps",
+            "fifo_vs_nginx_p99",
+            "pos_vs_fifo_cpu_per_req",
+        ] {
+            assert!(per[1][k].is_number(), "{k}");
+        }
+        assert!((per[0]["fifo_vs_nginx_rps"].as_f64().unwrap() - 1.1).abs() < 1e-9);
+        assert!((per[1]["fifo_vs_nginx_rps"].as_f64().unwrap() - 0.9).abs() < 1e-9);
+        assert!((per[1]["pos_vs_fifo_cpu_per_req"].as_f64().unwrap() - 2.0).abs() < 1e-9);
+        // The top level is the first core count's.
+        assert_eq!(s.targets[1].rps_median, 1100.0);
     }
 
     #[test]

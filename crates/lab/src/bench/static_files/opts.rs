@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::cores::{parse_cores, CoreList};
 use crate::util::parse_bytes;
 
 /// Arguments of `triage bench static`.
@@ -14,9 +15,16 @@ pub struct StaticOpts {
     /// Rounds (targets alternate order every round; medians are reported).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// wrk connections.
+    /// wrk connections (with `--cores`: per server core).
     #[arg(long, default_value_t = 50)]
     pub connections: usize,
+    /// Measure at these core counts (`1,2,4,8`): per N, every server pinned to the first N
+    /// CPUs with N workers/slots (nginx: N workers with `reuseport`), wrk on the CPUs left
+    /// after the largest N, one thread each; nginx, triage fifo and triage pos alternate, and
+    /// the idle-connection measurement and the gate-off target are left out. Replaces
+    /// `--server-cpu` / `--client-cpu`.
+    #[arg(long, value_parser = parse_cores)]
+    pub cores: Option<CoreList>,
     /// Idle keep-alive connections for the idle-cost measurement (0 skips it).
     #[arg(long, default_value_t = 5000)]
     pub idle: usize,

@@ -18,6 +18,8 @@ pub enum StaticPoint {
         round: usize,
         /// The target.
         target: usize,
+        /// Server cores (N workers/slots) of the run (1 without `--cores`).
+        cores: usize,
     },
     /// CPU per request with no idle connection and with `--idle` of them, and memory per idle
     /// connection, of target `target`.
@@ -25,6 +27,16 @@ pub enum StaticPoint {
         /// The target.
         target: usize,
     },
+}
+
+impl StaticPoint {
+    /// The server cores of the point (1 for an idle-connection measurement).
+    pub fn cores(&self) -> usize {
+        match *self {
+            StaticPoint::Round { cores, .. } => cores,
+            StaticPoint::Idle { .. } => 1,
+        }
+    }
 }
 
 /// One wrk measurement.
@@ -109,6 +121,26 @@ pub struct Ratios {
     pub gate_cost: Option<f64>,
 }
 
+/// The figures of one core count (`--cores`; without it, the one entry of 1 core).
+#[derive(Debug, Clone, Serialize)]
+pub struct CoresSummary {
+    /// N: server CPUs, nginx workers, triage slots.
+    pub cores: usize,
+    /// triage-fifo's req/s over nginx's (goal >= 1.0).
+    pub fifo_vs_nginx_rps: Option<f64>,
+    /// triage-pos's req/s over triage-fifo's (goal >= 0.9).
+    pub pos_vs_fifo_rps: Option<f64>,
+    /// triage-fifo's p99 over nginx's (goal <= 1.2).
+    pub fifo_vs_nginx_p99: Option<f64>,
+    /// triage-pos's CPU per request over triage-fifo's (lower is better; the goal "pos at
+    /// least 0.9x fifo's efficiency" is <= 1/0.9 = 1.11).
+    pub pos_vs_fifo_cpu_per_req: Option<f64>,
+    /// triage-pos's req/s over nginx's.
+    pub pos_vs_nginx_rps: Option<f64>,
+    /// Per target, medians over the rounds at this core count.
+    pub targets: Vec<TargetSummary>,
+}
+
 /// The goals the figures are read against.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetsGoal {
@@ -151,27 +183,33 @@ pub struct StaticSummary {
     pub ratios: Ratios,
     /// Per target, the cost of idle connections.
     pub idle: Vec<IdleResult>,
+    /// Per core count measured, its ratios (`--cores`; one entry of 1 core without it). The
+    /// top-level `targets` and `ratios` are those of the first core count.
+    pub per_cores: Vec<CoresSummary>,
     /// The goals.
     pub targets_goal: TargetsGoal,
 }
 
-/// The summary of the rounds and idle measurements in `done`.
-pub fn summarize(
-    o: &StaticOpts,
+/// Per target, the medians of its rounds at `cores` server cores.
+fn target_summaries(
     targets: &[(&'static str, &'static [&'static str])],
     done: &[(StaticPoint, StaticMeasured)],
-) -> StaticSummary {
+    cores: usize,
+) -> Vec<TargetSummary> {
     let samples = |i: usize| -> Vec<Sample> {
         done.iter()
             .filter_map(|(p, m)| match (p, m) {
-                (StaticPoint::Round { target, .. }, StaticMeasured::Round(s)) if *target == i => {
-                    Some(*s)
-                }
+                (
+                    StaticPoint::Round {
+                        target, cores: c, ..
+                    },
+                    StaticMeasured::Round(s),
+                ) if *target == i && *c == cores => Some(*s),
                 _ => None,
             })
             .collect()
     };
-    let per_target: Vec<TargetSummary> = targets
+    targets
         .iter()
         .enumerate()
         .map(|(i, (name, _))| {
@@ -185,15 +223,56 @@ pub fn summarize(
                 rounds: s,
             }
         })
-        .collect();
-    let get =
-        |n: &str, f: fn(&TargetSummary) -> f64| per_target.iter().find(|t| t.target == n).map(f);
-    let rps = |n: &str| get(n, |t| t.rps_median);
-    let p99 = |n: &str| get(n, |t| t.p99_ms_median);
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        .collect()
+}
+
+/// `a / b` when both are there and `b` is positive.
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => Some(a / b),
         _ => None,
-    };
+    }
+}
+
+/// A target's median of `f`, if the target was measured.
+fn get(per_target: &[TargetSummary], n: &str, f: fn(&TargetSummary) -> f64) -> Option<f64> {
+    per_target.iter().find(|t| t.target == n).map(f)
+}
+
+/// The ratios of one core count.
+fn cores_summary(cores: usize, per_target: Vec<TargetSummary>) -> CoresSummary {
+    let rps = |n: &str| get(&per_target, n, |t| t.rps_median);
+    let p99 = |n: &str| get(&per_target, n, |t| t.p99_ms_median);
+    let cpr = |n: &str| get(&per_target, n, |t| t.cpu_per_req_us_median);
+    CoresSummary {
+        cores,
+        fifo_vs_nginx_rps: ratio(rps("triage-fifo"), rps("nginx")),
+        pos_vs_fifo_rps: ratio(rps("triage-pos"), rps("triage-fifo")),
+        fifo_vs_nginx_p99: ratio(p99("triage-fifo"), p99("nginx")),
+        pos_vs_fifo_cpu_per_req: ratio(cpr("triage-pos"), cpr("triage-fifo")),
+        pos_vs_nginx_rps: ratio(rps("triage-pos"), rps("nginx")),
+        targets: per_target,
+    }
+}
+
+/// The summary of the rounds and idle measurements in `done`.
+pub fn summarize(
+    o: &StaticOpts,
+    targets: &[(&'static str, &'static [&'static str])],
+    done: &[(StaticPoint, StaticMeasured)],
+) -> StaticSummary {
+    let mut core_counts: Vec<usize> = Vec::new();
+    for (p, _) in done {
+        if let StaticPoint::Round { cores, .. } = p {
+            if !core_counts.contains(cores) {
+                core_counts.push(*cores);
+            }
+        }
+    }
+    let first = core_counts.first().copied().unwrap_or(1);
+    let per_target = target_summaries(targets, done, first);
+    let rps = |n: &str| get(&per_target, n, |t| t.rps_median);
+    let p99 = |n: &str| get(&per_target, n, |t| t.p99_ms_median);
     StaticSummary {
         bench: "static",
         file_bytes: o.size,
@@ -219,6 +298,10 @@ pub fn summarize(
                 StaticMeasured::Idle(r) => Some(r.clone()),
                 StaticMeasured::Round(_) => None,
             })
+            .collect(),
+        per_cores: core_counts
+            .iter()
+            .map(|&n| cores_summary(n, target_summaries(targets, done, n)))
             .collect(),
         targets_goal: TargetsGoal {
             rps_vs_nginx_min: 0.9,
@@ -258,6 +341,31 @@ pub fn print(s: &StaticSummary, idle: usize, out: &Path) {
         println!(
             "{:<16} idle x{idle}: cpu/req ratio {:.3} (goal <= 1.1), rss {:.2} KiB per idle conn (goal <= 20)",
             r.target, r.cpu_per_req_ratio, r.rss_kib_per_idle_conn
+        );
+    }
+    if s.per_cores.len() > 1 || s.per_cores.first().is_some_and(|c| c.cores > 1) {
+        println!(
+            "{:>5} {:<12} {:>12} {:>10} {:>12}",
+            "cores", "target", "req/s", "p99 ms", "cpu/req us"
+        );
+        for c in &s.per_cores {
+            for t in &c.targets {
+                println!(
+                    "{:>5} {:<12} {:>12.0} {:>10.3} {:>12.2}",
+                    c.cores, t.target, t.rps_median, t.p99_ms_median, t.cpu_per_req_us_median
+                );
+            }
+        }
+    }
+    for c in &s.per_cores {
+        println!(
+            "{} core(s): fifo/nginx req/s {} (goal >= 1.0), fifo/nginx p99 {} (goal <= 1.2), \
+             pos/fifo req/s {} (goal >= 0.9), pos/fifo CPU per request {} (goal <= 1.11)",
+            c.cores,
+            show(c.fifo_vs_nginx_rps),
+            show(c.fifo_vs_nginx_p99),
+            show(c.pos_vs_fifo_rps),
+            show(c.pos_vs_fifo_cpu_per_req),
         );
     }
     println!("wrote {}", out.join("summary.json").display());
