@@ -224,7 +224,7 @@ pub fn summarize(
             rps_vs_nginx_min: 0.9,
             gate_cost_max: 0.05,
             idle_cpu_ratio_max: 1.1,
-            rss_kib_per_idle_conn_max: 20.0,
+            rss_kib_per_idle_conn_max: 4.0,
         },
     }
 }
@@ -256,8 +256,8 @@ pub fn print(s: &StaticSummary, idle: usize, out: &Path) {
     );
     for r in &s.idle {
         println!(
-            "{:<16} idle x{idle}: cpu/req ratio {:.3} (goal <= 1.1), rss {:.2} KiB per idle conn (goal <= 20)",
-            r.target, r.cpu_per_req_ratio, r.rss_kib_per_idle_conn
+            "{:<16} idle x{idle}: cpu/req ratio {:.3} (goal <= 1.1), rss {:.2} KiB per idle conn (goal <= {})",
+            r.target, r.cpu_per_req_ratio, r.rss_kib_per_idle_conn, s.targets_goal.rss_kib_per_idle_conn_max
         );
     }
     println!("wrote {}", out.join("summary.json").display());
