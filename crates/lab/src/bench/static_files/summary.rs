@@ -60,9 +60,15 @@ pub struct IdleResult {
     pub cpu_per_req_ratio: f64,
     /// Resident memory before opening the idle connections (KiB).
     pub rss_kib_before: u64,
-    /// Resident memory with them open (KiB).
+    /// Resident memory with them open, 300 ms after the last was served (KiB): what the
+    /// burst of opening them still holds.
+    pub rss_kib_at_open: u64,
+    /// Resident memory with them open and at rest, 2.5 s after the last was served (KiB): a
+    /// server may give back the memory of the burst by then (triage trims its heap when a
+    /// crowd of connections goes idle).
     pub rss_kib_after: u64,
-    /// The difference per idle connection (KiB).
+    /// The difference per idle connection at rest (KiB): `rss_kib_after` over
+    /// `rss_kib_before`.
     pub rss_kib_per_idle_conn: f64,
     /// Requests per second with no idle connection.
     pub rps_0_idle: f64,
