@@ -1,9 +1,23 @@
 //! One client connection: hyper's HTTP/1.1 state machine over the socket, a [`ConnService`]
 //! handing each request to the router, and a watchdog closing the connection when a timeout
 //! passes (one timer per connection, none per request).
+//!
+//! **Parking.** An idle connection costs almost nothing: while it has no request in progress
+//! (accepted and nothing sent yet, or kept alive between requests) it is *parked*, a bare
+//! socket awaiting readiness with no HTTP state and no buffers (hyper keeps an 8 KiB read
+//! buffer and an 8 KiB write buffer per connection). hyper's connection is built when bytes
+//! arrive and dropped again when it next asks for a request head that has not arrived:
+//! [`ConnIo`] answers that read with an error of its own instead of waiting (only when the
+//! connection is at rest, the last request had no body hyper could still be reading, and no
+//! write of hyper's is waiting for room, so that nothing of a response is left unsent), and
+//! hyper ends without writing anything; the socket and whatever hyper had read ahead (a
+//! pipelined head, partly arrived) are taken back with `Connection::into_parts`, and the
+//! bytes read ahead are handed to the next connection first. The timeouts, the reclaiming of
+//! idle connections at `max_conns` and the server's stop act the same on parked and active
+//! connections.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
@@ -11,11 +25,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::{Buf, Bytes};
 use http::{Request, Response};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
@@ -27,17 +42,69 @@ use crate::request_line::{LineScan, Verdict};
 /// The socket, telling its [`Conn`] when a request head starts arriving and when writes
 /// progress (what the watchdog reads), and checking each request line as it arrives
 /// ([`LineScan`]): a refused line is answered here and the parser sees the end of the stream.
+/// It also decides when hyper's connection is dropped for the connection to be parked (see
+/// the module docs).
 struct ConnIo {
+    /// The client's socket.
     stream: TcpStream,
+    /// The connection's shared state (what the watchdog and the reclaim table read).
     conn: Conn,
+    /// The server's clock origin, for the times given to `conn`.
     epoch: Instant,
+    /// Follows the request line of each head that starts at rest.
     scan: LineScan,
+    /// Bytes a previous hyper connection had read and not parsed (a pipelined head, partly
+    /// arrived): read before the socket.
+    ahead: Bytes,
+    /// hyper's last write found the socket full: its write buffer may hold bytes of a response
+    /// still, so the connection must not be parked until a write succeeds.
+    write_blocked: bool,
+    /// Set when a read was answered with the parking error: hyper's end is a park, not a close.
+    parked: bool,
 }
 
 impl ConnIo {
+    fn new(stream: TcpStream, conn: Conn, epoch: Instant, max_head: usize, ahead: Bytes) -> Self {
+        Self {
+            stream,
+            conn,
+            epoch,
+            scan: LineScan::new(max_head),
+            ahead,
+            write_blocked: false,
+            parked: false,
+        }
+    }
+
     fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
+
+    /// A write returned `r`: note write progress and whether hyper waits for room. A write
+    /// that goes through on a parkable connection is the end of a response (hyper writes
+    /// after the body is done): wake the task so that hyper asks for the next head again and
+    /// the connection is parked then (hyper, having found the socket empty while answering,
+    /// would otherwise wait for the socket to become readable).
+    fn wrote(&mut self, r: &Poll<io::Result<usize>>, cx: &Context<'_>) {
+        match r {
+            Poll::Pending => self.write_blocked = true,
+            Poll::Ready(Ok(n)) => {
+                if *n > 0 {
+                    self.conn.wrote_some(self.now());
+                }
+                self.write_blocked = false;
+                if self.conn.parkable() {
+                    cx.waker().wake_by_ref();
+                }
+            }
+            Poll::Ready(Err(_)) => {}
+        }
+    }
+}
+
+/// The error a parked connection's last read gives hyper (never seen by a client).
+fn parking() -> io::Error {
+    io::Error::other("idle connection parked")
 }
 
 impl AsyncRead for ConnIo {
@@ -50,9 +117,23 @@ impl AsyncRead for ConnIo {
         if this.conn.refused().is_some() {
             return Poll::Ready(Ok(()));
         }
+        if !this.ahead.is_empty() {
+            // Already looked at (and counted) when first read.
+            let n = this.ahead.len().min(buf.remaining());
+            buf.put_slice(&this.ahead[..n]);
+            this.ahead.advance(n);
+            return Poll::Ready(Ok(()));
+        }
         let starting = this.conn.at_rest();
+        // At rest, hyper reads only for a request head (the previous response is over, and
+        // with no request body its reading side is done).
+        let park = !this.write_blocked && this.conn.parkable();
         let before = buf.filled().len();
         let r = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if park && r.is_pending() {
+            this.parked = true;
+            return Poll::Ready(Err(parking()));
+        }
         if buf.filled().len() > before {
             if starting {
                 this.scan.start();
@@ -78,11 +159,7 @@ impl AsyncWrite for ConnIo {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.stream).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = r {
-            if n > 0 {
-                this.conn.wrote_some(this.now());
-            }
-        }
+        this.wrote(&r, cx);
         r
     }
 
@@ -93,11 +170,7 @@ impl AsyncWrite for ConnIo {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = r {
-            if n > 0 {
-                this.conn.wrote_some(this.now());
-            }
-        }
+        this.wrote(&r, cx);
         r
     }
 
@@ -127,6 +200,10 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
+        // At once, not when the handler first runs: from here the connection is not at rest
+        // (hyper may read ahead while the handler has not started).
+        self.conn
+            .request_started(self.ctx.now(), !req.body().is_end_stream());
         let (ctx, conn) = (self.ctx.clone(), self.conn.clone());
         Box::pin(async move { Ok(crate::router::dispatch(&ctx, &conn, req).await) })
     }
@@ -165,8 +242,38 @@ pub fn open(s: &Serving, stream: &TcpStream, peer: SocketAddr) -> Conn {
     conn
 }
 
+/// hyper's connection over one socket, boxed: a parked connection's task holds none.
+type Http = Box<http1::Connection<TokioIo<ConnIo>, ConnService>>;
+
+/// Where a connection is: parked (the bare socket) or speaking HTTP.
+enum Phase {
+    /// Waiting for bytes, no HTTP state.
+    Parked(TcpStream),
+    /// hyper's connection (it owns the socket).
+    Active(Http),
+}
+
+/// What happened to the phase's own work.
+enum Step {
+    /// A parked socket became readable (or failed).
+    Readable(io::Result<()>),
+    /// hyper's connection ended: closed, failed, or parked.
+    Ended(hyper::Result<()>),
+}
+
+impl Phase {
+    /// Wait for the phase's next step.
+    async fn step(&mut self) -> Step {
+        match self {
+            Phase::Parked(s) => Step::Readable(s.readable().await),
+            Phase::Active(c) => Step::Ended(poll_fn(|cx| c.poll_without_shutdown(cx)).await),
+        }
+    }
+}
+
 /// Serve `stream` (opened by [`open`] as `conn`) until the client closes, a timeout passes,
-/// the server stops or reclaims the connection.
+/// the server stops or reclaims the connection. The connection starts parked (see the module
+/// docs).
 pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
     let Serving {
         ctx,
@@ -179,18 +286,26 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         reclaim,
     } = s;
     let worker = conn.worker();
-    let io = TokioIo::new(ConnIo {
-        stream,
-        conn: conn.clone(),
-        epoch,
-        scan: LineScan::new(max_head),
-    });
     let svc = ConnService {
         ctx: ctx.clone(),
         conn: conn.clone(),
     };
+    let activate = |stream: TcpStream, ahead: Bytes, stopping: bool| -> Phase {
+        let io = ConnIo::new(stream, conn.clone(), epoch, max_head, ahead);
+        let mut c = Box::new(http.serve_connection(TokioIo::new(io), svc.clone()));
+        if stopping {
+            Pin::new(&mut *c).graceful_shutdown();
+        }
+        Phase::Active(c)
+    };
+    let mut phase = Phase::Parked(stream);
+    let m = ctx.metrics();
+    m.conn_parked();
+    // Whether `phase` is a park counted in the metrics (not the socket of a closing one).
+    let mut counted = true;
+    // Set when hyper ended the connection cleanly: the socket is shut down before it closes.
+    let mut clean = false;
     {
-        let mut c = pin!(http.serve_connection(io, svc));
         let at = |ns: u64| tokio::time::Instant::from_std(epoch + Duration::from_nanos(ns));
         // The watchdog wakes at the current deadline but at least every `min` (a state change
         // can move the deadline earlier), so a timeout fires between 1x and 2x its value.
@@ -198,22 +313,52 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         let next = |now: u64| at(conn.deadline(&t).min(now + min));
         let watchdog = tokio::time::sleep_until(next(ctx.now()));
         let mut watchdog = pin!(watchdog);
+        // A connection accepted as the server stops is closed at once (nothing was asked yet).
         let mut stopping = *stop.borrow();
-        if stopping {
-            c.as_mut().graceful_shutdown();
-        }
-        loop {
+        while !(stopping && !conn.is_busy()) {
             tokio::select! {
                 biased;
-                r = c.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                        if let Some(status) = parser_answer(&e) {
-                            ctx.answered_unparsed(&conn, status);
-                        }
+                step = phase.step() => match step {
+                    Step::Readable(Ok(())) => {
+                        let Phase::Parked(stream) = phase else { unreachable!("parked") };
+                        m.conn_unparked();
+                        counted = false;
+                        phase = activate(stream, Bytes::new(), stopping);
                     }
-                    break;
-                }
+                    Step::Readable(Err(e)) => {
+                        tracing::debug!(error = %e, "parked connection failed");
+                        break;
+                    }
+                    Step::Ended(r) => {
+                        let Phase::Active(c) = phase else { unreachable!("active") };
+                        let parts = c.into_parts();
+                        let io = parts.io.into_inner();
+                        if io.parked {
+                            // Bytes hyper read ahead are a head's start: its timeout runs.
+                            let ahead = Bytes::copy_from_slice(&parts.read_buf);
+                            phase = if ahead.is_empty() {
+                                m.conn_parked();
+                                counted = true;
+                                Phase::Parked(io.stream)
+                            } else {
+                                conn.read_some(ctx.now());
+                                activate(io.stream, ahead, stopping)
+                            };
+                            continue;
+                        }
+                        match r {
+                            Ok(()) => clean = true,
+                            Err(e) => {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                                if let Some(status) = parser_answer(&e) {
+                                    ctx.answered_unparsed(&conn, status);
+                                }
+                            }
+                        }
+                        phase = Phase::Parked(io.stream);
+                        break;
+                    }
+                },
                 _ = stop.changed(), if !stopping => {
                     stopping = true;
                     // Between requests (idle, or a head still arriving) nothing is lost by
@@ -221,7 +366,9 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                     if !conn.is_busy() {
                         break;
                     }
-                    c.as_mut().graceful_shutdown();
+                    if let Phase::Active(c) = &mut phase {
+                        Pin::new(&mut **c).graceful_shutdown();
+                    }
                 }
                 _ = conn.evicted() => {
                     // A request may have started since the eviction was decided: it goes on.
@@ -242,7 +389,14 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         }
         // Out of the table while the socket is still open (the table peeks at sockets).
         reclaim.remove(&conn);
-    } // the connection (and its socket) is dropped here
+    }
+    if counted {
+        m.conn_unparked();
+    }
+    if let (true, Phase::Parked(stream)) = (clean, &mut phase) {
+        let _ = stream.shutdown().await;
+    }
+    drop(phase); // the socket closes here
     if let Some(status) = conn.refused() {
         ctx.answered_unparsed(&conn, status);
     }

@@ -164,6 +164,10 @@ struct ConnState {
     last_write: AtomicU64,
     /// A status answered before parsing (request-line check), 0 if none.
     refused: std::sync::atomic::AtomicU16,
+    /// The request being (or last) answered came with a body, which its handler may not have
+    /// read to the end: hyper may still be reading it after the response, so the connection
+    /// is not parked before its next request (see `conn`).
+    body_unread: AtomicBool,
     /// Set when the server reclaims the connection's slot (see `reclaim`).
     evicting: AtomicBool,
     evict: tokio::sync::Notify,
@@ -204,6 +208,7 @@ impl Conn {
             head_since: AtomicU64::new(0),
             last_write: AtomicU64::new(now),
             refused: std::sync::atomic::AtomicU16::new(0),
+            body_unread: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
             evict: tokio::sync::Notify::new(),
         }))
@@ -229,10 +234,12 @@ impl Conn {
         self.0.fd
     }
 
-    /// A request's handler starts.
-    pub fn request_started(&self, now: u64) {
+    /// A request head was parsed at `now` and goes to its handler; `with_body`: a request body
+    /// follows the head.
+    pub fn request_started(&self, now: u64, with_body: bool) {
         let s = &self.0;
         s.busy.store(true, Relaxed);
+        s.body_unread.store(with_body, Relaxed);
         s.head_since.store(0, Relaxed);
         s.last_write.store(now, Relaxed);
         s.requests.fetch_add(1, Relaxed);
@@ -253,6 +260,12 @@ impl Conn {
     /// byte of a head read yet.
     pub fn at_rest(&self) -> bool {
         !self.0.busy.load(Relaxed) && self.0.head_since.load(Relaxed) == 0
+    }
+
+    /// Whether the connection may be parked (its HTTP state dropped, the bare socket kept):
+    /// at rest, and the last request had no body that hyper could still be reading.
+    pub fn parkable(&self) -> bool {
+        self.at_rest() && !self.0.body_unread.load(Relaxed)
     }
 
     /// The request line was refused with `status` before parsing (answered by the connection).
@@ -339,15 +352,25 @@ mod tests {
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let c = Conn::new(1, a, a, -1, 5);
         assert_eq!(c.deadline(&t), 15, "first request: the header timeout");
-        c.request_started(20);
+        assert!(c.parkable(), "nothing sent yet");
+        c.request_started(20, false);
+        assert!(!c.parkable(), "busy");
         assert_eq!(c.deadline(&t), 1020, "busy: the send timeout");
         c.wrote_some(30);
         assert_eq!(c.deadline(&t), 1030);
         c.read_some(35);
         assert_eq!(c.deadline(&t), 1030, "reading while busy starts no head");
         c.response_done(40);
+        assert!(c.parkable(), "idle after a request without a body");
         assert_eq!(c.deadline(&t), 140, "idle: keep-alive");
         c.read_some(50);
+        assert!(!c.parkable(), "a head has started");
         assert_eq!(c.deadline(&t), 60, "a head has started");
+        c.request_started(60, true);
+        c.response_done(70);
+        assert!(c.at_rest() && !c.parkable(), "its body may still be read");
+        c.request_started(80, false);
+        c.response_done(90);
+        assert!(c.parkable());
     }
 }

@@ -18,6 +18,9 @@ pub struct Metrics {
     conns_reclaimed: AtomicU64,
     conns_peak: AtomicU64,
     conns_open: AtomicU64,
+    /// Open connections parked (idle, without HTTP state or buffers), for operators and for
+    /// the tests that check parking happens.
+    conns_parked: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -31,6 +34,7 @@ impl Default for Metrics {
             conns_reclaimed: AtomicU64::new(0),
             conns_peak: AtomicU64::new(0),
             conns_open: AtomicU64::new(0),
+            conns_parked: AtomicU64::new(0),
         }
     }
 }
@@ -73,6 +77,21 @@ impl Metrics {
     /// Connections open now.
     pub fn open_conns(&self) -> u64 {
         self.conns_open.load(Relaxed)
+    }
+
+    /// A connection was parked (it is idle and holds no HTTP state).
+    pub fn conn_parked(&self) {
+        self.conns_parked.fetch_add(1, Relaxed);
+    }
+
+    /// A parked connection woke up (bytes arrived) or closed.
+    pub fn conn_unparked(&self) {
+        self.conns_parked.fetch_sub(1, Relaxed);
+    }
+
+    /// Connections parked now.
+    pub fn parked_conns(&self) -> u64 {
+        self.conns_parked.load(Relaxed)
     }
 
     /// One finished response.
@@ -243,6 +262,12 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
         "gauge",
         "Open client connections.",
         m.conns_open.load(Relaxed)
+    );
+    metric!(
+        "triage_connections_parked",
+        "gauge",
+        "Open connections parked: idle, holding no HTTP state or buffers.",
+        m.conns_parked.load(Relaxed)
     );
     metric!(
         "triage_connections_accepted_total",

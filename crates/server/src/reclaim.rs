@@ -116,7 +116,7 @@ mod tests {
         for c in &conns {
             t.insert(c);
         }
-        conns[0].request_started(50);
+        conns[0].request_started(50, false);
         assert_eq!(t.evict(2), 2);
         assert!(!conns[0].evicting(), "busy");
         assert!(conns[1].evicting() && conns[2].evicting());

@@ -15,9 +15,9 @@ use crate::body::{Completion, ServeBody};
 use crate::ctx::{Conn, Ctx};
 use crate::logs::AccessRecord;
 
-/// Handle one request on a connection.
+/// Handle one request on a connection (marked started by the connection, `Conn::request_started`,
+/// when its head was parsed).
 pub async fn dispatch(ctx: &Ctx, conn: &Conn, req: Request<Incoming>) -> Response<ServeBody> {
-    conn.request_started(ctx.now());
     let access = ctx
         .access_log()
         .map(|_| Box::new(access_record(conn, &req)));

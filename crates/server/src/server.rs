@@ -483,16 +483,19 @@ fn spawn_background(
     tasks
 }
 
-/// Give memory back to the system after connections leave. The allocator keeps the memory of
-/// freed connections (buffers, tasks) for reuse; when the open connections have dropped to
-/// half their peak (and by 256 or more), `malloc_trim` returns what is free to the kernel
-/// (glibc; a no-op elsewhere), then twice more a second apart. Checked every second, trimmed
-/// on the blocking pool.
+/// Give memory back to the system after connections leave or go idle. The allocator keeps
+/// the memory of freed connections (buffers, tasks) for reuse; when the open connections have
+/// dropped to half their peak (and by 256 or more), or 256 or more connections have been
+/// parked since the last check (a crowd of requests answered, their connections now idle:
+/// their buffers are free), `malloc_trim` returns what is free to the kernel (glibc; a no-op
+/// elsewhere), then twice more a second apart. Checked every second, trimmed on the blocking
+/// pool.
 fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut iv = tokio::time::interval(Duration::from_secs(1));
         iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut peak = 0u64;
+        let mut parked_before = 0u64;
         // Trims still to come: some memory of closed connections is freed after their tasks
         // end (deferred deregistration, buffers dropped late, connections still closing).
         let mut again = 0u32;
@@ -502,8 +505,12 @@ fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::Join
                 _ = stop.changed() => break,
             }
             let open = ctx.metrics().open_conns();
+            let parked = ctx.metrics().parked_conns();
             peak = peak.max(ctx.metrics().take_peak_conns());
-            if peak >= open + 256 && open <= peak / 2 {
+            let left = peak >= open + 256 && open <= peak / 2;
+            let went_idle = parked >= parked_before + 256;
+            parked_before = parked;
+            if left || went_idle {
                 peak = open;
                 again = 3;
             }

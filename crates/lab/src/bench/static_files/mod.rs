@@ -480,6 +480,8 @@ impl Experiment for StaticBench {
                     msg: e.to_string(),
                 })?;
                 crate::signals::sleep(Duration::from_millis(300))?;
+                let rss_open = rss()?;
+                crate::signals::sleep(Duration::from_millis(2200))?;
                 let rss1 = rss()?;
                 let loaded = self.run_wrk(env, t, &format!("{}-idle", t.name), 1)?;
                 drop(held);
@@ -490,6 +492,7 @@ impl Experiment for StaticBench {
                     cpu_per_req_us_n_idle: cpr1 * 1e6,
                     cpu_per_req_ratio: cpr1 / cpr0,
                     rss_kib_before: rss0,
+                    rss_kib_at_open: rss_open,
                     rss_kib_after: rss1,
                     rss_kib_per_idle_conn: (rss1 as f64 - rss0 as f64) / self.o.idle as f64,
                     rps_0_idle: base.rps,
