@@ -457,13 +457,24 @@ pub fn place(req: &Request<'_>) -> Result<Placement, NoPlace> {
         wanted: req.required.iter().map(|c| c.to_string()).collect(),
         refused,
     };
-    if req.origin == req.mount {
-        return try_root(req, PlaceKind::Root)
-            .map_err(|e| no_place(vec![format!("at the root {}: {e}", req.mount.display())]));
+    let at_root = req.origin == req.mount;
+    if at_root {
+        match try_root(req, PlaceKind::Root) {
+            Ok(p) => return Ok(p),
+            // The root of a cgroup namespace is no real root: it obeys the no internal
+            // processes rule, and in place (a leaf for this process) may still work.
+            Err(e) => refused.push(format!("at the root {}: {e}", req.mount.display())),
+        }
     }
     match try_in_place(req) {
-        Ok(p) => return Ok(p),
+        Ok(mut p) => {
+            p.refused = refused;
+            return Ok(p);
+        }
         Err(e) => refused.push(format!("in place at {}: {e}", req.origin.display())),
+    }
+    if at_root {
+        return Err(no_place(refused));
     }
     if !req.allow_beside {
         refused.push(format!(
