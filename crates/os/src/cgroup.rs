@@ -756,7 +756,11 @@ impl CgroupRoot {
                 share = Some(s);
             }
         }
-        let tops: Vec<PathBuf> = mounts.hierarchies.iter().map(|h| h.base.join(name)).collect();
+        let tops: Vec<PathBuf> = mounts
+            .hierarchies
+            .iter()
+            .map(|h| h.base.join(name))
+            .collect();
         // From here on, an error drops `inner`, whose cleanup removes what was made (the run
         // directory, the top if empty) and whose share releases the placement.
         let inner = Arc::new(Inner {
@@ -1460,7 +1464,12 @@ fn evict_self(m: &Mounts, home: &Path, d: &Path) -> Result<(), CgroupError> {
         }
     }
     if read_pids(&d.join("cgroup.procs"))?.contains(&me) {
-        write_ctl(m, &home.join("cgroup.procs"), &me.to_string(), "cgroup.procs")?;
+        write_ctl(
+            m,
+            &home.join("cgroup.procs"),
+            &me.to_string(),
+            "cgroup.procs",
+        )?;
     }
     Ok(())
 }
@@ -1649,8 +1658,14 @@ mod tests {
         })
         .unwrap();
         assert_eq!(m.version, Version::V2);
-        assert_eq!(m.hierarchies[0].base, PathBuf::from("/sys/fs/cgroup/box/leaf"));
-        assert_eq!(m.hierarchies[0].controllers, vec!["cpu", "cpuacct", "cpuset"]);
+        assert_eq!(
+            m.hierarchies[0].base,
+            PathBuf::from("/sys/fs/cgroup/box/leaf")
+        );
+        assert_eq!(
+            m.hierarchies[0].controllers,
+            vec!["cpu", "cpuacct", "cpuset"]
+        );
     }
 
     #[test]

@@ -369,13 +369,7 @@ fn try_in_place(req: &Request<'_>) -> Result<Placement, String> {
     match fs::create_dir(&leaf) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => {
-            return Err(format!(
-                "creating {}: {}",
-                leaf.display(),
-                errno_text(&e)
-            ))
-        }
+        Err(e) => return Err(format!("creating {}: {}", leaf.display(), errno_text(&e))),
     }
     let undo_leaf = |leaf: &Path| {
         let _ = write_file(&origin.join("cgroup.procs"), &req.pid.to_string());
@@ -577,8 +571,12 @@ mod tests {
 
     #[test]
     fn systemd_units_are_recognized_by_name() {
-        assert!(is_systemd_unit(Path::new("/sys/fs/cgroup/system.slice/x.service")));
-        assert!(is_systemd_unit(Path::new("/sys/fs/cgroup/user.slice/run-u7.scope")));
+        assert!(is_systemd_unit(Path::new(
+            "/sys/fs/cgroup/system.slice/x.service"
+        )));
+        assert!(is_systemd_unit(Path::new(
+            "/sys/fs/cgroup/user.slice/run-u7.scope"
+        )));
         assert!(!is_systemd_unit(Path::new("/sys/fs/cgroup/t2")));
         // A temporary directory carries no delegation attribute.
         let tmp = std::env::temp_dir();

@@ -120,7 +120,10 @@ impl Drop for Scene {
             let _ = fs::remove_dir(&d);
         }
         if self.root_enabled {
-            let _ = put(self.mount.join("cgroup.subtree_control"), &format!("-{ctl}"));
+            let _ = put(
+                self.mount.join("cgroup.subtree_control"),
+                &format!("-{ctl}"),
+            );
         }
     }
 }
@@ -219,7 +222,10 @@ fn real_v2_placement_with_hugetlb() {
     let err = place(&req(&mount, &lf, child_b, false)).unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.contains(&format!("{ctl} is not in {}/cgroup.controllers", lf.display())),
+        msg.contains(&format!(
+            "{ctl} is not in {}/cgroup.controllers",
+            lf.display()
+        )),
         "{msg}"
     );
     assert!(msg.contains("enables only []"), "{msg}");
@@ -236,9 +242,7 @@ fn real_v2_placement_with_hugetlb() {
     let t3 = sc.dir(mount.join(format!("{tag}-c")));
     let c1 = sc.child_in(&t3);
     let c2 = sc.child_in(&t3);
-    let msg = place(&req(&mount, &t3, c1, false))
-        .unwrap_err()
-        .to_string();
+    let msg = place(&req(&mount, &t3, c1, false)).unwrap_err().to_string();
     assert!(msg.contains(&format!("holds processes [{c2}]")), "{msg}");
     assert_eq!(leftovers(&t3), Vec::<String>::new(), "nothing left behind");
     assert!(!has(t3.join("cgroup.subtree_control"), ctl));

@@ -83,7 +83,10 @@ pub fn split(cap: f64, last: Split, used: Used) -> Split {
             p += left / 2.0;
         }
     }
-    Split { server: s, procs: p }
+    Split {
+        server: s,
+        procs: p,
+    }
 }
 
 #[cfg(test)]
@@ -97,7 +100,14 @@ mod tests {
     #[test]
     fn both_saturated_get_half_and_sum_to_the_cap() {
         let cap = 0.3;
-        let s = split(cap, Split::even(cap), Used { server: 0.15, procs: 0.15 });
+        let s = split(
+            cap,
+            Split::even(cap),
+            Used {
+                server: 0.15,
+                procs: 0.15,
+            },
+        );
         assert!(close(s.server, 0.15) && close(s.procs, 0.15), "{s:?}");
     }
 
@@ -105,11 +115,25 @@ mod tests {
     fn an_idle_side_leaves_its_share_to_the_busy_one() {
         let cap = 0.3;
         // No CGI: the server gets all but what the processes may grow into.
-        let s = split(cap, Split::even(cap), Used { server: 0.15, procs: 0.0 });
+        let s = split(
+            cap,
+            Split::even(cap),
+            Used {
+                server: 0.15,
+                procs: 0.0,
+            },
+        );
         assert!(close(s.procs, FLOOR), "{s:?}");
         assert!(close(s.server + s.procs, cap), "{s:?}");
         // No static load: the scripts get the rest.
-        let s = split(cap, Split::even(cap), Used { server: 0.02, procs: 0.15 });
+        let s = split(
+            cap,
+            Split::even(cap),
+            Used {
+                server: 0.02,
+                procs: 0.15,
+            },
+        );
         assert!(close(s.server, 0.02 * 1.25 + FLOOR), "{s:?}");
         assert!(close(s.server + s.procs, cap), "{s:?}");
     }
@@ -132,7 +156,10 @@ mod tests {
                 },
             );
         }
-        assert!(close(last.server, 0.15) && close(last.procs, 0.15), "{last:?}");
+        assert!(
+            close(last.server, 0.15) && close(last.procs, 0.15),
+            "{last:?}"
+        );
     }
 
     #[test]
@@ -140,10 +167,20 @@ mod tests {
         for cap in [0.015, 0.05, 0.3, 1.0, 3.0] {
             for us in [0.0, 0.01, 0.1, 0.5, 5.0] {
                 for up in [0.0, 0.01, 0.1, 0.5, 5.0] {
-                    let s = split(cap, Split::even(cap), Used { server: us, procs: up });
+                    let s = split(
+                        cap,
+                        Split::even(cap),
+                        Used {
+                            server: us,
+                            procs: up,
+                        },
+                    );
                     assert!(s.server + s.procs <= cap + 1e-9, "{cap} {s:?}");
                     let floor = FLOOR.min(cap / 2.0);
-                    assert!(s.server >= floor - 1e-12 && s.procs >= floor - 1e-12, "{s:?}");
+                    assert!(
+                        s.server >= floor - 1e-12 && s.procs >= floor - 1e-12,
+                        "{s:?}"
+                    );
                 }
             }
         }

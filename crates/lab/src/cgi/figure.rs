@@ -115,10 +115,7 @@ impl Figure {
         let more = self
             .samples_for_half_width
             .map_or(String::new(), |n| format!("; half the width needs {n}"));
-        format!(
-            "{v}, {ci} over {} {}{clears}{more}",
-            self.n, self.over
-        )
+        format!("{v}, {ci} over {} {}{clears}{more}", self.n, self.over)
     }
 }
 
@@ -149,11 +146,21 @@ pub fn report_table(r: &mut crate::report::Report, figs: &[Figure]) {
         })
         .collect();
     r.h2("Figures with 95% intervals");
-    r.p("Seeded percentile bootstrap of the mean over the samples named (lab::stats); a goal \
+    r.p(
+        "Seeded percentile bootstrap of the mean over the samples named (lab::stats); a goal \
          is cleared when the whole interval is on its side. The last column: samples an \
-         interval half as wide would need.");
+         interval half as wide would need.",
+    );
     r.table(
-        &["figure", "mean", "ci95", "samples", "goal", "interval", "n for half width"],
+        &[
+            "figure",
+            "mean",
+            "ci95",
+            "samples",
+            "goal",
+            "interval",
+            "n for half width",
+        ],
         &rows,
     );
 }
@@ -174,7 +181,11 @@ mod tests {
         let c = f.ci95.unwrap();
         assert!(c.low <= f.value.unwrap() && f.value.unwrap() <= c.high);
         assert_eq!(f.clears, Some(true));
-        assert!(f.text("pp").contains("clears the goal (within +-2)"), "{}", f.text("pp"));
+        assert!(
+            f.text("pp").contains("clears the goal (within +-2)"),
+            "{}",
+            f.text("pp")
+        );
         // An interval straddling the goal does not clear it, whatever the point estimate.
         let g = Figure::of("x", "reps", &[1.0, 9.0, 4.0, 6.0], Some(Bound::AtMost(5.0)));
         assert_eq!(g.value, Some(5.0));
@@ -182,7 +193,10 @@ mod tests {
         assert!(g.text("%").contains("does NOT clear"));
         // One sample: a value, no interval.
         let h = Figure::of("x", "reps", &[3.0], Some(Bound::AtLeast(1.0)));
-        assert_eq!((h.value, h.ci95.is_none(), h.clears), (Some(3.0), true, None));
+        assert_eq!(
+            (h.value, h.ci95.is_none(), h.clears),
+            (Some(3.0), true, None)
+        );
         let j = serde_json::to_value(&g).unwrap();
         assert!(j["ci95"].is_array(), "{j}");
         assert_eq!(j["goal"]["at_most"], 5.0);

@@ -306,7 +306,9 @@ mod tests {
         );
         assert!(
             text.contains("container = \"box\"\n")
-                && text.contains("[[container]]\nname = \"box\"\ncpu_max = 0.06\nsites = [\"site-a\"]"),
+                && text.contains(
+                    "[[container]]\nname = \"box\"\ncpu_max = 0.06\nsites = [\"site-a\"]"
+                ),
             "{text}"
         );
         assert!(!text.contains("cpu_max = 0.3"), "{text}");

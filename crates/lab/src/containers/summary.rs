@@ -571,7 +571,10 @@ pub fn summarize(
         }
         None => notes.push("no 30% cap variant: static_spread_pct_cap30 not measured".into()),
     }
-    for f in figs.iter().filter(|f| f.name.starts_with("budget_total_pct")) {
+    for f in figs
+        .iter()
+        .filter(|f| f.name.starts_with("budget_total_pct"))
+    {
         let (Some(v), Some(Bound::AtMost(limit))) = (f.value, f.goal) else {
             continue;
         };

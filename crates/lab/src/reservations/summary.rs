@@ -228,10 +228,10 @@ pub(crate) fn paired_samples(
 }
 
 /// The figures with their intervals (one sample per point with competitors, paired with the
-/// point alone beside it): what the 50% reservation kept of half the throughput alone (goal
-/// >= 95%), the same for Apache (goal: visibly less, <= 95%) and for both sites in one
-/// container, the reservation's CPU kept, and the response time at the most competitors over
-/// alone (goal <= 2.3).
+/// point alone beside it): what the 50% reservation kept of half the throughput alone (goal:
+/// at least 95%), the same for Apache (goal: visibly less, at most 95%) and for both sites in
+/// one container, the reservation's CPU kept, and the response time at the most competitors
+/// over alone (goal: at most 2.3).
 pub(crate) fn figures(points: &[Point], counts: &[usize]) -> Vec<Figure> {
     let over = "points with competitors (all counts and repetitions), each over the point alone \
                 beside it";
@@ -254,7 +254,12 @@ pub(crate) fn figures(points: &[Point], counts: &[usize]) -> Vec<Figure> {
             &kept("apache"),
             Some(Bound::AtMost(95.0)),
         ),
-        Figure::of("shared_kept_pct triage-shared", over, &kept("triage-shared"), None),
+        Figure::of(
+            "shared_kept_pct triage-shared",
+            over,
+            &kept("triage-shared"),
+            None,
+        ),
         Figure::of(
             "reserved_cpu_kept_pct triage-res50",
             over,
