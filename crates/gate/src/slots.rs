@@ -654,6 +654,13 @@ impl Gate {
         }
     }
 
+    /// Change container `container`'s cap in the policy from now on (see
+    /// `policy::Policy::set_cap`): the server's share of a budget it splits with the
+    /// container's processes (`policy::budget`). Returns whether the policy has the container.
+    pub fn set_cap(&self, container: u32, cap: Option<f64>) -> bool {
+        self.lock().sched.policy_mut().set_cap(container, cap)
+    }
+
     /// The policy's period, if it has one.
     pub fn period(&self) -> Option<u64> {
         self.lanes[0].lock().sched.policy().period()

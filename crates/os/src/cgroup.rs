@@ -46,8 +46,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::cgroup_place::{self, owner_alive, start_time, PlaceKind, Placement};
 
 /// The cgroup interface in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,6 +117,10 @@ pub enum CgroupError {
         /// Why it is refused.
         why: &'static str,
     },
+    /// cgroup v2: no cgroup where triage may build its tree; says what each attempt lacked
+    /// (see [`crate::cgroup_place`]).
+    #[error("{0}")]
+    NoPlace(String),
     /// Cgroups disabled on purpose or not usable here (see [`probe`]).
     #[error("cgroups not usable: {0}")]
     NotUsable(String),
@@ -153,6 +159,10 @@ pub struct Hierarchy {
     pub controllers: Vec<String>,
     /// The cgroup this process is in, in this hierarchy (a directory under the mount point).
     pub base: PathBuf,
+    /// v2 on a real cgroupfs: the mount point (the root cgroup as this process sees it), where
+    /// [`crate::cgroup_place`] may make a place beside the service manager. `None`: v1, or
+    /// directories imitating cgroupfs (then `base` is used as it is).
+    pub mount: Option<PathBuf>,
 }
 
 impl Hierarchy {
@@ -199,9 +209,25 @@ impl Mounts {
                 .map(|(c, base)| Hierarchy {
                     controllers: c.into_iter().map(str::to_owned).collect(),
                     base,
+                    mount: None,
                 })
                 .collect(),
             plain: true,
+        }
+    }
+
+    /// A real v2 hierarchy mounted at `mount`, for a process in cgroup `origin`, whose tree
+    /// enables `controllers` (the first is required, e.g. `cpu`; `cpuset` is optional). The
+    /// tests use it with `hugetlb` standing in for `cpu` where v2 has no `cpu` controller.
+    pub fn v2_at(mount: &Path, origin: &Path, controllers: &[&str]) -> Mounts {
+        Mounts {
+            version: Version::V2,
+            hierarchies: vec![Hierarchy {
+                controllers: controllers.iter().map(|c| c.to_string()).collect(),
+                base: origin.to_owned(),
+                mount: Some(mount.to_owned()),
+            }],
+            plain: false,
         }
     }
 
@@ -236,6 +262,10 @@ pub fn probe() -> Result<Version, String> {
     let cpu = m
         .find("cpu")
         .ok_or_else(|| "no cgroup cpu controller".to_string())?;
+    if m.version == Version::V2 && nix::unistd::geteuid().is_root() {
+        // As root, cgroup_place finds or makes a place (in place, or beside).
+        return Ok(m.version);
+    }
     // Creating a directory needs write access to the base cgroup.
     let c = std::ffi::CString::new(cpu.base.as_os_str().as_encoded_bytes())
         .map_err(|_| format!("bad path {}", cpu.base.display()))?;
@@ -248,11 +278,22 @@ pub fn probe() -> Result<Version, String> {
         ));
     }
     if m.version == Version::V2 && !is_mount_root_v2(&cpu.base) {
-        let procs = fs::read_to_string(cpu.base.join("cgroup.procs")).unwrap_or_default();
-        if !procs.trim().is_empty() {
+        let ctl = fs::read_to_string(cpu.base.join("cgroup.controllers")).unwrap_or_default();
+        if !ctl.split_whitespace().any(|c| c == "cpu") {
             return Err(format!(
-                "cgroup v2: {} holds processes, so it cannot enable the cpu controller for \
-                 children (no internal processes rule); start triage in an empty delegated cgroup",
+                "cgroup v2: {} does not offer the cpu controller ([{}]) and making a place \
+                 beside the service manager needs root",
+                cpu.base.display(),
+                ctl.trim()
+            ));
+        }
+        let me = std::process::id() as i32;
+        let procs = read_pids(&cpu.base.join("cgroup.procs")).unwrap_or_default();
+        if procs.iter().any(|&p| p != me) {
+            return Err(format!(
+                "cgroup v2: {} holds other processes, so it cannot enable the cpu controller \
+                 for children (no internal processes rule); start triage alone in a delegated \
+                 cgroup",
                 cpu.base.display()
             ));
         }
@@ -358,21 +399,30 @@ pub(crate) fn detect_from(
             let base = base_of(m, own);
             let ctl = read(&base.join("cgroup.controllers")).unwrap_or_default();
             let ctl: Vec<&str> = ctl.split_whitespace().collect();
-            if ctl.contains(&"cpu") {
+            // The root offering cpu is enough: cgroup_place finds or makes a place for the
+            // tree when the process's own cgroup does not offer it.
+            let root_ctl = read(&m.point.join("cgroup.controllers")).unwrap_or_default();
+            let root_has = |c: &str| root_ctl.split_whitespace().any(|x| x == c);
+            if ctl.contains(&"cpu") || root_has("cpu") {
                 let mut controllers = vec!["cpu".to_owned(), "cpuacct".to_owned()];
-                if ctl.contains(&"cpuset") {
+                if ctl.contains(&"cpuset") || root_has("cpuset") {
                     controllers.push("cpuset".to_owned());
                 }
                 return Ok(Mounts {
                     version: Version::V2,
-                    hierarchies: vec![Hierarchy { controllers, base }],
+                    hierarchies: vec![Hierarchy {
+                        controllers,
+                        base,
+                        mount: Some(m.point.clone()),
+                    }],
                     plain: false,
                 });
             }
             v2_note = format!(
-                "cgroup2 at {} offers [{}] without cpu",
+                "cgroup2 at {} offers [{}] without cpu (and so does its root {})",
                 base.display(),
-                ctl.join(" ")
+                ctl.join(" "),
+                m.point.display()
             );
         }
     }
@@ -400,6 +450,7 @@ pub(crate) fn detect_from(
         hierarchies.push(Hierarchy {
             controllers,
             base: base_of(m, own),
+            mount: None,
         });
     }
     if hierarchies.iter().any(|h| h.has("cpu")) {
@@ -414,19 +465,6 @@ pub(crate) fn detect_from(
     })
 }
 
-/// This process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
-fn start_time(pid: i32) -> Option<u64> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces and parentheses: skip past the last ')'.
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether the owner recorded in a run directory name is still this very process.
-fn owner_alive(pid: i32, start: u64) -> bool {
-    start_time(pid) == Some(start)
-}
-
 /// Parse `run-<pid>-<start>-<n>`.
 fn parse_run_name(name: &str) -> Option<(i32, u64, u32)> {
     let rest = name.strip_prefix("run-")?;
@@ -438,6 +476,114 @@ fn parse_run_name(name: &str) -> Option<(i32, u64, u32)> {
         return None;
     }
     Some((pid, start, n))
+}
+
+/// The v2 placement of this process, shared by every root it opens on one mount.
+struct Placed {
+    /// The v2 mount point.
+    mount: PathBuf,
+    /// The placement (taken out by the last user to release it).
+    place: Option<Placement>,
+    /// Roots using it.
+    users: usize,
+}
+
+static PLACED: Mutex<Vec<Placed>> = Mutex::new(Vec::new());
+
+/// What a root needs of its process's placement.
+struct Got {
+    base: PathBuf,
+    home: PathBuf,
+    controllers: Vec<String>,
+    kind: PlaceKind,
+}
+
+/// A root's share of its process's placement: the last share dropped releases it.
+#[derive(Debug)]
+struct PlaceShare {
+    mount: PathBuf,
+}
+
+impl Drop for PlaceShare {
+    fn drop(&mut self) {
+        let mut all = PLACED.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(i) = all.iter().position(|p| p.mount == self.mount) else {
+            return;
+        };
+        all[i].users -= 1;
+        if all[i].users > 0 {
+            return;
+        }
+        let placed = all.swap_remove(i);
+        if let Some(p) = placed.place {
+            if let Err(e) = p.release() {
+                tracing::warn!("cgroup v2: undoing the placement: {e}");
+            }
+        }
+    }
+}
+
+/// Find this process's place on `mount` (once per process; later roots share it).
+fn acquire_place(mount: &Path, h: &Hierarchy) -> Result<(PlaceShare, Got), CgroupError> {
+    let mut all = PLACED.lock().unwrap_or_else(|e| e.into_inner());
+    // Made only on success: a share dropped here would lock `PLACED` again.
+    let share = || PlaceShare {
+        mount: mount.to_owned(),
+    };
+    let got = |p: &Placement| Got {
+        base: p.base.clone(),
+        home: p.home().to_owned(),
+        controllers: p.controllers.clone(),
+        kind: p.kind,
+    };
+    if let Some(e) = all.iter_mut().find(|p| p.mount == mount) {
+        if let Some(p) = &e.place {
+            e.users += 1;
+            return Ok((share(), got(p)));
+        }
+    }
+    let required: Vec<&str> = h
+        .controllers
+        .iter()
+        .map(String::as_str)
+        .filter(|c| *c != "cpuacct" && *c != "cpuset")
+        .collect();
+    let optional: Vec<&str> = h
+        .controllers
+        .iter()
+        .map(String::as_str)
+        .filter(|c| *c == "cpuset")
+        .collect();
+    let req = cgroup_place::Request {
+        mount,
+        origin: &h.base,
+        pid: std::process::id() as i32,
+        required: &required,
+        optional: &optional,
+        allow_beside: nix::unistd::geteuid().is_root(),
+        systemd: Path::new("/run/systemd/system").exists(),
+    };
+    let p = cgroup_place::place(&req).map_err(|e| CgroupError::NoPlace(e.to_string()))?;
+    for r in &p.refused {
+        tracing::info!("cgroup v2: {r}");
+    }
+    tracing::info!(
+        "cgroup v2: triage's tree goes under {} ({}{})",
+        p.base.display(),
+        p.kind,
+        p.leaf
+            .as_ref()
+            .map(|l| format!(", this process moved into {}", l.display()))
+            .unwrap_or_default()
+    );
+    let g = got(&p);
+    all.retain(|e| e.mount != mount);
+    all.push(Placed {
+        mount: mount.to_owned(),
+        place: Some(p),
+        users: 1,
+    });
+    Ok((share(), g))
 }
 
 static ROOT_COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -515,6 +661,14 @@ struct Inner {
     /// `<base>/<name>` per hierarchy, same order as `mounts.hierarchies`.
     tops: Vec<PathBuf>,
     run: String,
+    /// Where this process lives per hierarchy (its v2 leaf, or the base): where it is moved
+    /// back to when a cgroup it joined is removed.
+    homes: Vec<PathBuf>,
+    /// How the v2 place was found (`None`: v1, or imitation directories).
+    kind: Option<PlaceKind>,
+    /// This root's share of the process's v2 placement; dropped after the cleanup (field
+    /// drops follow `Drop::drop`), the last share releases the placement.
+    _share: Option<PlaceShare>,
 }
 
 impl Inner {
@@ -534,9 +688,9 @@ impl Inner {
 
     fn cleanup(&self) -> Result<(), CgroupError> {
         let mut first_err = None;
-        for (h, top) in self.mounts.hierarchies.iter().zip(&self.tops) {
+        for (home, top) in self.homes.iter().zip(&self.tops) {
             let dir = top.join(&self.run);
-            if let Err(e) = remove_tree(&self.mounts, h, &dir) {
+            if let Err(e) = remove_tree(&self.mounts, home, &dir) {
                 first_err.get_or_insert(e);
             }
             // The shared top directory goes when nobody uses it any more.
@@ -569,9 +723,16 @@ impl CgroupRoot {
     }
 
     /// [`CgroupRoot::open`] on a given layout (e.g. [`Mounts::plain`] in tests).
-    pub fn open_in(name: &str, mounts: Mounts) -> Result<CgroupRoot, CgroupError> {
+    pub fn open_in(name: &str, mut mounts: Mounts) -> Result<CgroupRoot, CgroupError> {
         check_component(name)?;
-        if mounts.find("cpu").is_none() {
+        let usable = match mounts.version {
+            Version::V1 => mounts.find("cpu").is_some(),
+            Version::V2 => mounts
+                .hierarchies
+                .first()
+                .is_some_and(|h| h.controllers.iter().any(|c| c != "cpuacct")),
+        };
+        if !usable {
             return Err(CgroupError::NoController {
                 what: "cpu controller in the given layout".into(),
             });
@@ -580,20 +741,53 @@ impl CgroupRoot {
         let start = start_time(pid).unwrap_or(0);
         let n = ROOT_COUNTER.fetch_add(1, Ordering::Relaxed);
         let run = format!("run-{pid}-{start}-{n}");
-        let mut tops = Vec::new();
-        for h in &mounts.hierarchies {
-            let top = h.base.join(name);
-            if mounts.version == Version::V2 {
-                enable_controllers(&mounts, h, &h.base)?;
+        let mut homes: Vec<PathBuf> = mounts.hierarchies.iter().map(|h| h.base.clone()).collect();
+        let mut share = None;
+        let mut kind = None;
+        if mounts.version == Version::V2 && !mounts.plain {
+            let h = &mut mounts.hierarchies[0];
+            if let Some(mount) = h.mount.clone() {
+                let (s, got) = acquire_place(&mount, h)?;
+                h.base = got.base;
+                h.controllers
+                    .retain(|c| c == "cpuacct" || got.controllers.contains(c));
+                homes[0] = got.home;
+                kind = Some(got.kind);
+                share = Some(s);
             }
-            mkdir(&mounts, h, &top)?;
-            if mounts.version == Version::V2 {
-                enable_controllers(&mounts, h, &top)?;
-            }
-            remove_stale(&mounts, h, &top);
-            tops.push(top);
         }
-        let inner = Arc::new(Inner { mounts, tops, run });
+        let tops: Vec<PathBuf> = mounts
+            .hierarchies
+            .iter()
+            .map(|h| h.base.join(name))
+            .collect();
+        // From here on, an error drops `inner`, whose cleanup removes what was made (the run
+        // directory, the top if empty) and whose share releases the placement.
+        let inner = Arc::new(Inner {
+            mounts,
+            tops,
+            run,
+            homes,
+            kind,
+            _share: share,
+        });
+        for ((h, top), home) in inner
+            .mounts
+            .hierarchies
+            .iter()
+            .zip(&inner.tops)
+            .zip(&inner.homes)
+        {
+            let m = &inner.mounts;
+            if m.version == Version::V2 {
+                enable_controllers(m, h, &h.base)?;
+            }
+            mkdir(m, h, top)?;
+            if m.version == Version::V2 {
+                enable_controllers(m, h, top)?;
+            }
+            remove_stale(m, home, top);
+        }
         // Create the run directory in every hierarchy. Another process's cleanup may remove the
         // shared top directory between our mkdirs: then make it again.
         for ((h, d), top) in inner
@@ -629,6 +823,12 @@ impl CgroupRoot {
     /// The layout in use.
     pub fn mounts(&self) -> &Mounts {
         &self.inner.mounts
+    }
+
+    /// cgroup v2: how the place of the tree was found (see [`crate::cgroup_place`]); `None` on
+    /// v1 and on imitation directories.
+    pub fn place_kind(&self) -> Option<PlaceKind> {
+        self.inner.kind
     }
 
     /// This root's run directory in the cpu hierarchy (`<base>/<name>/run-...`).
@@ -1014,8 +1214,8 @@ impl Cgroup {
     /// cgroup it was in when the root was opened.
     pub fn kill_all(&self) -> Result<(), CgroupError> {
         let m = self.mounts();
-        for (h, d) in m.hierarchies.iter().zip(&self.dirs) {
-            kill_tree(m, h, d)?;
+        for (home, d) in self.inner.homes.iter().zip(&self.dirs) {
+            kill_tree(m, home, d)?;
         }
         Ok(())
     }
@@ -1024,8 +1224,8 @@ impl Cgroup {
     /// children first.
     pub fn remove(self) -> Result<(), CgroupError> {
         let m = self.mounts();
-        for (h, d) in m.hierarchies.iter().zip(&self.dirs) {
-            remove_tree(m, h, d)?;
+        for (home, d) in self.inner.homes.iter().zip(&self.dirs) {
+            remove_tree(m, home, d)?;
         }
         Ok(())
     }
@@ -1209,10 +1409,13 @@ fn init_cpuset_v1(m: &Mounts, d: &Path) -> Result<(), CgroupError> {
 fn enable_controllers(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
     let p = d.join("cgroup.subtree_control");
     let cur = fs::read_to_string(&p).unwrap_or_default();
-    let mut want: Vec<&str> = vec!["cpu"];
-    if h.has("cpuset") {
-        want.push("cpuset");
-    }
+    // Every controller of the hierarchy but v1's cpuacct (v2's cpu accounts by itself).
+    let want: Vec<&str> = h
+        .controllers
+        .iter()
+        .map(String::as_str)
+        .filter(|c| *c != "cpuacct")
+        .collect();
     let missing: Vec<String> = want
         .iter()
         .filter(|c| !cur.split_whitespace().any(|x| x == **c))
@@ -1258,22 +1461,22 @@ fn rmdir(m: &Mounts, d: &Path) -> io::Result<()> {
     }
 }
 
-/// Move this process out of `d` (to the base cgroup of `h`) if it is inside.
-fn evict_self(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
+/// Move this process out of `d` (to `home`, where it lives) if it is inside.
+fn evict_self(m: &Mounts, home: &Path, d: &Path) -> Result<(), CgroupError> {
     let me = std::process::id() as i32;
     if m.version == Version::V1 {
         // v1 may hold single threads of ours: move each back.
         let tids = read_pids(&d.join("tasks"))?;
         for t in tids {
             if Path::new(&format!("/proc/self/task/{t}")).exists() {
-                write_ctl(m, &h.base.join("tasks"), &t.to_string(), "tasks")?;
+                write_ctl(m, &home.join("tasks"), &t.to_string(), "tasks")?;
             }
         }
     }
     if read_pids(&d.join("cgroup.procs"))?.contains(&me) {
         write_ctl(
             m,
-            &h.base.join("cgroup.procs"),
+            &home.join("cgroup.procs"),
             &me.to_string(),
             "cgroup.procs",
         )?;
@@ -1283,7 +1486,7 @@ fn evict_self(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
 
 const KILL_WAIT: Duration = Duration::from_secs(2);
 
-fn kill_tree(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
+fn kill_tree(m: &Mounts, home: &Path, d: &Path) -> Result<(), CgroupError> {
     if m.plain || !d.exists() {
         return Ok(());
     }
@@ -1291,7 +1494,7 @@ fn kill_tree(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
     let mut all = Vec::new();
     let dirs = tree_dirs(d)?;
     for x in &dirs {
-        evict_self(m, h, x)?;
+        evict_self(m, home, x)?;
     }
     let deadline = Instant::now() + KILL_WAIT;
     loop {
@@ -1339,8 +1542,8 @@ fn tree_dirs(d: &Path) -> Result<Vec<PathBuf>, CgroupError> {
     Ok(out)
 }
 
-fn remove_tree(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
-    kill_tree(m, h, d)?;
+fn remove_tree(m: &Mounts, home: &Path, d: &Path) -> Result<(), CgroupError> {
+    kill_tree(m, home, d)?;
     for x in tree_dirs(d)? {
         let deadline = Instant::now() + KILL_WAIT;
         loop {
@@ -1366,14 +1569,14 @@ fn remove_tree(m: &Mounts, h: &Hierarchy, d: &Path) -> Result<(), CgroupError> {
 }
 
 /// Remove run directories under `top` whose owner is gone.
-fn remove_stale(m: &Mounts, h: &Hierarchy, top: &Path) {
+fn remove_stale(m: &Mounts, home: &Path, top: &Path) {
     let Ok(dirs) = subdirs(top) else {
         return;
     };
     for d in dirs {
         let name = d.file_name().and_then(|n| n.to_str()).unwrap_or("");
         match parse_run_name(name) {
-            Some((pid, start, _)) if !owner_alive(pid, start) => match remove_tree(m, h, &d) {
+            Some((pid, start, _)) if !owner_alive(pid, start) => match remove_tree(m, home, &d) {
                 Ok(()) => tracing::info!("removed stale cgroup {} (owner {pid} gone)", d.display()),
                 Err(e) => tracing::warn!("could not remove stale cgroup {}: {e}", d.display()),
             },
@@ -1432,13 +1635,47 @@ mod tests {
         let mi = "40 30 0:40 /ns /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         let pc = "0::/ns/svc\n";
         let m = detect_from(mi, pc, |p| {
-            assert_eq!(p, Path::new("/sys/fs/cgroup/svc/cgroup.controllers"));
+            assert!(
+                p == Path::new("/sys/fs/cgroup/svc/cgroup.controllers")
+                    || p == Path::new("/sys/fs/cgroup/cgroup.controllers"),
+                "{}",
+                p.display()
+            );
             Some("cpuset cpu io memory pids\n".into())
         })
         .unwrap();
         assert_eq!(m.version, Version::V2);
         assert_eq!(m.hierarchies[0].base, PathBuf::from("/sys/fs/cgroup/svc"));
+        assert_eq!(
+            m.hierarchies[0].mount.as_deref(),
+            Some(Path::new("/sys/fs/cgroup"))
+        );
         assert!(m.hierarchies[0].has("cpuset"));
+    }
+
+    #[test]
+    fn v2_is_chosen_when_only_the_root_offers_cpu() {
+        // A leaf whose parent delegates only memory: the root still offers cpu, so v2 is used
+        // and cgroup_place finds the place (issue 19, finding 0).
+        let mi = "40 30 0:40 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let pc = "0::/box/leaf\n";
+        let m = detect_from(mi, pc, |p| {
+            Some(if p == Path::new("/sys/fs/cgroup/cgroup.controllers") {
+                "cpuset cpu io memory hugetlb pids".into()
+            } else {
+                "memory".into()
+            })
+        })
+        .unwrap();
+        assert_eq!(m.version, Version::V2);
+        assert_eq!(
+            m.hierarchies[0].base,
+            PathBuf::from("/sys/fs/cgroup/box/leaf")
+        );
+        assert_eq!(
+            m.hierarchies[0].controllers,
+            vec!["cpu", "cpuacct", "cpuset"]
+        );
     }
 
     #[test]

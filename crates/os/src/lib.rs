@@ -9,6 +9,7 @@
 //! `/sys`, or makes these system calls, itself (`scripts/check_layout.py` checks it).
 #![warn(missing_docs)]
 pub mod cgroup;
+pub mod cgroup_place;
 pub mod cpu;
 pub mod cpusplit;
 pub mod cputime;

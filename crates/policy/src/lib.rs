@@ -8,6 +8,8 @@
 //! The modules form a DAG (`scripts/check_layout.py` checks it), listed here leaves first: a
 //! module uses only modules above it.
 //! - [`idhash`]: [`idhash::IdMap`], the one map type of the crate (deterministic, fast on ids).
+//! - [`budget`]: one budget per resource container, split between the server's own work and
+//!   the container's processes each period.
 //! - [`worker`]: the worker log (worker, state, time) and the PFS built from it (seed 001 §3.1).
 //! - [`predict`]: POS's SLP/RW predictors, pure functions of what a period observed.
 //! - [`queue`]: the [`Policy`] trait, a ready-queue discipline, and what it is told ([`Ctx`],
@@ -30,6 +32,7 @@
 #![warn(missing_docs)]
 
 pub mod balance;
+pub mod budget;
 pub mod config;
 pub mod content;
 pub mod delayed;

@@ -154,6 +154,15 @@ pub trait Policy: Send {
         true
     }
 
+    /// Change container `container`'s CPU cap from now on (`None`: no cap), for a mechanism
+    /// that shares one budget between the server's work and the container's processes
+    /// ([`crate::budget`]). Returns whether the policy has that container (`share`); others
+    /// have no containers and ignore it.
+    fn set_cap(&mut self, container: u32, cap: Option<f64>) -> bool {
+        let _ = (container, cap);
+        false
+    }
+
     /// Counters and current parameters.
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()

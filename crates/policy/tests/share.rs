@@ -246,6 +246,20 @@ fn caps_hold_against_an_uncapped_neighbour() {
 }
 
 #[test]
+fn caps_changed_at_run_time_hold() {
+    // One budget (policy::budget): the mechanism lowers a container's cap while it runs.
+    let mut p = spec(vec![ContainerSpec::new(1, "site", 0).cap(0.3)]);
+    assert!(p.set_cap(1, Some(0.1)));
+    assert!(!p.set_cap(9, Some(0.1)), "no container 9");
+    let ws = backlogged(1, 4, (MS, 4 * MS));
+    let r = simulate(p, 1, &ws, 6, SEC, 11 * SEC);
+    let used = cpus(&r, 1);
+    assert!((used - 0.1).abs() < 0.01, "{used:.4}");
+    let mut f = build("fifo", &PolicyConfig::default()).unwrap();
+    assert!(!f.set_cap(1, Some(0.1)), "fifo has no containers");
+}
+
+#[test]
 fn caps_are_not_work_conserving() {
     // The capped container alone on 2 slots: it gets its cap and the slots stay idle.
     let p = spec(vec![ContainerSpec::new(1, "cgi", 0).cap(0.3)]);

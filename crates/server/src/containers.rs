@@ -28,8 +28,13 @@
 //! permission or without a cpu controller the server logs one warning naming what is missing
 //! and enforces weights and caps in the gate only.
 //!
-//! The cap of a container applies to the gate (the server's own bursts) and, separately, to its
-//! cgroup (the CGI processes in it): the server's threads are not moved between cgroups.
+//! **One budget** (seed 003: a container covers everything done on a principal's behalf): the
+//! cap of a container that has sites and a cgroup covers the server's own bursts for its sites
+//! and the processes in its cgroup *together*. The server's threads are not moved between
+//! cgroups; instead [`crate::budget`] splits the cap every 100 ms between the gate's cap for the
+//! container and its cgroup's `cpu.max`, from what each used (the rule is
+//! `policy::budget::split`). A container without sites (only CGI in it) keeps its cap on its
+//! cgroup alone, as a container without a cgroup keeps it in the gate alone.
 //!
 //! Accounting, exposed as `triage_container_cpu_seconds_total{container, source}`:
 //! - `source="server"`: thread CPU time (`CLOCK_THREAD_CPUTIME_ID`) measured around every gate
@@ -397,6 +402,41 @@ impl Containers {
         }
         self.groups = groups;
         self.root = Some(root);
+    }
+
+    /// The containers whose cap is one budget for the server's work and their processes: those
+    /// with a cap, a cgroup, and a site whose work is charged to them or to a container below
+    /// them. Each with its cap and its subtree's ids (itself first).
+    pub fn budgeted(&self) -> Vec<(u32, f64, Vec<u32>, os::Cgroup)> {
+        let below = |top: u32, mut id: u32| loop {
+            if id == top {
+                return true;
+            }
+            match self.tree.nodes.iter().find(|n| n.spec.id == id) {
+                Some(n) if id != 0 => id = n.spec.parent,
+                _ => return false,
+            }
+        };
+        let mut out = Vec::new();
+        for n in &self.tree.nodes {
+            let id = n.spec.id;
+            let (Some(cap), Some(cg)) = (n.spec.cap, self.cgroup(id)) else {
+                continue;
+            };
+            if !self.tree.by_site.values().any(|&s| below(id, s)) {
+                continue;
+            }
+            let mut ids = vec![id];
+            ids.extend(
+                self.tree
+                    .nodes
+                    .iter()
+                    .map(|m| m.spec.id)
+                    .filter(|&m| m != id && below(id, m)),
+            );
+            out.push((id, cap, ids, cg.clone()));
+        }
+        out
     }
 
     /// CGI CPU of container `id` (exclusive of child containers), if it has a cgroup.

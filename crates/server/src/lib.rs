@@ -11,6 +11,8 @@
 //!   back end to fetch a target from a peer that caches it);
 //! - [`cgi`]: CGI/1.1 (RFC 3875) scripts run in per-request cgroups;
 //! - [`containers`]: resource containers (seed 003) mirrored in cgroups and in the gate;
+//!   [`budget`]: a capped container's cap as one budget for the server's work and its
+//!   processes, split every period;
 //! - [`config`], [`overrides`]: the TOML configuration and the flags laid over it;
 //! - [`site`]: virtual hosts; [`metrics`]: counters and the Prometheus text;
 //!   [`cluster_metrics`]: the Prometheus text of the body caches, the disk and forwarding;
@@ -29,6 +31,7 @@ pub mod admin;
 pub mod admission;
 pub mod body;
 pub mod body_cache;
+pub mod budget;
 pub mod cgi;
 pub mod cgi_route;
 pub mod cluster_metrics;

@@ -471,6 +471,19 @@ fn spawn_background(
             ));
         }
     }
+    if ctx.gate().enabled() {
+        if let Some(b) = crate::budget::OneBudget::new(ctx.containers()) {
+            let c = ctx.clone();
+            tasks.push(every(
+                crate::budget::PERIOD,
+                stop.clone(),
+                Box::new(move || {
+                    let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+                    b.step(c.containers().account(), c.gate());
+                }),
+            ));
+        }
+    }
     tasks.push(spawn_trimmer(ctx.clone(), stop.clone()));
     if let Some(log) = pfs_log {
         let c = ctx.clone();

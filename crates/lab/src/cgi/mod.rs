@@ -12,10 +12,12 @@
 
 pub mod clients;
 pub mod cpu;
+pub mod figure;
 pub mod scripts;
 pub mod servers;
 
 pub use clients::{window_stats, ClosedLoop, Sample, WindowStats};
 pub use cpu::{kill_strays, CpuSnap, CpuTicks};
+pub use figure::{Bound, Figure};
 pub use scripts::install;
 pub use servers::{Running, TriageSite};

@@ -56,6 +56,22 @@ pub struct TriageSite {
     pub max_running: Option<usize>,
     /// `cgi.slice`: the scheduler slice of the site's scripts (none = the kernel's default).
     pub slice: Option<Duration>,
+    /// One budget (seed 003): a `[[container]]` named as `container` with this cap (CPUs)
+    /// holds the site's server work *and* its scripts, so the cap covers both together
+    /// (`cpu_max` is then not set on `[site.cgi]`).
+    pub one_budget: Option<f64>,
+}
+
+impl TriageSite {
+    /// The `[[container]]` of a one-budget site: `container`, or `<name>-box`.
+    fn budget_container(&self) -> Option<String> {
+        self.one_budget?;
+        Some(
+            self.container
+                .clone()
+                .unwrap_or_else(|| format!("{}-box", self.name)),
+        )
+    }
 }
 
 fn toml_str(s: &str) -> String {
@@ -96,10 +112,10 @@ pub fn triage_config(
             cgi_timeout.as_millis(),
             t.cgroups
         ));
-        if let Some(c) = &t.container {
-            s.push_str(&format!("container = {}\n", toml_str(c)));
+        if let Some(c) = t.budget_container().or(t.container.clone()) {
+            s.push_str(&format!("container = {}\n", toml_str(&c)));
         }
-        if let Some(f) = t.cpu_max {
+        if let (Some(f), None) = (t.cpu_max, t.one_budget) {
             s.push_str(&format!("cpu_max = {f}\n"));
         }
         if let Some(w) = t.weight {
@@ -110,6 +126,15 @@ pub fn triage_config(
         }
         if let Some(d) = t.slice {
             s.push_str(&format!("slice = \"{}us\"\n", d.as_micros()));
+        }
+    }
+    for t in sites {
+        if let (Some(cap), Some(name)) = (t.one_budget, t.budget_container()) {
+            s.push_str(&format!(
+                "\n[[container]]\nname = {}\ncpu_max = {cap}\nsites = [{}]\n",
+                toml_str(&name),
+                toml_str(&t.name)
+            ));
         }
     }
     s
@@ -245,11 +270,12 @@ mod tests {
             weight: Some(50),
             max_running: Some(2),
             slice: Some(Duration::from_millis(30)),
+            one_budget: None,
         };
         let text = triage_config(
             "10.77.0.1:20000".parse().unwrap(),
             "10.77.0.1:20001".parse().unwrap(),
-            &[t],
+            std::slice::from_ref(&t),
             Duration::from_secs(600),
         );
         for want in [
@@ -266,6 +292,26 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} missing in\n{text}");
         }
+        // One budget: the cap moves to a [[container]] holding the site's work and scripts.
+        let t = TriageSite {
+            container: Some("box".into()),
+            one_budget: Some(0.06),
+            ..t
+        };
+        let text = triage_config(
+            "10.77.0.1:20000".parse().unwrap(),
+            "10.77.0.1:20001".parse().unwrap(),
+            &[t],
+            Duration::from_secs(600),
+        );
+        assert!(
+            text.contains("container = \"box\"\n")
+                && text.contains(
+                    "[[container]]\nname = \"box\"\ncpu_max = 0.06\nsites = [\"site-a\"]"
+                ),
+            "{text}"
+        );
+        assert!(!text.contains("cpu_max = 0.3"), "{text}");
     }
 
     #[test]

@@ -127,11 +127,14 @@ impl Experiment for ContainersLab {
 
     fn prepare(&mut self, env: &Env<'_>) -> Result<()> {
         if env.tb.server_cgroup().is_none() {
-            return Err(LabError::Os(
-                "no cgroups on this machine (or no permission): the lab measures CPU shares from \
-                 cgroup usage and caps a cgroup; run it as root"
-                    .into(),
-            ));
+            return Err(LabError::Os(format!(
+                "no cgroups ({}): the lab measures CPU shares from cgroup usage and caps a cgroup (as root it finds or makes a place for its cgroups; see docs/containers.md)",
+                env.tb
+                    .info()
+                    .cgroup_error
+                    .as_deref()
+                    .unwrap_or("no server cgroup")
+            )));
         }
         self.site = Some(crate::cgi::install(&env.tb.workdir().join("site"))?);
         Ok(())
@@ -215,11 +218,12 @@ mod tests {
                 "triage",
                 "triage-cap30",
                 "triage-cap10",
+                "triage-budget30",
                 "triage-timeshare",
                 "apache"
             ]
         );
-        assert_eq!(v.len(), 5);
+        assert_eq!(v.len(), 6);
         o.quick = true;
         let (p, _) = resolve(&o).unwrap();
         assert_eq!(p.counts, vec![0, 1, 3, 5]);

@@ -49,6 +49,10 @@ pub struct ContainersOpts {
     /// Also run triage without per-request containers (default: in full runs).
     #[arg(long)]
     pub timeshare: bool,
+    /// Do not measure the one-budget variant (`triage-budgetNN`: the first cap covering the
+    /// site's static work and its CGI together).
+    #[arg(long = "no-budget", action = clap::ArgAction::SetFalse)]
+    pub budget: bool,
     /// Measure only these variants, e.g. triage-cap30 (names as in the report; with
     /// --timeshare, --no-peers and --caps deciding which exist).
     #[arg(long, value_delimiter = ',')]

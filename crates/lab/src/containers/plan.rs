@@ -53,6 +53,9 @@ pub enum Kind {
         cgroups: bool,
         /// Cap of the CGI container (fraction of the server side's capacity).
         cap: Option<f64>,
+        /// One budget (seed 003): the cap is a `[[container]]` holding the site's server work
+        /// and its scripts together, not the scripts alone.
+        budget: bool,
     },
     /// Apache httpd (prefork + mod_cgi): the unmodified system.
     Apache,
@@ -69,6 +72,10 @@ pub struct Variant {
 
 fn cap_name(c: f64) -> String {
     format!("triage-cap{}", (c * 100.0).round() as u64)
+}
+
+fn budget_name(c: f64) -> String {
+    format!("triage-budget{}", (c * 100.0).round() as u64)
 }
 
 /// The parameters and variants of a run of `o`, checked.
@@ -138,6 +145,7 @@ pub fn resolve(o: &ContainersOpts) -> Result<(Params, Vec<Variant>)> {
             kind: Kind::Triage {
                 cgroups: true,
                 cap: None,
+                budget: false,
             },
         });
     }
@@ -152,8 +160,22 @@ pub fn resolve(o: &ContainersOpts) -> Result<(Params, Vec<Variant>)> {
             kind: Kind::Triage {
                 cgroups: true,
                 cap: Some(c),
+                budget: false,
             },
         });
+    }
+    // One budget under the first cap: the site's static work and its CGI share the cap.
+    if o.budget && !tiny {
+        if let Some(&c) = caps.first() {
+            variants.push(Variant {
+                name: budget_name(c),
+                kind: Kind::Triage {
+                    cgroups: true,
+                    cap: Some(c),
+                    budget: true,
+                },
+            });
+        }
     }
     if o.timeshare || (!tiny && !o.quick) {
         variants.push(Variant {
@@ -161,6 +183,7 @@ pub fn resolve(o: &ContainersOpts) -> Result<(Params, Vec<Variant>)> {
             kind: Kind::Triage {
                 cgroups: false,
                 cap: None,
+                budget: false,
             },
         });
     }

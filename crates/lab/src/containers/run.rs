@@ -32,7 +32,11 @@ pub struct Setup<'a> {
 /// Start the server of variant `v`.
 pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
     match &v.kind {
-        Kind::Triage { cgroups, cap } => Running::triage(
+        Kind::Triage {
+            cgroups,
+            cap,
+            budget,
+        } => Running::triage(
             env.tb,
             &env.o.triage_bin,
             &format!("triage serve ({})", v.name),
@@ -41,11 +45,16 @@ pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
                 root: env.root.to_owned(),
                 bin: env.bin.to_owned(),
                 cgroups: *cgroups,
-                container: Some("cgi".into()),
+                container: Some(if *budget { "site-box" } else { "cgi" }.into()),
                 cpu_max: cap.map(|c| c * env.capacity),
                 weight: None,
                 max_running: None,
                 slice: None,
+                one_budget: if *budget {
+                    cap.map(|c| c * env.capacity)
+                } else {
+                    None
+                },
             }],
             Duration::from_secs(3600),
             dir,

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::opts::ContainersOpts;
 use super::plan::{Kind, Params, Variant};
+use crate::cgi::{Bound, Figure};
 use crate::harness::Env;
 use crate::results::{csv_field, Goal};
 use crate::testbed::TestbedInfo;
@@ -65,8 +66,10 @@ pub struct Point {
 pub struct Curve {
     /// The variant.
     pub variant: String,
-    /// Its cap of the CGI container.
+    /// Its cap of the CGI container (with `budget`: of the site's work and CGI together).
     pub cap: Option<f64>,
+    /// One budget: the cap covers the site's static work and its CGI together.
+    pub budget: bool,
     /// The CGI counts.
     pub cgi: Vec<usize>,
     /// Static requests per second.
@@ -154,6 +157,10 @@ pub struct Summary {
     /// Static throughput with 4 CGI relative to none (%), per variant (the paper: 44% for the
     /// unmodified system).
     pub static_rel_pct_cgi4: Vec<(String, f64)>,
+    /// Every figure above (and per variant) with its 95% interval over the points or
+    /// repetitions it rests on (`ci95: [low, high]`), its goal and whether the interval clears
+    /// it: see [`figures`].
+    pub figures: Vec<Figure>,
     /// The lab's goals and whether they were met.
     pub goals: Vec<Goal>,
     /// Per variant, medians per CGI count.
@@ -322,6 +329,113 @@ pub(crate) fn point_noise(points: &[Point], variant: &str, counts: &[usize]) -> 
     Some((r.iter().map(|x| x * x).sum::<f64>() / dof).sqrt() * 100.0)
 }
 
+/// Per repetition of `variant`: (max - min) / max in % of static throughput over CGI counts
+/// 1..=5 (complete repetitions only): the spread goal's samples.
+pub(crate) fn spread_per_rep(points: &[Point], variant: &str, counts: &[usize]) -> Vec<f64> {
+    let ks: Vec<usize> = counts
+        .iter()
+        .copied()
+        .filter(|k| (1..=5).contains(k))
+        .collect();
+    let reps: std::collections::BTreeSet<usize> = points
+        .iter()
+        .filter(|x| x.variant == variant)
+        .map(|x| x.rep)
+        .collect();
+    reps.into_iter()
+        .filter_map(|r| {
+            let row: Vec<f64> = ks
+                .iter()
+                .filter_map(|&k| {
+                    points
+                        .iter()
+                        .find(|x| x.variant == variant && x.rep == r && x.cgi == k)
+                        .map(|x| x.static_rps)
+                })
+                .collect();
+            (row.len() == ks.len()).then(|| spread_1_to_5(&ks, &row))?
+        })
+        .collect()
+}
+
+/// The figures with their intervals: per capped variant the CGI share's error against the cap
+/// (one sample per point with CGI, in percentage points; goal within +-2), the spread of
+/// static throughput under the 30% cap (one sample per repetition; goal <= 5%), and per
+/// variant static throughput at the largest CGI count relative to none (one sample per
+/// repetition, paired within it).
+pub(crate) fn figures(curves: &[Curve], points: &[Point], counts: &[usize]) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for c in curves {
+        let Some(cap) = c.cap else { continue };
+        if c.budget {
+            let total: Vec<f64> = points
+                .iter()
+                .filter(|x| x.variant == c.variant && x.cgi >= 1)
+                .map(|x| x.server_share_pct + x.cgi_share_pct)
+                .collect();
+            out.push(Figure::of(
+                &format!("budget_total_pct {}", c.variant),
+                "points with CGI (all repetitions): server work + CGI, % of the server side",
+                &total,
+                Some(Bound::AtMost(cap * 100.0 + 2.0)),
+            ));
+            continue;
+        }
+        let e: Vec<f64> = points
+            .iter()
+            .filter(|x| x.variant == c.variant && x.cgi >= 1)
+            .map(|x| x.cgi_share_pct - cap * 100.0)
+            .collect();
+        out.push(Figure::of(
+            &format!("cap_error_pp {}", c.variant),
+            "points with CGI (all repetitions): CGI share - cap, percentage points",
+            &e,
+            Some(Bound::Within(2.0)),
+        ));
+    }
+    if let Some(c) = curves
+        .iter()
+        .find(|c| !c.budget && c.cap.is_some_and(|x| (x - 0.3).abs() < 1e-9))
+    {
+        out.push(Figure::of(
+            "static_spread_pct_cap30",
+            "repetitions: (max - min) / max of static req/s over 1..5 CGI, %",
+            &spread_per_rep(points, &c.variant, counts),
+            Some(Bound::AtMost(5.0)),
+        ));
+    }
+    let kmax = counts.iter().copied().max().unwrap_or(0);
+    if kmax > 0 && counts.contains(&0) {
+        for c in curves {
+            let reps: std::collections::BTreeSet<usize> = points
+                .iter()
+                .filter(|x| x.variant == c.variant)
+                .map(|x| x.rep)
+                .collect();
+            let at = |r: usize, k: usize| {
+                points
+                    .iter()
+                    .find(|x| x.variant == c.variant && x.rep == r && x.cgi == k)
+                    .map(|x| x.static_rps)
+            };
+            let rel: Vec<f64> = reps
+                .into_iter()
+                .filter_map(|r| match (at(r, kmax), at(r, 0)) {
+                    (Some(a), Some(b)) if b > 0.0 => Some(a / b * 100.0),
+                    _ => None,
+                })
+                .collect();
+            out.push(Figure::of(
+                &format!("static_rel_pct_cgi{kmax} {}", c.variant),
+                "repetitions: static req/s with the most CGI / with none in the same repetition, %",
+                &rel,
+                None,
+            ));
+        }
+    }
+    out
+}
+
 /// The summary of a run: curves (medians per CGI count), the cap's accuracy, the spread of
 /// static throughput under the 30% cap, and the goals.
 pub fn summarize(
@@ -334,13 +448,14 @@ pub fn summarize(
     let mut notes = env.notes.clone();
     let mut curves = Vec::new();
     for v in variants {
-        let cap = match v.kind {
-            Kind::Triage { cap, .. } => cap,
-            Kind::Apache => None,
+        let (cap, budget) = match v.kind {
+            Kind::Triage { cap, budget, .. } => (cap, budget),
+            Kind::Apache => (None, false),
         };
         let mut c = Curve {
             variant: v.name.clone(),
             cap,
+            budget,
             cgi: p.counts.clone(),
             static_rps: Vec::new(),
             static_rel_pct: Vec::new(),
@@ -392,7 +507,7 @@ pub fn summarize(
     }
     // Cap accuracy: medians at CGI counts >= 1.
     let mut cap_error: Option<f64> = None;
-    for c in &curves {
+    for c in curves.iter().filter(|c| !c.budget) {
         let Some(cap) = c.cap else { continue };
         for (i, &k) in c.cgi.iter().enumerate() {
             let s = c.cgi_share_pct[i];
@@ -404,7 +519,7 @@ pub fn summarize(
     }
     let cap30 = curves
         .iter()
-        .find(|c| c.cap.is_some_and(|x| (x - 0.3).abs() < 1e-9));
+        .find(|c| !c.budget && c.cap.is_some_and(|x| (x - 0.3).abs() < 1e-9));
     let spread = cap30.and_then(|c| spread_1_to_5(&c.cgi, &c.static_rps));
     let spread_blocked = cap30.and_then(|c| spread_1_to_5(&c.cgi, &c.static_rps_blocked));
     let trend = cap30.and_then(|c| trend_1_to_5(&points, &c.variant, &p.counts));
@@ -417,12 +532,23 @@ pub fn summarize(
             v.is_finite().then(|| (c.variant.clone(), v))
         })
         .collect();
+    let figs = figures(&curves, &points, &p.counts);
+    let fig_text = |prefix: &str, unit: &str| {
+        figs.iter()
+            .filter(|f| f.name.starts_with(prefix))
+            .map(|f| format!("{}: {}", f.name, f.text(unit)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     let mut goals = Vec::new();
     match cap_error {
         Some(e) => goals.push(Goal {
             goal: "CGI CPU share within 2 percentage points of the cap".into(),
             met: e <= 2.0,
-            detail: format!("largest gap {e:.2} pp"),
+            detail: format!(
+                "largest gap {e:.2} pp (medians); mean errors: {}",
+                fig_text("cap_error_pp", " pp")
+            ),
         }),
         None => notes.push("no capped variant with CGI load: cap_error_pp not measured".into()),
     }
@@ -435,14 +561,33 @@ pub fn summarize(
                 detail: format!(
                     "(max-min)/max = {s:.2}% over {n} CGI counts (medians over repetitions; \
                      {} with the drift between repetitions removed; trend from 1 to 5 CGI \
-                     within repetitions {}; one point's noise {})",
+                     within repetitions {}; one point's noise {}); per repetition: {}",
                     spread_blocked.map_or("-".into(), |b| format!("{b:.2}%")),
                     trend.map_or("-".into(), |(t, se)| format!("{t:+.1}% +- {se:.1}%")),
-                    noise.map_or("-".into(), |x| format!("{x:.1}%"))
+                    noise.map_or("-".into(), |x| format!("{x:.1}%")),
+                    fig_text("static_spread_pct_cap30", "%")
                 ),
             });
         }
         None => notes.push("no 30% cap variant: static_spread_pct_cap30 not measured".into()),
+    }
+    for f in figs
+        .iter()
+        .filter(|f| f.name.starts_with("budget_total_pct"))
+    {
+        let (Some(v), Some(Bound::AtMost(limit))) = (f.value, f.goal) else {
+            continue;
+        };
+        goals.push(Goal {
+            goal: format!(
+                "one budget: the site capped at {:.0}% spends at most {:.0}% + 2 points on its \
+                 static work and its CGI together",
+                limit - 2.0,
+                limit - 2.0
+            ),
+            met: v <= limit,
+            detail: format!("{}: {}", f.name, f.text("%")),
+        });
     }
     if points.iter().any(|x| x.static_errors > 0) {
         notes.push("some static requests failed (see raw.csv static_errors)".into());
@@ -464,6 +609,7 @@ pub fn summarize(
         static_trend_se_pct_cap30: trend.map(|t| t.1),
         static_point_noise_pct_cap30: noise,
         static_rel_pct_cgi4: rel4,
+        figures: figs,
         goals,
         curves,
         points,

@@ -123,11 +123,14 @@ impl Experiment for ReservationsLab {
 
     fn prepare(&mut self, env: &Env<'_>) -> Result<()> {
         if env.tb.server_cgroup().is_none() {
-            return Err(LabError::Os(
-                "no cgroups on this machine (or no permission): reservations are cgroup weights; \
-                 run the lab as root"
-                    .into(),
-            ));
+            return Err(LabError::Os(format!(
+                "no cgroups ({}): reservations are cgroup weights (as root the lab finds or makes a place for its cgroups; see docs/containers.md)",
+                env.tb
+                    .info()
+                    .cgroup_error
+                    .as_deref()
+                    .unwrap_or("no server cgroup")
+            )));
         }
         self.site = Some(crate::cgi::install(&env.tb.workdir().join("site"))?);
         Ok(())

@@ -80,6 +80,7 @@ pub fn report(s: &Summary) -> String {
     for g in &s.goals {
         r.verdict(g.met, &format!("{}: {}", g.goal, g.detail));
     }
+    crate::cgi::figure::report_table(&mut r, &s.figures);
     let xs: Vec<f64> = s
         .curves
         .first()

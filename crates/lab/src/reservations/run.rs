@@ -40,6 +40,7 @@ pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
         weight,
         max_running: env.o.max_running.0,
         slice: env.o.cgi_slice.0,
+        one_budget: None,
     };
     let sites = match v.kind {
         Kind::Weights(a, b) => vec![

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::opts::ReservationsOpts;
 use super::plan::{Params, Variant, SITE_A, SITE_B};
-use crate::cgi::WindowStats;
+use crate::cgi::{Bound, Figure, WindowStats};
 use crate::harness::Env;
 use crate::results::{csv_field, Goal};
 use crate::testbed::TestbedInfo;
@@ -143,6 +143,10 @@ pub struct Summary {
     /// CPU time of one rand.pl request (ms), from the site of interest's container with no
     /// competitor (triage-res50).
     pub cgi_cpu_ms_per_request: Option<f64>,
+    /// The figures above with their 95% intervals (`ci95: [low, high]`) over the points they
+    /// rest on, each paired with the point alone measured beside it in its repetition, their
+    /// goals and whether the interval clears them: see [`figures`].
+    pub figures: Vec<Figure>,
     /// The lab's goals and whether they were met.
     pub goals: Vec<Goal>,
     /// Per variant, medians per competitor count.
@@ -198,6 +202,88 @@ pub(crate) fn paired(
             median(&ratios)
         })
         .collect()
+}
+
+/// Every point of `variant` with competitors (`only`: at that count) divided by the point
+/// alone nearest to it in its repetition, both through `f`: the samples of a paired figure.
+pub(crate) fn paired_samples(
+    points: &[Point],
+    variant: &str,
+    only: Option<usize>,
+    f: &dyn Fn(&Point) -> Option<f64>,
+) -> Vec<f64> {
+    points
+        .iter()
+        .filter(|x| x.variant == variant && x.competitors >= 1)
+        .filter(|x| only.is_none_or(|n| x.competitors == n))
+        .filter_map(|x| {
+            let alone = points
+                .iter()
+                .filter(|y| y.variant == variant && y.rep == x.rep && y.competitors == 0)
+                .min_by_key(|y| (y.seq.abs_diff(x.seq), y.seq))?;
+            let (a, b) = (f(x)?, f(alone)?);
+            (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
+        })
+        .collect()
+}
+
+/// The figures with their intervals (one sample per point with competitors, paired with the
+/// point alone beside it): what the 50% reservation kept of half the throughput alone (goal:
+/// at least 95%), the same for Apache (goal: visibly less, at most 95%) and for both sites in
+/// one container, the reservation's CPU kept, and the response time at the most competitors
+/// over alone (goal: at most 2.3).
+pub(crate) fn figures(points: &[Point], counts: &[usize]) -> Vec<Figure> {
+    let over = "points with competitors (all counts and repetitions), each over the point alone \
+                beside it";
+    let kept = |v: &str| {
+        paired_samples(points, v, None, &|x| Some(x.a.rps))
+            .into_iter()
+            .map(|r| r * 200.0)
+            .collect::<Vec<f64>>()
+    };
+    let mut out = vec![
+        Figure::of(
+            "reserved_kept_pct triage-res50",
+            over,
+            &kept("triage-res50"),
+            Some(Bound::AtLeast(95.0)),
+        ),
+        Figure::of(
+            "apache_kept_pct apache",
+            over,
+            &kept("apache"),
+            Some(Bound::AtMost(95.0)),
+        ),
+        Figure::of(
+            "shared_kept_pct triage-shared",
+            over,
+            &kept("triage-shared"),
+            None,
+        ),
+        Figure::of(
+            "reserved_cpu_kept_pct triage-res50",
+            over,
+            &paired_samples(points, "triage-res50", None, &|x| x.a_cpu_pct)
+                .into_iter()
+                .map(|r| r * 200.0)
+                .collect::<Vec<f64>>(),
+            None,
+        ),
+    ];
+    let maxn = counts.iter().copied().max().unwrap_or(0);
+    if maxn > 0 {
+        out.push(Figure::of(
+            "reserved_response_ratio triage-res50",
+            &format!(
+                "points with {maxn} competitors (all repetitions): mean response time over the \
+                 point alone beside it"
+            ),
+            &paired_samples(points, "triage-res50", Some(maxn), &|x| Some(x.a.mean_ms)),
+            Some(Bound::AtMost(2.3)),
+        ));
+    }
+    out.retain(|f| f.n > 0);
+    out
 }
 
 pub(crate) fn min_at_competitors(competitors: &[usize], v: &[f64]) -> Option<f64> {
@@ -335,6 +421,12 @@ pub fn summarize(
         m.is_finite().then_some(m)
     };
     let maxn = p.counts.iter().copied().max().unwrap_or(0);
+    let figs = figures(&points, &p.counts);
+    let fig_text = |prefix: &str, unit: &str| {
+        figs.iter()
+            .find(|f| f.name.starts_with(prefix))
+            .map_or("-".to_owned(), |f| f.text(unit))
+    };
     let mut goals = Vec::new();
     match reserved {
         Some(k) => goals.push(Goal {
@@ -350,6 +442,9 @@ pub fn summarize(
                 reserved_paired.map_or("-".into(), |v| format!("{v:.1}%")),
                 cpu_kept_res50.map_or("-".into(), |v| format!("{v:.1}%")),
                 cost_ratio.map_or("-".into(), |v| format!("{v:.3}"))
+            ) + &format!(
+                "; every point paired with the one alone beside it: {}",
+                fig_text("reserved_kept_pct", "%")
             ),
         }),
         None => notes.push(
@@ -362,7 +457,10 @@ pub fn summarize(
                    response time alone, as halving the CPU implies)"
                 .into(),
             met: r <= 2.3,
-            detail: format!("mean response time with {maxn} competitors / alone = {r:.2}"),
+            detail: format!(
+                "mean response time with {maxn} competitors / alone = {r:.2}; paired per point: {}",
+                fig_text("reserved_response_ratio", "")
+            ),
         });
     }
     if let Some(k) = apache {
@@ -370,8 +468,9 @@ pub fn summarize(
             goal: "time-sharing (Apache httpd) visibly loses under the same load".into(),
             met: k < 95.0,
             detail: format!(
-                "apache_kept_pct = {k:.1}% (paired: {})",
-                apache_paired.map_or("-".into(), |v| format!("{v:.1}%"))
+                "apache_kept_pct = {k:.1}% (paired: {}); every point paired: {}",
+                apache_paired.map_or("-".into(), |v| format!("{v:.1}%")),
+                fig_text("apache_kept_pct", "%")
             ),
         });
     }
@@ -395,6 +494,7 @@ pub fn summarize(
         reserved_cpu_kept_pct: cpu_kept_res50,
         reserved_response_ratio: ratio,
         cgi_cpu_ms_per_request: cpu_per_req,
+        figures: figs,
         goals,
         curves,
         points,

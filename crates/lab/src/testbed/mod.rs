@@ -119,6 +119,8 @@ pub struct TestbedInfo {
     pub cpus: usize,
     /// Everything weaker than asked, said plainly.
     pub notes: Vec<String>,
+    /// Why there is no server cgroup (the `os` error, naming what is missing), if there is none.
+    pub cgroup_error: Option<String>,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -200,6 +202,7 @@ impl Testbed {
         let mut cg_root = None;
         let mut server_cg = None;
         let mut cgroup = "none".to_owned();
+        let mut cg_error = None;
         match os::CgroupRoot::open("triage-lab") {
             Ok(r) => {
                 let cg = r
@@ -225,6 +228,12 @@ impl Testbed {
                     os::Version::V1 => "v1".into(),
                     os::Version::V2 => "v2".into(),
                 };
+                if let Some(k) = r.place_kind() {
+                    notes.push(format!(
+                        "cgroup v2: the lab's tree is at {} ({k})",
+                        r.path().parent().unwrap_or(&r.path()).display()
+                    ));
+                }
                 cg_root = Some(r);
                 server_cg = Some(cg);
             }
@@ -233,6 +242,7 @@ impl Testbed {
                     "no cgroup ({e}): no CPU quota, the server side is only pinned; the CPU is \
                      not made a bottleneck"
                 ));
+                cg_error = Some(e.to_string());
             }
         }
         let quota = if server_cg.is_some() { cfg.quota } else { None };
@@ -262,6 +272,7 @@ impl Testbed {
             client_cpu: pin.then_some(cfg.client_cpu),
             cpus,
             notes,
+            cgroup_error: cg_error,
         };
         Ok(Testbed {
             cfg,

@@ -454,6 +454,17 @@ impl Policy for Share {
         "share"
     }
 
+    fn set_cap(&mut self, container: u32, cap: Option<f64>) -> bool {
+        let Some(&i) = self.index.get(&container) else {
+            return false;
+        };
+        // The debt already carried (`used`) stays: a smaller cap takes longer to pay it.
+        self.nodes[i].quota = cap
+            .filter(|f| f.is_finite() && *f > 0.0)
+            .map(|f| (f * self.window as f64).round().max(1.0) as Nanos);
+        true
+    }
+
     fn on_transition(&mut self, worker: WorkerId, from: Option<State>, to: State, ctx: &Ctx) {
         self.roll(ctx.now);
         if from == Some(State::Run) && to != State::Run {

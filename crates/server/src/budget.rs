@@ -1,0 +1,137 @@
+//! One budget per capped resource container (seed 003): the mechanism of `policy::budget`.
+//!
+//! Every [`PERIOD`] the server measures, per container of [`Containers::budgeted`], what the
+//! period used on its behalf: the server's own work (the gate's thread-CPU account of its
+//! subtree's bursts, scaled by the process's CPU over all bursts' CPU, so that the runtime's
+//! work outside bursts is charged in proportion) and its processes (its cgroup's usage, read
+//! through `os`). `policy::budget::split` divides the cap between the two for the next period;
+//! the server's part becomes the container's cap in the gate ([`gate::Gate::set_cap`], in
+//! burst CPU: divided by the same scale), the processes' part its cgroup's `cpu.max`.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use gate::{CpuAccount, Gate};
+use policy::budget::{split, Split, Used};
+
+use crate::containers::{Containers, CPU_PERIOD};
+
+/// How often the budget is split again (the cgroup cap's period).
+pub const PERIOD: Duration = CPU_PERIOD;
+
+/// The process CPU charged per unit of burst CPU is kept within `1..=MAX_SCALE` (a period with
+/// hardly any burst says little about the runtime's overhead).
+const MAX_SCALE: f64 = 4.0;
+
+/// One capped container whose cap is one budget.
+#[derive(Debug)]
+struct Item {
+    /// Its id.
+    id: u32,
+    /// Its cap (CPUs).
+    cap: f64,
+    /// Its subtree's ids (the server's work below it counts too).
+    ids: Vec<u32>,
+    /// Its cgroup (its processes, children included).
+    cg: os::Cgroup,
+    /// The split in force.
+    last: Split,
+    /// Burst CPU of its subtree at the last step.
+    server0: Duration,
+    /// Its cgroup's usage at the last step.
+    procs0: Duration,
+}
+
+/// The state of the budget loop (see the module docs).
+#[derive(Debug)]
+pub struct OneBudget {
+    items: Vec<Item>,
+    /// Every container id (for the scale: all bursts against the process's CPU).
+    all: Vec<u32>,
+    at: Instant,
+    process0: Duration,
+    bursts0: Duration,
+    /// Process CPU per burst CPU, last known.
+    scale: f64,
+}
+
+fn sum(acc: &CpuAccount, ids: &[u32]) -> Duration {
+    ids.iter().map(|&i| acc.get(i)).sum()
+}
+
+impl OneBudget {
+    /// The budget loop of `c`, if a container's cap is one budget ([`Containers::budgeted`]).
+    pub fn new(c: &Containers) -> Option<Mutex<OneBudget>> {
+        let acc = c.account();
+        let items: Vec<Item> = c
+            .budgeted()
+            .into_iter()
+            .map(|(id, cap, ids, cg)| Item {
+                id,
+                cap,
+                server0: sum(acc, &ids),
+                procs0: cg.cpu_usage().unwrap_or_default(),
+                ids,
+                cg,
+                last: Split::even(cap),
+            })
+            .collect();
+        if items.is_empty() {
+            return None;
+        }
+        for it in &items {
+            tracing::info!(
+                "containers: `{}` caps its sites' server work and its processes together at {} \
+                 CPU (one budget, split every {PERIOD:?})",
+                c.tree().name(it.id).unwrap_or("?"),
+                it.cap
+            );
+        }
+        let all = (0..=c.tree().max_id()).collect::<Vec<_>>();
+        Some(Mutex::new(OneBudget {
+            bursts0: sum(acc, &all),
+            all,
+            items,
+            at: Instant::now(),
+            process0: os::process_cpu_time(),
+            scale: 1.0,
+        }))
+    }
+
+    /// Measure the period that ended, split every budget again and apply the splits.
+    pub fn step(&mut self, acc: &CpuAccount, gate: &Gate) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.at).as_secs_f64();
+        if dt <= 0.0 {
+            return;
+        }
+        self.at = now;
+        let process = os::process_cpu_time();
+        let bursts = sum(acc, &self.all);
+        let (dp, db) = (
+            process.saturating_sub(self.process0),
+            bursts.saturating_sub(self.bursts0),
+        );
+        self.process0 = process;
+        self.bursts0 = bursts;
+        if db >= Duration::from_millis(1) {
+            self.scale = (dp.as_secs_f64() / db.as_secs_f64()).clamp(1.0, MAX_SCALE);
+        }
+        for it in &mut self.items {
+            let server = sum(acc, &it.ids);
+            let procs = it.cg.cpu_usage().unwrap_or(it.procs0);
+            let used = Used {
+                server: server.saturating_sub(it.server0).as_secs_f64() * self.scale / dt,
+                procs: procs.saturating_sub(it.procs0).as_secs_f64() / dt,
+            };
+            it.server0 = server;
+            it.procs0 = procs;
+            let next = split(it.cap, it.last, used);
+            gate.set_cap(it.id, Some(next.server / self.scale));
+            if let Err(e) = it.cg.set_cpu_max(Some(next.procs), CPU_PERIOD) {
+                tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
+            }
+            it.last = next;
+        }
+    }
+}
