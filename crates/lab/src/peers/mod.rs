@@ -18,14 +18,14 @@ use crate::error::{LabError, Result};
 use crate::process::{run_cmd, which};
 
 mod apache;
-mod lighttpd;
 mod haproxy;
+mod lighttpd;
 mod nginx;
 mod site;
 
 pub use apache::apache_conf;
-pub use lighttpd::{has_handler, lighttpd_conf, EventHandler, LighttpdTuning};
 pub use haproxy::{haproxy_proxy_conf, haproxy_source_policy, nginx_proxy_conf};
+pub use lighttpd::{has_handler, lighttpd_conf, EventHandler, LighttpdTuning};
 pub use nginx::{nginx_conf, NginxTuning};
 pub use site::{Gzip, PeerSite, Prefork, APACHE_MODULES};
 
