@@ -656,9 +656,14 @@ impl Gate {
 
     /// Change container `container`'s cap in the policy from now on (see
     /// `policy::Policy::set_cap`): the server's share of a budget it splits with the
-    /// container's processes (`policy::budget`). Returns whether the policy has the container.
+    /// container's processes (`policy::budget`). Every lane's policy takes it (a server with
+    /// containers runs one lane). Returns whether the policy has the container.
     pub fn set_cap(&self, container: u32, cap: Option<f64>) -> bool {
-        self.lock().sched.policy_mut().set_cap(container, cap)
+        let mut known = false;
+        for l in self.lanes.iter() {
+            known |= l.lock().sched.policy_mut().set_cap(container, cap);
+        }
+        known
     }
 
     /// The policy's period, if it has one.

@@ -315,7 +315,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         let mut watchdog = pin!(watchdog);
         // A connection accepted as the server stops is closed at once (nothing was asked yet).
         let mut stopping = *stop.borrow();
-        while !(stopping && !conn.is_busy()) {
+        while !stopping || conn.is_busy() {
             tokio::select! {
                 biased;
                 step = phase.step() => match step {

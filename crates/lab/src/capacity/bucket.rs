@@ -171,7 +171,7 @@ mod tests {
         let mut times = Vec::new();
         for s in 1000..1012 {
             let n = if s < 1004 { 10 } else { 30 };
-            times.extend(std::iter::repeat(s).take(n));
+            times.extend(std::iter::repeat_n(s, n));
         }
         times.extend([990, 1013]); // outside the samples
         let b = bucketize(&times, &cpu, 4).unwrap();

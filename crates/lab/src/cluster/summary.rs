@@ -329,7 +329,7 @@ fn ratio(pts: &[Measured], a: &str, b: &str, seed: u64) -> Option<Ratio> {
     })
 }
 
-fn best<'a>(rows: &'a [VariantRow], f: impl Fn(&VariantRow) -> bool) -> Option<&'a VariantRow> {
+fn best(rows: &[VariantRow], f: impl Fn(&VariantRow) -> bool) -> Option<&VariantRow> {
     rows.iter()
         .filter(|r| f(r) && r.rps.is_finite())
         .max_by(|a, b| a.rps.total_cmp(&b.rps))

@@ -177,6 +177,7 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
                     rlimit_nofile: Some(s.nofile),
                     keepalive_requests: Some(100_000_000),
                     tcp_nopush: false,
+                    ..NginxTuning::default()
                 },
                 lighttpd: LighttpdTuning {
                     event_handler: server

@@ -279,8 +279,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         // The last point at the largest cold count of the first repetition.
         if let Some(m) = points
             .iter()
-            .filter(|m| m.server == s.name() && m.rep == 0 && m.cold == max_cold)
-            .last()
+            .rfind(|m| m.server == s.name() && m.rep == 0 && m.cold == max_cold)
         {
             held.insert(s.name().to_string(), m.cold_held);
             if let Some(c) = m.cold_step.filter(|c| c.added > 0) {
