@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Result;
+use crate::error::{LabError, Result};
 use crate::harness::{run_experiment, Env, Experiment, Outputs, Session};
 use crate::peers::Peer;
 use crate::results::{print_goals, raw_csv};
@@ -51,6 +51,31 @@ impl PosLab {
     pub fn new(o: PosOpts) -> Result<PosLab> {
         let p = plan::resolve(&o)?;
         let variants = plan::variants(&p, &o);
+        if let Some(only) = &o.only {
+            let unknown: Vec<&str> = only
+                .iter()
+                .filter(|n| !variants.iter().any(|v| &v.name == *n))
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                let all: Vec<String> = plan::variants(
+                    &p,
+                    &PosOpts {
+                        only: None,
+                        ..o.clone()
+                    },
+                )
+                .into_iter()
+                .map(|v| v.name)
+                .collect();
+                return Err(LabError::Config(format!(
+                    "--variants names {}, which exp {} does not have (its variants: {};                      also apache, apache+pos, apache+pos-slice, apache+pos-log, apache+all20,                      and the diagnostics named in docs/lab.md)",
+                    unknown.join(", "),
+                    p.exp,
+                    all.join(", ")
+                )));
+            }
+        }
         Ok(PosLab {
             o,
             p,
@@ -380,6 +405,20 @@ mod tests {
         let v = variants(&resolve(&only).unwrap(), &only);
         assert_eq!(v.len(), 2);
         assert!(v.iter().all(|v| !v.hog));
+    }
+
+    #[test]
+    fn a_variant_name_the_experiment_lacks_is_an_error_not_ignored() {
+        let mut o = opts(1);
+        o.only = Some(vec!["fifo".into(), "php-fpm+pos".into()]);
+        let err = PosLab::new(o)
+            .err()
+            .expect("an unknown variant must be refused");
+        let msg = err.to_string();
+        assert!(msg.contains("php-fpm+pos") && msg.contains("fifo"), "{msg}");
+        let mut ok = opts(1);
+        ok.only = Some(vec!["fifo".into(), "apache+pos".into()]);
+        assert!(PosLab::new(ok).is_ok());
     }
 
     #[test]
