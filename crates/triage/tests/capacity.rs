@@ -274,36 +274,25 @@ fn lab_events_tiny_writes_the_summary_keys() {
     }
     let tmp = TempDir::new("labevents");
     let out = tmp.0.join("res");
-    let child = Command::new(BIN)
-        .args([
-            "lab",
-            "events",
-            "--cold",
-            "0,200",
-            "--rates",
-            "3",
-            "--window",
-            "1s",
-            "--reps",
-            "1",
-            "--servers",
-            "triage,lighttpd-poll",
-            "--out",
-        ])
-        .arg(&out)
-        .current_dir(&tmp.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let o = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "lab failed: {}\n{stdout}\n{stderr}",
-        o.status
+    let (pid, _stdout) = run_lab_to_success(
+        Command::new(BIN)
+            .args([
+                "lab",
+                "events",
+                "--cold",
+                "0,200",
+                "--rates",
+                "3",
+                "--window",
+                "1s",
+                "--reps",
+                "1",
+                "--servers",
+                "triage,lighttpd-poll",
+                "--out",
+            ])
+            .arg(&out)
+            .current_dir(&tmp.0),
     );
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();

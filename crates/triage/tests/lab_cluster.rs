@@ -3,7 +3,7 @@
 //! and writes a complete results directory: the summary's keys, the agreement check with the
 //! simulator, the failover run with no failed request, nothing left running.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 mod common;
 use common::*;
@@ -24,48 +24,37 @@ fn lab_cluster_small_writes_complete_results() {
     }
     let tmp = TempDir::new("labcluster");
     let out = tmp.0.join("res");
-    let child = Command::new(BIN)
-        .args([
-            "lab",
-            "cluster",
-            "--nodes",
-            "2",
-            "--reps",
-            "1",
-            "--window",
-            "1s",
-            "--warmup",
-            "1s",
-            "--working-set",
-            "3MiB",
-            "--max-file",
-            "64KiB",
-            "--conns",
-            "16",
-            "--disk-scale",
-            "0.1",
-            "--only",
-            "wrr,lard,haproxy-uri,nginx-hash",
-            "--hit-tolerance",
-            "0.5",
-            "--balance-tolerance",
-            "2",
-            "--out",
-        ])
-        .arg(&out)
-        .current_dir(&tmp.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let o = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "lab failed: {}\n{stdout}\n{stderr}",
-        o.status
+    let (pid, stdout) = run_lab_to_success(
+        Command::new(BIN)
+            .args([
+                "lab",
+                "cluster",
+                "--nodes",
+                "2",
+                "--reps",
+                "1",
+                "--window",
+                "1s",
+                "--warmup",
+                "1s",
+                "--working-set",
+                "3MiB",
+                "--max-file",
+                "64KiB",
+                "--conns",
+                "16",
+                "--disk-scale",
+                "0.1",
+                "--only",
+                "wrr,lard,haproxy-uri,nginx-hash",
+                "--hit-tolerance",
+                "0.5",
+                "--balance-tolerance",
+                "2",
+                "--out",
+            ])
+            .arg(&out)
+            .current_dir(&tmp.0),
     );
     assert!(stdout.contains("report: "), "{stdout}");
 

@@ -3,7 +3,7 @@
 //! seconds and writes a complete, well-formed results directory, leaving no cgroup or network
 //! namespace behind. Needs root (cgroups, namespaces): skipped with a printed reason otherwise.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 mod common;
 use common::*;
@@ -30,22 +30,11 @@ fn lab_containers_tiny_writes_complete_results() {
     }
     let tmp = TempDir::new("labcontainers");
     let out = tmp.0.join("res");
-    let child = Command::new(BIN)
-        .args(["lab", "containers", "--seconds-scale", "tiny", "--out"])
-        .arg(&out)
-        .current_dir(&tmp.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let o = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "lab failed: {}\n{stdout}\n{stderr}",
-        o.status
+    let (pid, stdout) = run_lab_to_success(
+        Command::new(BIN)
+            .args(["lab", "containers", "--seconds-scale", "tiny", "--out"])
+            .arg(&out)
+            .current_dir(&tmp.0),
     );
     assert_eq!(
         stdout.lines().last().unwrap_or(""),

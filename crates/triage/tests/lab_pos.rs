@@ -20,33 +20,22 @@ fn lab_pos_exp1_tiny_writes_complete_results() {
              with client-side throttling and no CPU quota"
         );
     }
-    let child = Command::new(BIN)
-        .args([
-            "lab",
-            "pos",
-            "--exp",
-            "1",
-            "--quick",
-            "--seconds-scale",
-            "tiny",
-            "--reps",
-            "1",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .current_dir(&tmp.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let o = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "lab failed: {}\n{stdout}\n{stderr}",
-        o.status
+    let (pid, stdout) = run_lab_to_success(
+        Command::new(BIN)
+            .args([
+                "lab",
+                "pos",
+                "--exp",
+                "1",
+                "--quick",
+                "--seconds-scale",
+                "tiny",
+                "--reps",
+                "1",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .current_dir(&tmp.0),
     );
     // The last line points at the report.
     let last = stdout.lines().last().unwrap_or("");

@@ -1,10 +1,10 @@
 //! Helpers shared by the lab end-to-end tests (`lab_pos`, `lab_containers`,
-//! `lab_reservations`): a temporary directory, the check that a lab left nothing behind, and
+//! `lab_reservations`, `lab_cluster`, `capacity`): running a lab to success, a temporary directory, the check that a lab left nothing behind, and
 //! why a cgroup lab cannot run here. Each test crate uses only some of them.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The `triage` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_triage");
@@ -55,6 +55,26 @@ pub fn leftovers(pid: u32) -> Vec<String> {
         }
     }
     out
+}
+
+/// Runs the lab `cmd` to its end with its output captured and asserts that it succeeded
+/// (the failure shows both outputs); returns its pid (for [`leftovers`]) and its stdout.
+pub fn run_lab_to_success(cmd: &mut Command) -> (u32, String) {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "lab failed: {}\n{stdout}\n{stderr}",
+        o.status
+    );
+    (pid, stdout)
 }
 
 /// `v` as a finite number (`what` names it in the failure).
