@@ -35,6 +35,9 @@ async fn small_and_large_bursts(first_chunk: Option<u64>) -> ((usize, usize), (u
     std::fs::write(t.path().join("large.bmp"), vec![7u8; 400_000]).unwrap();
     let log = t.path().join("pfs.jsonl");
     let mut cfg = config(Some(t.path()));
+    // One burst per chunk, as these tests count them: streaks off (a streak carries the
+    // chunks ready at once within its slice; docs/server.md, "Streaks").
+    cfg.streak_slice = std::time::Duration::ZERO;
     cfg.policy.name = "pos".into();
     cfg.pfs_log = Some(log.clone());
     cfg.first_chunk = first_chunk;
@@ -109,6 +112,9 @@ async fn gate_off_serves_without_bursts() {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("f.txt"), "hello").unwrap();
     let mut cfg = config(Some(t.path()));
+    // One burst per chunk, as these tests count them: streaks off (a streak carries the
+    // chunks ready at once within its slice; docs/server.md, "Streaks").
+    cfg.streak_slice = std::time::Duration::ZERO;
     cfg.gate = false;
     cfg.admin = Some("127.0.0.1:0".parse().unwrap());
     let s = start(cfg).await;
@@ -125,6 +131,9 @@ async fn concurrent_clients_share_one_slot() {
     let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
     std::fs::write(t.path().join("img.bmp"), &data).unwrap();
     let mut cfg = config(Some(t.path()));
+    // One burst per chunk, as these tests count them: streaks off (a streak carries the
+    // chunks ready at once within its slice; docs/server.md, "Streaks").
+    cfg.streak_slice = std::time::Duration::ZERO;
     cfg.policy.name = "pos".into();
     cfg.threads = Some(2);
     cfg.chunk = 4096;

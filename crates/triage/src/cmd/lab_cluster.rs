@@ -40,6 +40,6 @@ mod tests {
             crate::cmd::parse_args::<Args>(&["--quick", "--zipf", "0.6", "--nodes", "2"]).unwrap();
         assert!(t.opts.quick);
         assert_eq!((t.opts.zipf, t.opts.nodes.clone()), (0.6, Some(vec![2])));
-        assert!(crate::cmd::parse_args::<Args>(&["--cache", "3"]).is_err());
+        assert!(crate::cmd::parse_args::<Args>(&["--cache", "3k"]).is_err());
     }
 }
