@@ -28,7 +28,7 @@ pub(crate) struct Wake {
     /// When its last burst ended (gate clock; 0: never ran).
     pub(crate) last_end: u64,
     /// When its current streak began: the first burst since it last really waited (see
-    /// [`crate::slots::Streak`]).
+    /// `slots::Streak`).
     pub(crate) streak_start: u64,
 }
 

@@ -1,6 +1,6 @@
 //! What a run does: [`LoadConfig`] (URL pattern, browsers, arrival mode, connection style,
 //! throttle, bounds) with its validation. Durations, rates and sizes given by a person are
-//! read by the `units` crate (see [`crate::opts`]).
+//! read by the `units` crate (see `opts`).
 
 use std::time::Duration;
 
@@ -46,7 +46,7 @@ pub enum Arrival {
         /// Number of connections; connection `c` owns the requests `c, c+C, c+2C, ...`.
         connections: usize,
     },
-    /// Replay of timestamped URLs (see [`crate::trace`]); each entry is a page.
+    /// Replay of timestamped URLs (see `trace`); each entry is a page.
     Trace {
         /// Where the entries came from (for the record only).
         source: String,

@@ -2,7 +2,7 @@
 //! and the defaults of every key. Durations and sizes follow the `units` rules: a duration
 //! always has a unit (`"500ms"`, `"2s"`), a size is bytes when bare (`65536`) or has a unit
 //! (`"16KiB"`, `"64KB"`). The policy and its tuning are the `[policy]` table, read as
-//! `policy::PolicyConfig` reads it. [`crate::overrides`] lays command-line flags over a
+//! `policy::PolicyConfig` reads it. `overrides` lays command-line flags over a
 //! [`Config`].
 
 use std::net::SocketAddr;

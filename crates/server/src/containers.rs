@@ -31,7 +31,7 @@
 //! **One budget** (seed 003: a container covers everything done on a principal's behalf): the
 //! cap of a container that has sites and a cgroup covers the server's own bursts for its sites
 //! and the processes in its cgroup *together*. The server's threads are not moved between
-//! cgroups; instead [`crate::budget`] splits the cap every 100 ms between the gate's cap for the
+//! cgroups; instead `budget` splits the cap every 100 ms between the gate's cap for the
 //! container and its cgroup's `cpu.max`, from what each used (the rule is
 //! `policy::budget::split`). A container without sites (only CGI in it) keeps its cap on its
 //! cgroup alone, as a container without a cgroup keeps it in the gate alone.

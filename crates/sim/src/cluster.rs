@@ -118,7 +118,7 @@ pub struct ConnModel {
     pub mechanism: Mechanism,
     /// Mean requests per connection (geometric; ignored by [`Mechanism::Close`]).
     pub per_conn: f64,
-    /// Seed of the connection grouping ([`crate::pconn::connection_lengths`]).
+    /// Seed of the connection grouping (`pconn::connection_lengths`).
     pub seed: u64,
     /// The front end's CPU costs ([`FrontCosts::none`]: not modelled).
     pub front: FrontCosts,

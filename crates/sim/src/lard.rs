@@ -4,7 +4,7 @@
 //!
 //! Policies: WRR, LARD (T_low 25, T_high 65), LARD/R (K = 20 s), and consistent hashing with
 //! bounded loads at c = 1.25 and c = 1.5; all from [`policy::dispatch`]. Then the P-HTTP part
-//! ([`crate::phttp`]: persistent connections, extended LARD, mechanisms, the front end's CPU)
+//! (`phttp`: persistent connections, extended LARD, mechanisms, the front end's CPU)
 //! and the paper's numbers beside ours ([`PaperRow`]).
 
 use policy::dispatch::DispatchConfig;

@@ -1,5 +1,5 @@
 //! Persistent connections (P-HTTP) and the front end's CPU for the cluster model
-//! ([`crate::cluster`]): how a trace's requests are grouped into client connections, which
+//! (`cluster`): how a trace's requests are grouped into client connections, which
 //! mechanism distributes a connection's requests over the back ends (seed 004, Aron, Druschel,
 //! Zwaenepoel, USENIX 1999), and what each mechanism costs the front end and the back ends.
 //!
@@ -25,7 +25,7 @@ pub enum Mechanism {
     /// Back-end forwarding (seed 004's implemented mechanism): handed off once; each further
     /// request is [`policy::dispatch::Dispatch::route`]d: served at the connection's node, or
     /// fetched by that node from a node that caches the target and relayed to the client (the
-    /// forwarding cost, [`crate::cluster::Costs::forward_per_512`]).
+    /// forwarding cost, `cluster::Costs::forward_per_512`).
     Forward,
     /// Multiple TCP handoff (seed 004's other mechanism; needs a kernel module, not in stock
     /// Linux): each request is assigned on its own and the connection migrates to its node,

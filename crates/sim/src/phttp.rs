@@ -1,6 +1,6 @@
 //! The P-HTTP part of `triage sim lard` (seed 004, Aron, Druschel, Zwaenepoel, USENIX 1999):
 //! policies and mechanisms under persistent connections, and how many back ends one front
-//! end feeds. Runs [`crate::cluster::run_with`]; [`crate::lard`] prints it beside the LARD
+//! end feeds. Runs `cluster::run_with`; `lard` prints it beside the LARD
 //! tables and with the paper's numbers.
 
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! What the two CGI labs share ([`crate::containers`], seed 003; [`crate::reservations`],
+//! What the two CGI labs share (`containers`, seed 003; `reservations`,
 //! seed 000): their CGI scripts ([`scripts`]), the servers under test (triage and Apache with
 //! mod_cgi, [`servers`]), closed-loop CGI clients ([`clients`]) and CPU accounting of the
 //! server side's processes ([`cpu`]). Their static load is [`crate::wrk`].

@@ -14,7 +14,7 @@
 //!     (about 4 us a read): coarse (a state is seen only if it lasts across a poll; running
 //!     and ready are one state `R`), a fallback for kernels or builds without BPF.
 //!
-//! The tracer decides nothing; `policy` classifies, [`crate::lever`] applies the decision.
+//! The tracer decides nothing; `policy` classifies, `lever` applies the decision.
 
 mod bpf;
 mod poll;
