@@ -8,4 +8,4 @@ bash scripts/deps.sh
 cargo fmt --all -- --check
 python3 scripts/check_layout.py
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-cargo test --workspace --release
+cargo test --workspace --profile ci
