@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cargo fmt --all -- --check
 python3 scripts/check_layout.py
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy --profile ci --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --profile ci
