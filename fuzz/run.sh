@@ -6,7 +6,8 @@
 #   fuzz/run.sh [TARGET] [SECONDS] [extra libFuzzer flags...]
 #
 # TARGET is `request` (default) or `resolve_path`; SECONDS (default 60) bounds the run. The
-# committed seeds (fuzz/seeds/TARGET) are read; what the run discovers goes to
+# committed seeds (fuzz/seeds/TARGET, written by hand) and the committed corpus of the long run
+# (fuzz/corpus-min/TARGET, minimized with -merge=1) are read; what the run discovers goes to
 # fuzz/corpus/TARGET (not committed), crashes to fuzz/artifacts/TARGET. The seed is fixed
 # (-seed=1) unless a -seed=N flag is given. Example, the documented long run:
 #   nice -n 19 fuzz/run.sh request 3600
@@ -27,7 +28,8 @@ cargo build --manifest-path "$here/Cargo.toml" --release --target "$triple" --bi
 bin="$here/target/$triple/release/$target"
 mkdir -p "$here/corpus/$target" "$here/artifacts/$target"
 seeds=()
-[ -d "$here/seeds/$target" ] && seeds=("$here/seeds/$target")
+[ -d "$here/seeds/$target" ] && seeds+=("$here/seeds/$target")
+[ -d "$here/corpus-min/$target" ] && seeds+=("$here/corpus-min/$target")
 dict=()
 [ -f "$here/$target.dict" ] && dict=("-dict=$here/$target.dict")
 seed_flag="-seed=1"
