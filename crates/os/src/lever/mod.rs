@@ -257,12 +257,24 @@ impl Lever {
     /// Take over `tid`, a child that raised itself at its start with [`Lever::spawn_hook`]
     /// and had nice `base` before (the forking thread's): journal it and hold it raised, so
     /// that [`Lever::lower`], [`Lever::restore_all`], drop and [`recover`] put it back to
-    /// `base`. [`LeverError::Gone`]: it already exited.
+    /// `base`. [`LeverError::Gone`]: it already exited; [`LeverError::Permission`]: it could
+    /// not raise itself (it runs at another nice value; nothing is held).
     pub fn adopt(&mut self, tid: Tid, base: i32) -> Result<(), LeverError> {
         if self.raised.contains_key(&tid) {
             return Ok(());
         }
         let start_time = journal::start_time(tid).ok_or(LeverError::Gone(tid))?;
+        let now = prio::thread_nice(tid).map_err(|e| LeverError::from_prio(tid, e))?;
+        if now != self.cfg.nice {
+            // The child's `setpriority` was refused (no CAP_SYS_NICE): nothing to hold.
+            return Err(LeverError::Permission {
+                tid,
+                what: format!(
+                    "it runs at nice {now}, not {}: setpriority at its start was refused",
+                    self.cfg.nice
+                ),
+            });
+        }
         self.starts.insert(tid, start_time);
         let saved = Saved {
             tid,

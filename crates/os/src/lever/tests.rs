@@ -207,6 +207,12 @@ fn a_child_raised_at_spawn_is_adopted_and_restored() {
     // A child gone before it is adopted is a clean `Gone`.
     let mut lever = Lever::new(LeverConfig::new(LeverKind::Nice), dir.path()).unwrap();
     assert!(matches!(lever.adopt(tid, base), Err(LeverError::Gone(_))));
+    // A child that is not at the raised value (its setpriority refused) is not held.
+    let other = sleeper();
+    let r = lever.adopt(other.id() as Tid, base);
+    assert!(matches!(r, Err(LeverError::Permission { .. })), "{r:?}");
+    assert_eq!(lever.raised(), 0);
+    stop(other);
     assert!(Lever::new(LeverConfig::new(LeverKind::Weight), dir.path())
         .map(|l| l.spawn_hook().is_none())
         .unwrap_or(true));
