@@ -22,6 +22,9 @@ const STREAM: &str = "#!/usr/bin/perl\n$| = 1;\n\
     print \"Content-Type: image/bmp\\r\\n\\r\\nfirst=\" . getpriority(0, 0) . \"\\n\";\n\
     select(undef, undef, undef, 0.4);\n\
     print \"later=\" . getpriority(0, 0) . \"\\n\";\n";
+/// Computes (sleeps) before printing anything: held raised meanwhile.
+const SLOW: &str = "#!/usr/bin/perl\nselect(undef, undef, undef, 0.5);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nnice=\" . getpriority(0, 0) . \"\\n\";\n";
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -31,7 +34,7 @@ fn is_root() -> bool {
 fn site(dir: &Path) -> CgiConfig {
     let bin = dir.join("cgi-bin");
     std::fs::create_dir_all(&bin).unwrap();
-    for (name, text) in [("text.pl", TEXT), ("stream.pl", STREAM)] {
+    for (name, text) in [("text.pl", TEXT), ("stream.pl", STREAM), ("slow.pl", SLOW)] {
         let p = bin.join(name);
         std::fs::write(&p, text).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -132,7 +135,17 @@ async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
                 base,
                 "restored once its worker relayed output without the mark: {stream}"
             );
-            assert!(stats.raised.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+            // While a script is held raised, so is the thread that relays its output
+            // (priority inheritance); the last restore puts the thread back.
+            let slow = tokio::spawn(get(addr, "/cgi-bin/slow.pl"));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            assert_eq!(lever.raised(), 1, "the slow script is held");
+            assert!(
+                lever.raised_tasks() >= 2,
+                "the script and the server's thread"
+            );
+            assert_eq!(value(&slow.await.unwrap(), "nice"), -20);
+            assert!(stats.raised.load(std::sync::atomic::Ordering::Relaxed) >= 3);
             assert!(stats.lowered.load(std::sync::atomic::Ordering::Relaxed) >= 1);
         } else {
             assert_eq!(value(&text, "nice"), base, "fifo marks nobody");
@@ -151,6 +164,11 @@ async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(lever.raised(), 0);
+        assert_eq!(
+            lever.raised_tasks(),
+            0,
+            "the server's threads are restored too"
+        );
         let _ = tx.send(());
         let _ = task.await;
     }

@@ -506,10 +506,8 @@ impl Cgi {
         let at = env.partition_point(|(k, _)| k.as_str() < mark.0.as_str());
         env.insert(at, mark);
         let cgroup = self.request_cgroup();
-        let start = match (&self.lever, raise) {
-            (Some(l), true) => Some(l.prepare()),
-            _ => None,
-        };
+        // With a lever every child gets its nice value at its start (see `lever`).
+        let start = self.lever.as_ref().map(|l| l.prepare(raise, &self.stats));
         let started = tokio::time::Instant::now();
         let deadline = started + self.timeout;
         let mut attempt = 0;

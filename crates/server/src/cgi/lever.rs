@@ -14,6 +14,13 @@
 //!   at shutdown dropping the lever restores every script still raised; after a crash the
 //!   next start replays the journal ([`ScriptLever::open`]).
 //!
+//! - **Priority inheritance**: the server's own threads (those that start scripts and relay
+//!   their output) are raised too while any script is held raised, and restored when the last
+//!   one is: at nice 0 beside a script at -20 a thread would get about 1% of the CPU, and the
+//!   relay that restores an image script would wait for that script to finish. Since a thread
+//!   may be raised when it forks, every child gets its nice value at its start: -20 if raised,
+//!   else the thread's own base value.
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -22,16 +29,26 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use os::lever::{Lever, LeverConfig, LeverError, LeverKind};
-use os::prio::NiceHook;
+use os::prio::{NiceHook, Tid};
 
 use super::stats::CgiStats;
 
+/// What the lock guards.
+struct Inner {
+    /// Raises journaled and restores made (scripts and the server's threads).
+    lever: Lever,
+    /// The server's threads that started scripts, with their nice value when first seen.
+    threads: Vec<(Tid, i32)>,
+    /// Scripts held raised now.
+    held: usize,
+}
+
 /// The server's lever over its CGI scripts (one for all sites).
 pub struct ScriptLever {
-    /// Raises journaled and restores made (one lock: a few microseconds per script).
-    lever: Mutex<Lever>,
-    /// What a raised child applies to itself.
-    hook: NiceHook,
+    /// One lock: a few microseconds per script.
+    inner: Mutex<Inner>,
+    /// The nice value of a raised script.
+    raised_nice: i32,
     /// A failure was logged (later ones are only counted).
     warned: AtomicBool,
 }
@@ -39,19 +56,20 @@ pub struct ScriptLever {
 impl std::fmt::Debug for ScriptLever {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScriptLever")
-            .field("nice", &self.hook.nice())
+            .field("nice", &self.raised_nice)
             .finish()
     }
 }
 
-/// What a raised spawn needs: the hook the child applies and the nice value it would have
-/// had (the forking thread's), to restore.
+/// What a spawn needs: the nice value the child gives itself before exec, and what to restore.
 #[derive(Debug, Clone, Copy)]
 pub struct Start {
     /// Applied by the child before exec.
     pub hook: NiceHook,
-    /// The nice value to restore.
+    /// The forking thread's own nice value (a raised script's value to restore).
     pub base: i32,
+    /// The script starts raised.
+    pub raise: bool,
 }
 
 impl ScriptLever {
@@ -63,35 +81,59 @@ impl ScriptLever {
         for f in &recovered.failed {
             tracing::warn!("cgi lever: restoring a crashed run's script: {f}");
         }
-        let lever = Lever::new(LeverConfig::new(LeverKind::Nice), state_dir)?;
-        let hook = lever
-            .spawn_hook()
-            .expect("the nice lever raises children at their start");
+        let cfg = LeverConfig::new(LeverKind::Nice);
+        let lever = Lever::new(cfg, state_dir)?;
         Ok((
             Self {
-                lever: Mutex::new(lever),
-                hook,
+                inner: Mutex::new(Inner {
+                    lever,
+                    threads: Vec::new(),
+                    held: 0,
+                }),
+                raised_nice: cfg.nice,
                 warned: AtomicBool::new(false),
             },
             recovered.restored.len(),
         ))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Lever> {
-        self.lever.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Prepare a raised spawn (on the thread that forks).
-    pub fn prepare(&self) -> Start {
+    /// Prepare a spawn on the thread that forks: raised (`raise`) or at the thread's base.
+    pub fn prepare(&self, raise: bool, stats: &CgiStats) -> Start {
+        let me = os::prio::current_tid();
+        let mut g = self.lock();
+        let base = match g.threads.iter().find(|(t, _)| *t == me) {
+            Some(&(_, b)) => b,
+            None => {
+                let b = os::prio::thread_nice(me).unwrap_or(0);
+                g.threads.push((me, b));
+                if g.held > 0 {
+                    if let Err(e) = g.lever.raise(me) {
+                        self.failed(stats, &e);
+                    }
+                }
+                b
+            }
+        };
+        let nice = if raise { self.raised_nice } else { base };
         Start {
-            hook: self.hook,
-            base: os::prio::thread_nice(os::prio::current_tid()).unwrap_or(0),
+            hook: NiceHook::new(nice).expect("nice values in range"),
+            base,
+            raise,
         }
     }
 
     /// Scripts held raised now.
     pub fn raised(&self) -> usize {
-        self.lock().raised()
+        self.lock().held
+    }
+
+    /// Tasks the lever holds raised now (scripts and the server's threads).
+    pub fn raised_tasks(&self) -> usize {
+        self.lock().lever.raised()
     }
 
     fn failed(&self, stats: &CgiStats, e: &LeverError) {
@@ -101,15 +143,20 @@ impl ScriptLever {
         }
     }
 
-    /// `pid` was started with `start`'s hook: hold it raised. `None` when it is gone already or
-    /// could not raise itself (counted as a lever error).
+    /// `pid` was started with `start` (raised): hold it, and the server's threads with it.
+    /// `None` when it was not raised, is gone already, or could not raise itself (counted as
+    /// a lever error).
     pub fn adopt(
         self: &Arc<Self>,
         pid: i32,
         start: Start,
         stats: &Arc<CgiStats>,
     ) -> Option<Arc<Raised>> {
-        match self.lock().adopt(pid, start.base) {
+        if !start.raise {
+            return None;
+        }
+        let mut g = self.lock();
+        match g.lever.adopt(pid, start.base) {
             Ok(()) => {}
             Err(LeverError::Gone(_)) => return None,
             Err(e) => {
@@ -117,6 +164,16 @@ impl ScriptLever {
                 return None;
             }
         }
+        g.held += 1;
+        if g.held == 1 {
+            let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
+            for t in threads {
+                if let Err(e) = g.lever.raise(t) {
+                    self.failed(stats, &e);
+                }
+            }
+        }
+        drop(g);
         stats.raised.fetch_add(1, Relaxed);
         Some(Arc::new(Raised {
             lever: self.clone(),
@@ -124,6 +181,19 @@ impl ScriptLever {
             stats: stats.clone(),
             held: AtomicBool::new(true),
         }))
+    }
+
+    /// One script less held: the last one restores the server's threads.
+    fn release(&self, g: &mut Inner, stats: &CgiStats) {
+        g.held = g.held.saturating_sub(1);
+        if g.held == 0 {
+            let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
+            for t in threads {
+                if let Err(e) = g.lever.lower(t) {
+                    self.failed(stats, &e);
+                }
+            }
+        }
     }
 }
 
@@ -151,18 +221,22 @@ impl Raised {
         if !self.held.swap(false, Relaxed) {
             return;
         }
-        match self.lever.lock().lower(self.pid) {
+        let mut g = self.lever.lock();
+        match g.lever.lower(self.pid) {
             Ok(()) => {
                 self.stats.lowered.fetch_add(1, Relaxed);
             }
             Err(e) => self.lever.failed(&self.stats, &e),
         }
+        self.lever.release(&mut g, &self.stats);
     }
 
-    /// The script was reaped: forget it (called before its pid can be reused).
+    /// The script was reaped: forget it (nothing to restore on a process that is gone).
     pub fn exited(&self) {
         if self.held.swap(false, Relaxed) {
-            self.lever.lock().forget(self.pid);
+            let mut g = self.lever.lock();
+            g.lever.forget(self.pid);
+            self.lever.release(&mut g, &self.stats);
         }
     }
 }
