@@ -90,6 +90,17 @@ pub struct PosOpts {
     /// served first come, first served) or `fifo` (the paper's ready-queue order).
     #[arg(long, default_value = "episode", value_parser = parse_pos_tail)]
     pub pos_tail: PosTail,
+    /// What the site is: `static` (seed 001's files) or `cgi` (the HTML and the images are
+    /// produced by CPU-bound CGI scripts; triage's variants only: fifo, content, pos with and
+    /// without the kernel lever, docs/kpos.md).
+    #[arg(long, value_enum, default_value = "static")]
+    pub site: SiteKind,
+    /// `--site cgi`: CPU time of the page script, its start included.
+    #[arg(long, value_parser = units::parse_positive_duration, default_value = "3ms")]
+    pub page_cpu: Duration,
+    /// `--site cgi`: CPU time of each image script, its start included.
+    #[arg(long, value_parser = units::parse_positive_duration, default_value = "10ms")]
+    pub image_cpu: Duration,
     /// Seed of the site and the arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -114,6 +125,16 @@ pub struct PosOpts {
     /// The command line, for the report.
     #[arg(skip)]
     pub command: String,
+}
+
+/// What `triage lab pos` serves (`--site`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SiteKind {
+    /// Seed 001's page as files.
+    Static,
+    /// The same page produced by CPU-bound CGI scripts (`super::cgi`).
+    Cgi,
 }
 
 impl PosOpts {
