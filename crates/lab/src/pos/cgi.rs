@@ -33,6 +33,10 @@ use crate::results::Goal;
 use crate::runner::Variant;
 use crate::site::{bmp, html, Site, SiteSpec};
 
+/// Image sizes of `--site cgi` (bytes): script output is not compressed, and about this much
+/// of the static site's images is left after gzip, so the 10 Mbit/s link stays as loaded.
+pub const DEFAULT_IMAGE_BYTES: [usize; 4] = [8_000, 16_000, 24_000, 32_000];
+
 /// Bands an image script computes and prints one after the other.
 pub const IMAGE_BANDS: usize = 8;
 
@@ -376,6 +380,7 @@ mod tests {
         o.quick = true;
         let p = super::super::plan::resolve(&o).unwrap();
         assert_eq!(p.quota, Some(DEFAULT_QUOTA_CGI));
+        assert_eq!(p.site.image_bytes, DEFAULT_IMAGE_BYTES);
         let v = variants(&p, &o);
         let names: Vec<&str> = v.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["fifo", "pos-rw1", "pos-rw1-nolever", "content"]);

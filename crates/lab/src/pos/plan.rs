@@ -10,7 +10,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::opts::{
-    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW,
+    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES, DEFAULT_SLP_MAX,
+    DEFAULT_STAGGER, DEFAULT_WINDOW,
 };
 use crate::error::{LabError, Result};
 use crate::peers::Peer;
@@ -181,7 +182,13 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     let site = SiteSpec {
         browsers: *browser_counts.iter().max().unwrap_or(&1),
         html_bytes: o.html_bytes,
-        image_bytes: o.image_bytes.clone(),
+        image_bytes: o.image_bytes.clone().unwrap_or_else(|| {
+            if cgi {
+                super::cgi::DEFAULT_IMAGE_BYTES.to_vec()
+            } else {
+                DEFAULT_IMAGE_BYTES.to_vec()
+            }
+        }),
         seed: o.seed,
     };
     site.validate()?;
