@@ -163,15 +163,25 @@ struct LeveredRelay {
     worker: policy::WorkerId,
 }
 
+impl LeveredRelay {
+    /// Restore the script if its worker has lost the mark.
+    fn check(&mut self) {
+        if self.relay.script_raised() && !self.ctx.gate().marked(self.worker) {
+            self.relay.lower_script();
+        }
+    }
+}
+
 impl ChunkSource for LeveredRelay {
     fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Right after a burst: a demotion at its end (the change that reached RW) restores
+        // the script now, not one band later.
+        self.check();
         self.relay.poll_input(cx)
     }
     fn produce(&mut self) -> io::Result<Option<Bytes>> {
         // In a burst: the worker holds its slot, its mark is as the policy left it.
-        if self.relay.script_raised() && !self.ctx.gate().marked(self.worker) {
-            self.relay.lower_script();
-        }
+        self.check();
         self.relay.produce()
     }
     fn remaining(&self) -> Option<u64> {

@@ -383,15 +383,15 @@ mod tests {
         assert_eq!(p.site.image_bytes, DEFAULT_IMAGE_BYTES);
         let v = variants(&p, &o);
         let names: Vec<&str> = v.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["fifo", "pos-rw1", "pos-rw1-nolever", "content"]);
+        assert_eq!(names, ["fifo", "pos-rw3", "pos-rw3-nolever", "content"]);
         let args = |n: &str| match &v.iter().find(|x| x.name == n).unwrap().server {
             crate::runner::ServerKind::Triage { args } => args.clone(),
             _ => panic!("not triage"),
         };
-        assert!(args("pos-rw1")
+        assert!(args("pos-rw3")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "nice"]));
-        assert!(args("pos-rw1-nolever")
+        assert!(args("pos-rw3-nolever")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "off"]));
         assert!(v.iter().all(|v| v.hog), "exp 1: the hog in the same budget");

@@ -93,6 +93,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         return Err(LabError::Config("--parallel must be at least 1".into()));
     }
     let gzip = o.gzip_level().is_some();
+    let cgi = o.site == SiteKind::Cgi;
     let tiny = o.scale == Scale::Tiny;
     let browsers = o.browsers.unwrap_or(if tiny { 3 } else { 9 });
     let browser_counts = if o.exp == 4 {
@@ -145,6 +146,10 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     // Exp 1 adds RW 1 to the paper's 3, 6, 9: here a 4 KB HTML page is one burst and an image
     // 2-6 bursts (16 KiB each), so RW 3 leaves an image's worker marked for two of them.
     let rw = o.rw.clone().unwrap_or(match (o.exp, o.quick || tiny) {
+        // A CGI request is a longer episode: the burst that starts the script (1), the wake-up
+        // for its output (2) and the first relay burst (3). RW 3 keeps a page's worker marked
+        // until its HTML is relayed and demotes an image's at its first band (super::cgi).
+        _ if cgi => vec![3],
         (1, true) => vec![1],
         (1, false) => vec![1, 3, 6, 9],
         (_, true) => vec![3],
@@ -169,7 +174,6 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
             )));
         }
     }
-    let cgi = o.site == SiteKind::Cgi;
     let quota = o.quota.unwrap_or(if cgi {
         super::cgi::default_quota(o.exp)
     } else {
