@@ -226,12 +226,10 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         seed: o.seed,
         triage_extra: o.triage_extra.clone(),
         site_kind: o.site,
-        script_cpu_ms: cgi.then(|| {
-            (
-                o.page_cpu.as_secs_f64() * 1e3,
-                o.image_cpu.as_secs_f64() * 1e3,
-            )
-        }),
+        script_cpu_ms: cgi.then_some((
+            o.page_cpu.as_secs_f64() * 1e3,
+            o.image_cpu.as_secs_f64() * 1e3,
+        )),
     })
 }
 
