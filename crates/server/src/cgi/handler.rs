@@ -555,6 +555,9 @@ impl Cgi {
         let mut sp = match spawned {
             Ok(sp) => sp,
             Err(e) => {
+                if let (Some(l), Some(st)) = (&self.lever, start) {
+                    l.abandon(st, &self.stats);
+                }
                 self.orphans.end(req);
                 if let Some(cg) = cgroup {
                     remove_cgroup(cg, self.stats.clone());

@@ -101,7 +101,10 @@ impl ScriptLever {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Prepare a spawn on the thread that forks: raised (`raise`) or at the thread's base.
+    /// Prepare a spawn on the thread that forks: raised (`raise`) or at the thread's base. A
+    /// raised start holds the server's threads raised from now on (the fork and the wait for
+    /// the exec run raised too); [`ScriptLever::adopt`] hands the hold to the script, or
+    /// [`ScriptLever::abandon`] gives it up if the script did not start.
     pub fn prepare(&self, raise: bool, stats: &CgiStats) -> Start {
         let me = os::prio::current_tid();
         let mut g = self.lock();
@@ -118,6 +121,9 @@ impl ScriptLever {
                 b
             }
         };
+        if raise {
+            self.hold(&mut g, stats);
+        }
         let nice = if raise { self.raised_nice } else { base };
         Start {
             hook: NiceHook::new(nice).expect("nice values in range"),
@@ -136,6 +142,27 @@ impl ScriptLever {
         self.lock().lever.raised()
     }
 
+    /// One more script (or raised start) held: the first raises the server's threads.
+    fn hold(&self, g: &mut Inner, stats: &CgiStats) {
+        g.held += 1;
+        if g.held == 1 {
+            let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
+            for t in threads {
+                if let Err(e) = g.lever.raise(t) {
+                    self.failed(stats, &e);
+                }
+            }
+        }
+    }
+
+    /// A raised start whose script did not start (or could not be adopted): give up its hold.
+    pub fn abandon(&self, start: Start, stats: &CgiStats) {
+        if start.raise {
+            let mut g = self.lock();
+            self.release(&mut g, stats);
+        }
+    }
+
     fn failed(&self, stats: &CgiStats, e: &LeverError) {
         stats.lever_errors.fetch_add(1, Relaxed);
         if !self.warned.swap(true, Relaxed) {
@@ -143,7 +170,8 @@ impl ScriptLever {
         }
     }
 
-    /// `pid` was started with `start` (raised): hold it, and the server's threads with it.
+    /// `pid` was started with `start` (raised): hold it (the start's hold on the server's
+    /// threads becomes the script's).
     /// `None` when it was not raised, is gone already, or could not raise itself (counted as
     /// a lever error).
     pub fn adopt(
@@ -156,21 +184,17 @@ impl ScriptLever {
             return None;
         }
         let mut g = self.lock();
+        // The start's hold (see `prepare`) becomes the script's, or is given up.
         match g.lever.adopt(pid, start.base) {
             Ok(()) => {}
-            Err(LeverError::Gone(_)) => return None,
-            Err(e) => {
-                self.failed(stats, &e);
+            Err(LeverError::Gone(_)) => {
+                self.release(&mut g, stats);
                 return None;
             }
-        }
-        g.held += 1;
-        if g.held == 1 {
-            let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
-            for t in threads {
-                if let Err(e) = g.lever.raise(t) {
-                    self.failed(stats, &e);
-                }
+            Err(e) => {
+                self.failed(stats, &e);
+                self.release(&mut g, stats);
+                return None;
             }
         }
         drop(g);
