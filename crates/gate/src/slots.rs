@@ -695,6 +695,17 @@ impl Gate {
         total.expect("a gate has at least one lane")
     }
 
+    /// Whether the policy marks `worker` now (POS: predicted to serve text; other policies:
+    /// never). A mechanism that passes the decision on to work outside the gate (the CGI
+    /// lever: a script started for the worker) reads it here; the rule stays the policy's.
+    pub fn marked(&self, worker: WorkerId) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        let (_, lane) = self.lane(worker);
+        lane.lock().sched.marked(worker)
+    }
+
     /// Policy name.
     pub fn policy_name(&self) -> String {
         self.lanes[0].lock().sched.policy().name().to_owned()

@@ -143,6 +143,9 @@ pub struct Bench<'a> {
     pub prefork: Prefork,
     /// Keep-alive timeout of every server (s).
     pub keepalive_s: u32,
+    /// A `triage serve` configuration file that holds the site (its CGI script directories):
+    /// triage variants get `--config FILE` instead of `--root` (`triage lab pos --site cgi`).
+    pub serve_config: Option<PathBuf>,
 }
 
 fn os(s: impl Into<OsString>) -> OsString {
@@ -157,10 +160,15 @@ impl Bench<'_> {
         listen: SocketAddr,
         admin: SocketAddr,
     ) -> Vec<OsString> {
-        let mut a = vec![
-            os("serve"),
-            os("--root"),
-            self.site.root.clone().into_os_string(),
+        let mut a = match &self.serve_config {
+            Some(c) => vec![os("serve"), os("--config"), c.clone().into_os_string()],
+            None => vec![
+                os("serve"),
+                os("--root"),
+                self.site.root.clone().into_os_string(),
+            ],
+        };
+        a.extend([
             os("--listen"),
             os(listen.to_string()),
             os("--admin"),
@@ -169,7 +177,7 @@ impl Bench<'_> {
             os("1"),
             os("--keepalive-timeout"),
             os(format!("{}s", self.keepalive_s)),
-        ];
+        ]);
         if let Some(g) = &self.gzip {
             a.push(os("--gzip-level"));
             a.push(os(g.level.to_string()));

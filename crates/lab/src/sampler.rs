@@ -163,16 +163,31 @@ pub struct GateStats {
     pub starvation_rescues: f64,
     /// SLP (s) and RW over time: (seconds since start, slp_s, rw); NaN when the policy has none.
     pub series: Vec<(f64, f64, f64)>,
+    /// CGI scripts started raised by the server's CGI lever (`cgi_lever`), all sites.
+    pub scripts_raised: f64,
+    /// Raised scripts restored while running (their worker lost POS's mark).
+    pub scripts_lowered: f64,
 }
 
-/// Parse the Prometheus text format into `name -> value` (unlabelled series only).
+/// Parse the Prometheus text format into `name -> value`; a labelled series is keyed by its
+/// name with its labels as written (`triage_cgi_total{site="a",outcome="raised"}`).
 pub fn parse_prometheus(text: &str) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
     for l in text.lines() {
-        if l.starts_with('#') || l.contains('{') {
+        if l.starts_with('#') {
             continue;
         }
-        let mut it = l.split_whitespace();
+        let mut it = match l.rfind('}') {
+            Some(end) => {
+                let (k, v) = l.split_at(end + 1);
+                std::iter::once(k).chain(v.split_whitespace())
+            }
+            None => {
+                let mut w = l.split_whitespace();
+                let k = w.next().unwrap_or("");
+                std::iter::once(k).chain(w)
+            }
+        };
         if let (Some(k), Some(v)) = (it.next(), it.next()) {
             let v = if v.eq_ignore_ascii_case("nan") {
                 f64::NAN
@@ -196,6 +211,15 @@ pub struct GatePoller {
 
 fn gate_delta(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>, k: &str) -> f64 {
     b.get(k).copied().unwrap_or(0.0) - a.get(k).copied().unwrap_or(0.0)
+}
+
+/// The sum of `triage_cgi_total` over sites for one outcome.
+fn cgi_outcome(m: &BTreeMap<String, f64>, outcome: &str) -> f64 {
+    let label = format!("outcome=\"{outcome}\"");
+    m.iter()
+        .filter(|(k, _)| k.starts_with("triage_cgi_total{") && k.contains(&label))
+        .map(|(_, v)| v)
+        .sum()
 }
 
 impl GatePoller {
@@ -256,6 +280,8 @@ impl GatePoller {
                         "triage_policy_starvation_rescues_total",
                     ),
                     series,
+                    scripts_raised: cgi_outcome(&last, "raised") - cgi_outcome(&first, "raised"),
+                    scripts_lowered: cgi_outcome(&last, "lowered") - cgi_outcome(&first, "lowered"),
                 })
             })
             .ok();
@@ -298,6 +324,14 @@ mod tests {
         assert_eq!(m["triage_pl_busy_sum"], 12.0);
         assert!(m["triage_slp_seconds"].is_nan());
         assert!(!m.contains_key("triage_requests_total"));
+        assert_eq!(m["triage_requests_total{status=\"200\"}"], 5.0);
+        let cgi = parse_prometheus(
+            "triage_cgi_total{site=\"a\",outcome=\"raised\"} 3\n\
+             triage_cgi_total{site=\"b\",outcome=\"raised\"} 4\n\
+             triage_cgi_total{site=\"a\",outcome=\"lowered\"} 1\n",
+        );
+        assert_eq!(cgi_outcome(&cgi, "raised"), 7.0);
+        assert_eq!(cgi_outcome(&cgi, "lowered"), 1.0);
     }
 
     #[test]

@@ -17,6 +17,14 @@ fn clock(id: libc::clockid_t) -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// The numbers a script in another language needs to read its own CPU time with a raw
+/// `clock_gettime` system call (Perl's `syscall`, without loading a module: the CPU-bound
+/// scripts of `triage lab pos --site cgi`): (system call number on this architecture,
+/// `CLOCK_PROCESS_CPUTIME_ID`).
+pub fn process_clock_syscall() -> (i64, i32) {
+    (libc::SYS_clock_gettime, libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
 /// CPU time consumed by the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu_time() -> Duration {
     clock(libc::CLOCK_THREAD_CPUTIME_ID)

@@ -153,6 +153,40 @@ impl SliceHook {
     }
 }
 
+/// A nice value prepared before a `fork`, applied by the child to itself before `exec`
+/// ([`NiceHook::apply`] makes one system call: async-signal-safe, no allocation): a child
+/// that is raised before it runs its program (the CGI lever, `os::lever`). Apply it after a
+/// [`SliceHook`], which sets the preparing thread's nice value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NiceHook {
+    /// The nice value the child gives itself.
+    nice: i32,
+}
+
+impl NiceHook {
+    /// A hook setting nice `nice` (`-20..=19`).
+    pub fn new(nice: i32) -> Result<Self, PrioError> {
+        if !(-20..=19).contains(&nice) {
+            return Err(PrioError::Range(nice));
+        }
+        Ok(Self { nice })
+    }
+
+    /// The nice value it sets.
+    pub fn nice(&self) -> i32 {
+        self.nice
+    }
+
+    /// Set the calling process's nice value; whether the kernel accepted it (without
+    /// `CAP_SYS_NICE` a negative value is refused and the child keeps its inherited one).
+    ///
+    /// # Safety
+    /// Meant for a freshly forked child: it makes only the `setpriority` system call.
+    pub unsafe fn apply(&self) -> bool {
+        libc::setpriority(libc::PRIO_PROCESS, 0, self.nice) == 0
+    }
+}
+
 /// The slice thread `tid` asks for (`sched_getattr`'s `sched_runtime` for a fair task), in
 /// nanoseconds; kernels before custom slices report 0.
 pub fn thread_slice_ns(tid: Tid) -> Result<u64, PrioError> {

@@ -78,7 +78,7 @@ where
             hints_for(site, ContentClass::Unknown, urgency),
         )
         .await;
-    let prepared = cgi.prepare(req, info);
+    let prepared = with_raise(cgi.prepare(req, info), ctx, conn, cgi);
     drop(permit);
     let mut peer = PeerWatch::new(conn.fd())
         .map_err(|e| tracing::debug!("cgi: cannot watch the connection: {e}"))
@@ -119,7 +119,7 @@ where
                 hints_for(site, ContentClass::Unknown, urgency),
             )
             .await;
-        let prepared = cgi.prepare(next, info);
+        let prepared = with_raise(cgi.prepare(next, info), ctx, conn, cgi);
         drop(permit);
         outcome = match prepared {
             Ok(p) => match run_watched(cgi, p, &mut peer).await {
@@ -131,6 +131,62 @@ where
     }
     tracing::warn!("cgi: more than {MAX_LOCAL_REDIRECTS} local redirects");
     crate::static_file::simple(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// The CGI lever's decision at the start of a script, read during the burst that prepares it
+/// (the worker holds its slot): start it raised when the policy marks the worker (POS:
+/// predicted to serve text). Only the mark is read; the rule is the policy's.
+fn with_raise<B>(
+    p: Result<Prepared<B>, Box<Outcome>>,
+    ctx: &Ctx,
+    conn: &Conn,
+    cgi: &Cgi,
+) -> Result<Prepared<B>, Box<Outcome>> {
+    p.map(|mut p| {
+        if cgi.lever().is_some() {
+            p.set_raise(ctx.gate().marked(conn.worker()));
+        }
+        p
+    })
+}
+
+/// A script's output relayed by a worker's bursts, restoring the script (the CGI lever) at
+/// the first burst that finds the worker without the policy's mark: the script shows the
+/// image behaviour through its worker (output in pieces while it computes: run/wait changes,
+/// POS's characteristic 2).
+struct LeveredRelay {
+    /// The relay.
+    relay: CgiRelay,
+    /// Whose mark is read.
+    ctx: Ctx,
+    /// The worker relaying the output.
+    worker: policy::WorkerId,
+}
+
+impl LeveredRelay {
+    /// Restore the script if its worker has lost the mark.
+    fn check(&mut self) {
+        if self.relay.script_raised() && !self.ctx.gate().marked(self.worker) {
+            self.relay.lower_script();
+        }
+    }
+}
+
+impl ChunkSource for LeveredRelay {
+    fn poll_input(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Right after a burst: a demotion at its end (the change that reached RW) restores
+        // the script now, not one band later.
+        self.check();
+        self.relay.poll_input(cx)
+    }
+    fn produce(&mut self) -> io::Result<Option<Bytes>> {
+        // In a burst: the worker holds its slot, its mark is as the policy left it.
+        self.check();
+        self.relay.produce()
+    }
+    fn remaining(&self) -> Option<u64> {
+        self.relay.remaining()
+    }
 }
 
 /// [`Cgi::run`], abandoned (the script killed) if the client goes away first: `None`.
@@ -192,11 +248,20 @@ fn respond(
                 .and_then(|v| v.to_str().ok())
                 .map(crate::headers::content_class)
                 .unwrap_or_default();
+            let source: Box<dyn ChunkSource> = if relay.script_raised() {
+                Box::new(LeveredRelay {
+                    relay: *relay,
+                    ctx: ctx.clone(),
+                    worker: conn.worker(),
+                })
+            } else {
+                relay
+            };
             let gated = Gated::new(
                 ctx.clone(),
                 conn.worker(),
                 hints_for(site, class, urgency),
-                relay,
+                source,
                 None,
             );
             ServeBody::gated(None, gated)

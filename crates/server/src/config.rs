@@ -65,6 +65,29 @@ impl std::str::FromStr for Boost {
     }
 }
 
+/// Whether a CGI script started for a worker the policy marks starts raised in the kernel
+/// (`cgi_lever`, docs/kpos.md "triage's own CGI children").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgiLever {
+    /// Scripts run at the server's nice value.
+    #[default]
+    Off,
+    /// nice -20 from its start, restored when its worker loses POS's mark (`os::lever`).
+    Nice,
+}
+
+impl std::str::FromStr for CgiLever {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(CgiLever::Off),
+            "nice" => Ok(CgiLever::Nice),
+            _ => Err(format!("unknown cgi lever `{s}` (known: off, nice)")),
+        }
+    }
+}
+
 /// tokio's default `event_interval` (ticks between two polls of the I/O driver when busy).
 pub const TOKIO_EVENT_INTERVAL: u32 = 61;
 
@@ -334,6 +357,10 @@ pub struct Config {
     /// `$XDG_RUNTIME_DIR/triage`, `/run/triage` (root) or `<temp dir>/triage-<uid>`, named
     /// after `listen` (none for port 0).
     pub cgi_state: Option<PathBuf>,
+    /// The kernel lever of CGI scripts: a script started for a request of a worker POS marks
+    /// runs at nice -20 until its worker loses the mark (its siblings in the server's cgroup
+    /// are what it is ordered against; `cgroups = false` keeps scripts there).
+    pub cgi_lever: CgiLever,
 
     /// Resource containers (`[[container]]`, see docs/containers.md); none = no `share`.
     #[serde(rename = "container")]
@@ -378,6 +405,7 @@ impl Default for Config {
             pfs_log: None,
             access_log: None,
             cgi_state: None,
+            cgi_lever: CgiLever::Off,
             containers: Vec::new(),
         }
     }

@@ -11,7 +11,7 @@ use policy::registry::{PosTail, RwRule};
 use policy::{Nanos, Tunable};
 
 use crate::body_cache::Eviction;
-use crate::config::{Boost, Config, Rounds};
+use crate::config::{Boost, CgiLever, Config, Rounds};
 use crate::disk::DiskKind;
 
 /// A duration or `off` (`--starvation-bound`). A type of its own because clap reads an
@@ -136,6 +136,10 @@ pub struct Overrides {
     /// kills what they left (default: a file named after --listen in the runtime directory).
     #[arg(long, value_name = "FILE")]
     pub cgi_state: Option<PathBuf>,
+    /// Kernel lever of CGI scripts: `nice` (a script started for a request of a worker the
+    /// policy marks runs at nice -20 until its worker loses the mark; needs root) or `off`.
+    #[arg(long, value_name = "LEVER")]
+    pub cgi_lever: Option<CgiLever>,
     /// Time allowed to send a request head (also the wait for a new connection's first
     /// request), e.g. 10s.
     #[arg(long, value_parser = units::parse_positive_duration)]
@@ -189,7 +193,7 @@ impl Config {
         macro_rules! set {
             ($($field:ident),*) => { $( if o.$field.is_some() { self.$field = o.$field.clone(); } )* };
         }
-        replace!(listen, gate, rounds, chunk, boost, max_conns);
+        replace!(listen, gate, rounds, chunk, boost, max_conns, cgi_lever);
         replace!(
             header_timeout,
             keepalive_timeout,

@@ -19,8 +19,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::cgi::orphans::Orphans;
-use crate::cgi::Cgi;
-use crate::config::{available_cpus, Config, ConfigError};
+use crate::cgi::{Cgi, ScriptLever};
+use crate::config::{available_cpus, CgiLever, Config, ConfigError};
 use crate::conn::Serving;
 use crate::containers::Containers;
 use crate::ctx::{Bodies, Ctx, Timeouts};
@@ -147,6 +147,23 @@ fn build_sites(
     if let Some(o) = &orphans {
         for c in cgis.iter_mut() {
             c.set_orphans(o.clone());
+        }
+    }
+    if cfg.cgi_lever == CgiLever::Nice && !cgis.is_empty() {
+        let (lever, restored) =
+            ScriptLever::open(Path::new(os::lever::STATE_DIR)).map_err(|e| ConfigError::Value {
+                key: "cgi_lever".into(),
+                msg: format!(
+                    "cannot journal raised scripts in {} ({e}); the lever needs root",
+                    os::lever::STATE_DIR
+                ),
+            })?;
+        if restored > 0 {
+            tracing::warn!("cgi lever: restored {restored} script(s) a crashed run left raised");
+        }
+        let lever = Arc::new(lever);
+        for c in cgis.iter_mut() {
+            c.set_lever(lever.clone());
         }
     }
     for (mut site, cgi) in built {

@@ -150,6 +150,73 @@ fn lab_pos_exp1_tiny_writes_complete_results() {
 }
 
 #[test]
+fn lab_pos_cgi_site_tiny_compares_the_lever() {
+    let tmp = TempDir::new("labposcgi");
+    let out = tmp.0.join("res");
+    let (pid, stdout) = run_lab_to_success(
+        Command::new(BIN)
+            .args([
+                "lab",
+                "pos",
+                "--exp",
+                "1",
+                "--quick",
+                "--site",
+                "cgi",
+                "--seconds-scale",
+                "tiny",
+                "--reps",
+                "1",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .current_dir(&tmp.0),
+    );
+    assert!(stdout.contains("cgi site"), "{stdout}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["params"]["site_kind"], "cgi");
+    let vs = s["variants"].as_array().unwrap();
+    let names: Vec<&str> = vs.iter().map(|v| v["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fifo", "pos-rw3", "pos-rw3-nolever", "content"]);
+    for v in vs {
+        assert_eq!(v["errors"], 0, "{}", v["name"]);
+        for k in ["t1", "t2"] {
+            let x = v[k]["mean_ms"].as_f64().unwrap_or(f64::NAN);
+            assert!(x.is_finite() && x > 0.0, "{} {k}.mean_ms = {x}", v["name"]);
+        }
+        assert!(v["server_cpu_s"].as_f64().is_some(), "{}", v["name"]);
+        let ci = v["t1_mean_improvement"]["ci95"].as_array().unwrap();
+        assert_eq!(ci.len(), 2);
+    }
+    let goals: Vec<&str> = s["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["goal"].as_str().unwrap())
+        .collect();
+    assert!(
+        goals
+            .iter()
+            .any(|g| g.contains("what the kernel lever adds")),
+        "{goals:?}"
+    );
+    if is_root() {
+        // The lever acted (scripts of marked workers started raised), and only with it.
+        let gate = |n: &str| vs.iter().find(|v| v["name"] == n).unwrap()["gate"].clone();
+        assert!(gate("pos-rw3")["scripts_raised"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            gate("pos-rw3-nolever")["scripts_raised"].as_f64(),
+            Some(0.0)
+        );
+        assert_eq!(leftovers(pid), Vec::<String>::new());
+        // No journal of raised scripts is left behind by a server that is gone.
+        let stale = os::lever::journal::stale(std::path::Path::new(os::lever::STATE_DIR));
+        assert!(stale.is_empty(), "{stale:?}");
+    }
+}
+
+#[test]
 fn lab_pos_interrupted_leaves_nothing_behind() {
     if !is_root() {
         eprintln!("SKIP lab_pos_interrupted_leaves_nothing_behind: needs root (netns, cgroups)");

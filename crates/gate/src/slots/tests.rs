@@ -150,6 +150,30 @@ fn pool_is_fifo() {
 }
 
 #[test]
+fn marked_reads_the_policys_mark_through_a_burst() {
+    let cfg = PolicyConfig {
+        slp: policy::Tunable::Fixed(0),
+        rw: policy::Tunable::Fixed(1),
+        ..PolicyConfig::default()
+    };
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    for (name, marks) in [("pos", true), ("fifo", false)] {
+        let p = policy::build(name, &cfg).unwrap();
+        let g = Gate::new(Sched::new(1, p), true, None).with_rounds(false);
+        let w = g.checkout();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let mut st = AcquireState::default();
+        let Poll::Ready(permit) = g.poll_acquire(&mut st, w, &Hints::default(), &mut cx) else {
+            panic!("uncontended acquire queued");
+        };
+        assert_eq!(g.marked(w), marks, "{name}: ready after a wait > SLP");
+        drop(permit);
+        // RW 1: the end of the burst is the first run/wait change, which demotes.
+        assert!(!g.marked(w), "{name}: demoted at its first change");
+    }
+}
+
+#[test]
 fn boost_raises_a_marked_burst_and_restores_after() {
     let cfg = PolicyConfig {
         slp: policy::Tunable::Fixed(0),

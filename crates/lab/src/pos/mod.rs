@@ -27,13 +27,14 @@ use crate::site::{generate, Site};
 use crate::testbed::TestbedConfig;
 
 pub mod attach;
+pub mod cgi;
 pub mod opts;
 pub mod plan;
 pub mod report;
 pub mod run;
 pub mod summary;
 
-pub use opts::PosOpts;
+pub use opts::{PosOpts, SiteKind};
 pub use plan::Params;
 pub use run::PosPoint;
 pub use summary::{Cell, Summary};
@@ -44,6 +45,8 @@ pub struct PosLab {
     p: Params,
     variants: Vec<Variant>,
     site: Option<Site>,
+    /// `--site cgi`: the `triage serve --config` file holding the site.
+    serve_config: Option<PathBuf>,
 }
 
 impl PosLab {
@@ -81,6 +84,7 @@ impl PosLab {
             p,
             variants,
             site: None,
+            serve_config: None,
         })
     }
 
@@ -148,7 +152,16 @@ impl Experiment for PosLab {
     }
 
     fn prepare(&mut self, env: &Env<'_>) -> Result<()> {
-        self.site = Some(generate(&env.tb.workdir().join("site"), &self.p.site)?);
+        let dir = env.tb.workdir().join("site");
+        let site = match self.o.site {
+            SiteKind::Static => generate(&dir, &self.p.site)?,
+            SiteKind::Cgi => {
+                let site = cgi::generate(&dir, &self.p.site, self.o.page_cpu, self.o.image_cpu)?;
+                self.serve_config = Some(cgi::write_serve_config(&site, env.tb.workdir())?);
+                site
+            }
+        };
+        self.site = Some(site);
         Ok(())
     }
 
@@ -191,7 +204,15 @@ impl Experiment for PosLab {
 
     fn measure(&self, env: &Env<'_>, _: &mut (), pt: &PosPoint, dir: &Path) -> Result<RunOutcome> {
         let site = self.site.as_ref().expect("prepare generates the site");
-        run::measure(env.tb, &self.o, &self.p, site, pt, dir)
+        run::measure(
+            env.tb,
+            &self.o,
+            &self.p,
+            site,
+            self.serve_config.as_deref(),
+            pt,
+            dir,
+        )
     }
 
     fn describe(&self, _: &Env<'_>, m: &RunOutcome) -> String {

@@ -66,10 +66,11 @@ pub struct PosOpts {
     /// HTML size (bytes, or with a unit: 4KiB).
     #[arg(long, default_value = "4096", value_parser = parse_bytes)]
     pub html_bytes: usize,
-    /// Image sizes (bytes, or with a unit).
-    #[arg(long, value_delimiter = ',', value_parser = parse_bytes,
-          default_values = ["20000", "40000", "60000", "80000"])]
-    pub image_bytes: Vec<usize>,
+    /// Image sizes (bytes, or with a unit) [default: 20000,40000,60000,80000; --site cgi:
+    /// 8000,16000,24000,32000, about what gzip leaves of the static site's, so that the link
+    /// is not the bottleneck of uncompressed script output].
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    pub image_bytes: Option<Vec<usize>>,
     /// Parallel connections per browser (K).
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
@@ -90,6 +91,17 @@ pub struct PosOpts {
     /// served first come, first served) or `fifo` (the paper's ready-queue order).
     #[arg(long, default_value = "episode", value_parser = parse_pos_tail)]
     pub pos_tail: PosTail,
+    /// What the site is: `static` (seed 001's files) or `cgi` (the HTML and the images are
+    /// produced by CPU-bound CGI scripts; triage's variants only: fifo, content, pos with and
+    /// without the kernel lever, docs/kpos.md).
+    #[arg(long, value_enum, default_value = "static")]
+    pub site: SiteKind,
+    /// `--site cgi`: CPU time of the page script, its start included.
+    #[arg(long, value_parser = units::parse_positive_duration, default_value = "3ms")]
+    pub page_cpu: Duration,
+    /// `--site cgi`: CPU time of each image script, its start included.
+    #[arg(long, value_parser = units::parse_positive_duration, default_value = "10ms")]
+    pub image_cpu: Duration,
     /// Seed of the site and the arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -115,6 +127,19 @@ pub struct PosOpts {
     #[arg(skip)]
     pub command: String,
 }
+
+/// What `triage lab pos` serves (`--site`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SiteKind {
+    /// Seed 001's page as files.
+    Static,
+    /// The same page produced by CPU-bound CGI scripts (`super::cgi`).
+    Cgi,
+}
+
+/// Image sizes of the static site (`--image-bytes`'s default).
+pub const DEFAULT_IMAGE_BYTES: [usize; 4] = [20_000, 40_000, 60_000, 80_000];
 
 impl PosOpts {
     /// Defaults for experiment `exp` (the caller overrides fields).
@@ -231,7 +256,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.rw, Some(vec![3, 6]));
         assert_eq!(t.browser_counts, Some(vec![3, 6, 9]));
-        assert_eq!(t.image_bytes, vec![1000, 2000]);
+        assert_eq!(t.image_bytes, Some(vec![1000, 2000]));
         assert_eq!(t.quota, Some(0.15));
         assert_eq!(t.triage_extra, vec!["--starvation-bound=off"]);
         assert_eq!(t.only, Some(vec!["fifo".to_string(), "nginx".to_string()]));
@@ -255,7 +280,7 @@ mod tests {
         assert_eq!(d.exp, 2);
         assert_eq!(d.scale, Scale::Normal);
         assert_eq!(d.period, Duration::from_millis(10));
-        assert_eq!(d.image_bytes, vec![20_000, 40_000, 60_000, 80_000]);
+        assert_eq!(d.image_bytes, None);
         assert_eq!((d.html_bytes, d.parallel, d.seed), (4096, 4, 1));
         assert_eq!(d.gzip_level(), Some(6));
         assert_eq!(d.pos_tail, PosTail::Episode);

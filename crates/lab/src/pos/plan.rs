@@ -10,7 +10,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::opts::{
-    default_quota, tail_name, PosOpts, DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW,
+    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES, DEFAULT_SLP_MAX,
+    DEFAULT_STAGGER, DEFAULT_WINDOW,
 };
 use crate::error::{LabError, Result};
 use crate::peers::Peer;
@@ -68,6 +69,10 @@ pub struct Params {
     pub seed: u64,
     /// Flags added to every triage variant.
     pub triage_extra: Vec<String>,
+    /// What the site is (`--site`).
+    pub site_kind: SiteKind,
+    /// `--site cgi`: CPU of the page script and of each image script (ms).
+    pub script_cpu_ms: Option<(f64, f64)>,
 }
 
 /// The parameters of a run of `o`: the experiment's defaults where `o` says nothing, checked.
@@ -88,6 +93,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         return Err(LabError::Config("--parallel must be at least 1".into()));
     }
     let gzip = o.gzip_level().is_some();
+    let cgi = o.site == SiteKind::Cgi;
     let tiny = o.scale == Scale::Tiny;
     let browsers = o.browsers.unwrap_or(if tiny { 3 } else { 9 });
     let browser_counts = if o.exp == 4 {
@@ -140,6 +146,10 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     // Exp 1 adds RW 1 to the paper's 3, 6, 9: here a 4 KB HTML page is one burst and an image
     // 2-6 bursts (16 KiB each), so RW 3 leaves an image's worker marked for two of them.
     let rw = o.rw.clone().unwrap_or(match (o.exp, o.quick || tiny) {
+        // A CGI request is a longer episode: the burst that starts the script (1), the wake-up
+        // for its output (2) and the first relay burst (3). RW 3 keeps a page's worker marked
+        // until its HTML is relayed and demotes an image's at its first band (super::cgi).
+        _ if cgi => vec![3],
         (1, true) => vec![1],
         (1, false) => vec![1, 3, 6, 9],
         (_, true) => vec![3],
@@ -164,7 +174,11 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
             )));
         }
     }
-    let quota = o.quota.unwrap_or(default_quota(o.exp, gzip));
+    let quota = o.quota.unwrap_or(if cgi {
+        super::cgi::default_quota(o.exp)
+    } else {
+        default_quota(o.exp, gzip)
+    });
     // The kernel's smallest quota is 1 ms per period: lengthen the period if needed.
     let period = o
         .period
@@ -172,7 +186,13 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     let site = SiteSpec {
         browsers: *browser_counts.iter().max().unwrap_or(&1),
         html_bytes: o.html_bytes,
-        image_bytes: o.image_bytes.clone(),
+        image_bytes: o.image_bytes.clone().unwrap_or_else(|| {
+            if cgi {
+                super::cgi::DEFAULT_IMAGE_BYTES.to_vec()
+            } else {
+                DEFAULT_IMAGE_BYTES.to_vec()
+            }
+        }),
         seed: o.seed,
     };
     site.validate()?;
@@ -205,6 +225,11 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         site,
         seed: o.seed,
         triage_extra: o.triage_extra.clone(),
+        site_kind: o.site,
+        script_cpu_ms: cgi.then_some((
+            o.page_cpu.as_secs_f64() * 1e3,
+            o.image_cpu.as_secs_f64() * 1e3,
+        )),
     })
 }
 
@@ -212,11 +237,30 @@ fn ms(d: f64) -> String {
     format!("{}ms", (d * 1e3).round() as u64)
 }
 
+/// A triage variant of `p`: `args`, then the flags every triage variant shares (see
+/// [`variants`]), then `--triage-flag`s.
+pub fn triage_variant(p: &Params, name: &str, args: &[&str]) -> Variant {
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["--rounds", "on", "--starvation-bound", "off"]);
+    a.extend(p.triage_extra.iter().map(String::as_str));
+    Variant::triage(name, &a, p.hog)
+}
+
+/// The fixed SLP flag value of `p` (`auto` when predicted).
+pub fn slp_flag(p: &Params) -> String {
+    match p.slp_s {
+        Some(s) => ms(s),
+        None => "auto".into(),
+    }
+}
+
 /// The variants of an experiment, in order.
 pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
+    if p.site_kind == SiteKind::Cgi {
+        return super::cgi::variants(p, o);
+    }
     let hog = p.hog;
     let mut v = Vec::new();
-    let extra: Vec<&str> = p.triage_extra.iter().map(String::as_str).collect();
     // Every triage variant runs the same gate mechanism (scheduling rounds on, also for fifo,
     // whose order they cannot change), so that a difference between variants is the policy's.
     // `triage serve`'s default (`--rounds auto`) would leave them off for fifo only, and rounds
@@ -224,17 +268,9 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     // POS as the paper states it has no starvation guard; triage's (on by default in `serve`)
     // counts wall time, and under the lab's quota its 200 ms are ~10 ms of the server's CPU:
     // it rescued 20-40 image chunks a run ahead of the text POS had promoted (docs/lab.md).
-    let tv = |name: &str, args: &[&str]| {
-        let mut a: Vec<&str> = args.to_vec();
-        a.extend(["--rounds", "on", "--starvation-bound", "off"]);
-        a.extend(extra.iter().copied());
-        Variant::triage(name, &a, hog)
-    };
+    let tv = |name: &str, args: &[&str]| triage_variant(p, name, args);
     v.push(tv("fifo", &["--policy", "fifo"]));
-    let slp = match p.slp_s {
-        Some(s) => ms(s),
-        None => "auto".into(),
-    };
+    let slp = slp_flag(p);
     let prefix = if p.slp_s.is_some() { "pos" } else { "pos-auto" };
     let tail = tail_name(p.pos_tail);
     // One POS variant: fixed SLP (or auto), this RW, tail order and kernel boost.

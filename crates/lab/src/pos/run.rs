@@ -41,6 +41,7 @@ pub fn measure(
     o: &PosOpts,
     p: &Params,
     site: &Site,
+    serve_config: Option<&Path>,
     pt: &PosPoint,
     dir: &Path,
 ) -> Result<RunOutcome> {
@@ -55,6 +56,7 @@ pub fn measure(
         // Every browser may hold `parallel` connections open at once.
         prefork: Prefork::for_connections(p.site.browsers * p.parallel),
         keepalive_s: 15,
+        serve_config: serve_config.map(Path::to_path_buf),
     };
     let load = LoadPlan {
         trace: trace(p, pt.browsers, trace_seed(o.seed, pt.browsers, pt.rep)),

@@ -399,6 +399,8 @@ fn mean_gate(g: &[&GateStats]) -> Option<GateStats> {
         demotions: m(|x| x.demotions),
         starvation_rescues: m(|x| x.starvation_rescues),
         series: g[0].series.clone(),
+        scripts_raised: m(|x| x.scripts_raised),
+        scripts_lowered: m(|x| x.scripts_lowered),
     })
 }
 
@@ -782,6 +784,9 @@ fn pooled_goal(p: &Params, vs: &[VariantSummary], cells: &[Cell]) -> Goal {
 }
 
 fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
+    if p.site_kind == super::opts::SiteKind::Cgi {
+        return super::cgi::goals(vs);
+    }
     let mut out = Vec::new();
     if p.exp != 1 {
         return random_goals(p, vs);

@@ -243,6 +243,57 @@ impl Lever {
         r
     }
 
+    /// The hook that raises a child at its start, applied by the child to itself between
+    /// fork and exec (so it never runs its program unraised), for the nice levers; `None` for
+    /// [`LeverKind::Weight`] (a cgroup move is the parent's to make). The parent then calls
+    /// [`Lever::adopt`] with the child's id.
+    pub fn spawn_hook(&self) -> Option<prio::NiceHook> {
+        match self.cfg.kind {
+            LeverKind::Nice | LeverKind::NiceSlice => prio::NiceHook::new(self.cfg.nice).ok(),
+            LeverKind::Weight => None,
+        }
+    }
+
+    /// Take over `tid`, a child that raised itself at its start with [`Lever::spawn_hook`]
+    /// and had nice `base` before (the forking thread's): journal it and hold it raised, so
+    /// that [`Lever::lower`], [`Lever::restore_all`], drop and [`recover`] put it back to
+    /// `base`. [`LeverError::Gone`]: it already exited; [`LeverError::Permission`]: it could
+    /// not raise itself (it runs at another nice value; nothing is held).
+    pub fn adopt(&mut self, tid: Tid, base: i32) -> Result<(), LeverError> {
+        if self.raised.contains_key(&tid) {
+            return Ok(());
+        }
+        let start_time = journal::start_time(tid).ok_or(LeverError::Gone(tid))?;
+        let now = prio::thread_nice(tid).map_err(|e| LeverError::from_prio(tid, e))?;
+        if now != self.cfg.nice {
+            // The child's `setpriority` was refused (no CAP_SYS_NICE): nothing to hold.
+            return Err(LeverError::Permission {
+                tid,
+                what: format!(
+                    "it runs at nice {now}, not {}: setpriority at its start was refused",
+                    self.cfg.nice
+                ),
+            });
+        }
+        self.starts.insert(tid, start_time);
+        let saved = Saved {
+            tid,
+            start_time,
+            nice: base,
+            slice_ns: 0,
+            cgroup: None,
+        };
+        if let Some(j) = &mut self.journal {
+            j.raised(&saved).map_err(|e| LeverError::Other {
+                tid,
+                msg: format!("journal: {e}"),
+            })?;
+        }
+        self.raised.insert(tid, saved);
+        self.raises += 1;
+        Ok(())
+    }
+
     fn apply(&mut self, s: &Saved) -> Result<(), LeverError> {
         let tid = s.tid;
         match self.cfg.kind {

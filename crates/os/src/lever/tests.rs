@@ -164,3 +164,56 @@ fn a_killed_daemon_is_undone_on_the_next_start() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     stop(victim);
 }
+
+#[test]
+fn a_child_raised_at_spawn_is_adopted_and_restored() {
+    if !is_root() {
+        eprintln!(
+            "SKIP a_child_raised_at_spawn_is_adopted_and_restored: needs root (CAP_SYS_NICE)"
+        );
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::Nice), dir.path()).unwrap();
+    let hook = lever.spawn_hook().expect("the nice lever raises at spawn");
+    assert_eq!(hook.nice(), -20);
+    let base = prio::thread_nice(prio::current_tid()).unwrap();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("30");
+    // SAFETY: the hook makes one async-signal-safe system call.
+    unsafe {
+        cmd.pre_exec(move || {
+            hook.apply();
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let tid = child.id() as Tid;
+    assert_eq!(prio::thread_nice(tid).unwrap(), -20, "raised before it ran");
+    lever.adopt(tid, base).unwrap();
+    assert!(lever.is_raised(tid));
+    let journal = lever.journal_path().unwrap().to_owned();
+    let saved = journal::parse(&std::fs::read_to_string(&journal).unwrap());
+    assert_eq!(saved[&tid].nice, base, "journaled with the nice to restore");
+    lever.lower(tid).unwrap();
+    assert_eq!(prio::thread_nice(tid).unwrap(), base);
+    // Adopted again and dropped: drop restores it too.
+    prio::set_thread_nice(tid, -20).unwrap();
+    lever.adopt(tid, base).unwrap();
+    drop(lever);
+    assert_eq!(prio::thread_nice(tid).unwrap(), base, "drop restores");
+    stop(child);
+    // A child gone before it is adopted is a clean `Gone`.
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::Nice), dir.path()).unwrap();
+    assert!(matches!(lever.adopt(tid, base), Err(LeverError::Gone(_))));
+    // A child that is not at the raised value (its setpriority refused) is not held.
+    let other = sleeper();
+    let r = lever.adopt(other.id() as Tid, base);
+    assert!(matches!(r, Err(LeverError::Permission { .. })), "{r:?}");
+    assert_eq!(lever.raised(), 0);
+    stop(other);
+    assert!(Lever::new(LeverConfig::new(LeverKind::Weight), dir.path())
+        .map(|l| l.spawn_hook().is_none())
+        .unwrap_or(true));
+}

@@ -18,6 +18,7 @@ use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 
 use super::config::{CgiConfig, CgiError};
+use super::lever::ScriptLever;
 use super::orphans::Orphans;
 use super::outcome::{text, Outcome, Reply};
 use super::relay::{self, CgiRelay};
@@ -62,12 +63,20 @@ pub struct Prepared<B> {
     script: PathBuf,
     script_name: String,
     path_info: String,
+    /// Start the script raised (its worker is marked; the site has a lever).
+    raise: bool,
 }
 
 impl<B> Prepared<B> {
     /// The script file.
     pub fn script(&self) -> &Path {
         &self.script
+    }
+
+    /// Start the script raised if the server has a CGI lever ([`Cgi::set_lever`]): the
+    /// caller saw its worker marked by the policy.
+    pub fn set_raise(&mut self, raise: bool) {
+        self.raise = raise;
     }
 }
 
@@ -98,6 +107,8 @@ pub struct Cgi {
     stats: Arc<CgiStats>,
     /// The marks and the bookkeeping that keep script processes in reach.
     orphans: Arc<Orphans>,
+    /// The kernel lever of scripts of marked workers, if the server has one.
+    lever: Option<Arc<ScriptLever>>,
 }
 
 impl std::fmt::Debug for Cgi {
@@ -168,6 +179,7 @@ impl Cgi {
             warned: AtomicBool::new(false),
             stats: Arc::new(CgiStats::default()),
             orphans: Arc::new(Orphans::new()),
+            lever: None,
         })
     }
 
@@ -276,6 +288,16 @@ impl Cgi {
         self.orphans = o;
     }
 
+    /// Share the server's CGI lever: scripts of marked workers start raised.
+    pub fn set_lever(&mut self, lever: Arc<ScriptLever>) {
+        self.lever = Some(lever);
+    }
+
+    /// The server's CGI lever, if scripts of marked workers start raised.
+    pub fn lever(&self) -> Option<&Arc<ScriptLever>> {
+        self.lever.as_ref()
+    }
+
     /// The site's CGI container, if any.
     pub fn container(&self) -> Option<&os::Cgroup> {
         self.container.as_ref().map(|c| &c.cg)
@@ -379,6 +401,7 @@ impl Cgi {
             script,
             script_name,
             path_info,
+            raise: false,
         })
     }
 
@@ -397,6 +420,7 @@ impl Cgi {
             script,
             script_name,
             path_info,
+            raise,
         } = p;
         let path = parts.uri.path().to_owned();
         // The request body: streamed when its length is known, else spooled to a file first.
@@ -482,6 +506,8 @@ impl Cgi {
         let at = env.partition_point(|(k, _)| k.as_str() < mark.0.as_str());
         env.insert(at, mark);
         let cgroup = self.request_cgroup();
+        // With a lever every child gets its nice value at its start (see `lever`).
+        let start = self.lever.as_ref().map(|l| l.prepare(raise, &self.stats));
         let started = tokio::time::Instant::now();
         let deadline = started + self.timeout;
         let mut attempt = 0;
@@ -505,6 +531,7 @@ impl Cgi {
                     dir: &cwd,
                     env: &env,
                     slice: self.slice,
+                    nice: start.map(|s| s.hook),
                     stdin_file: match &input {
                         Input::Spooled(f) => Some(f.as_raw_fd()),
                         _ => None,
@@ -528,6 +555,9 @@ impl Cgi {
         let mut sp = match spawned {
             Ok(sp) => sp,
             Err(e) => {
+                if let (Some(l), Some(st)) = (&self.lever, start) {
+                    l.abandon(st, &self.stats);
+                }
                 self.orphans.end(req);
                 if let Some(cg) = cgroup {
                     remove_cgroup(cg, self.stats.clone());
@@ -560,8 +590,16 @@ impl Cgi {
         }
         let (stats, orphans) = (self.stats.clone(), self.orphans.clone());
         let leader = sp.guard.pid();
+        let raised = match (&self.lever, start) {
+            (Some(l), Some(st)) => l.adopt(leader, st, &self.stats),
+            _ => None,
+        };
+        let held = raised.clone();
         orphans.started(leader);
         sp.guard.on_reaped(Box::new(move || {
+            if let Some(r) = held {
+                r.exited();
+            }
             orphans.reaped(leader);
             orphans.end(req);
             if let Some(cg) = cgroup {
@@ -648,6 +686,7 @@ impl Cgi {
                     declared: content_length,
                     tracker,
                     stdin: stdin_task,
+                    raised,
                 });
                 let mut r = Response::new(Reply::Relay(Box::new(relay)));
                 *r.status_mut() = status;

@@ -30,6 +30,9 @@ pub fn render_metrics(with: &[(&str, &Cgi)]) -> String {
             ("in_cgroup", &s.in_cgroup),
             ("queued", &s.queued),
             ("queue_timeout", &s.queue_timeouts),
+            ("raised", &s.raised),
+            ("lowered", &s.lowered),
+            ("lever_error", &s.lever_errors),
         ] {
             let _ = writeln!(
                 out,

@@ -40,11 +40,12 @@
 //!
 //! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`](mod@env) (meta-variables), [`parse`] (the
 //! header block), [`script`] (script directories), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
-//! cgroup), [`orphans`] (no script process outlives its request or the server), [`spool`] (chunked request bodies), [`stats`], [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
+//! cgroup), [`orphans`] (no script process outlives its request or the server), [`spool`] (chunked request bodies), [`stats`], [`lever`] (scripts of marked workers start raised), [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
 
 pub mod config;
 pub mod env;
 pub mod handler;
+pub mod lever;
 pub mod metrics;
 pub mod orphans;
 pub mod outcome;
@@ -61,6 +62,7 @@ pub use handler::{
     cgroup_root, default_container, Cgi, Conn, Prepared, SiteInfo, CPU_PERIOD, MAX_HEADER_BLOCK,
     MAX_STDERR_LOG,
 };
+pub use lever::{Raised, ScriptLever};
 pub use metrics::render_metrics;
 pub use outcome::{Outcome, Reply};
 pub use relay::CgiRelay;

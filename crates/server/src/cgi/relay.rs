@@ -22,6 +22,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
@@ -29,6 +30,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::unix::pipe;
 use tokio::time::Sleep;
 
+use super::lever::Raised;
 use super::spawn::ProcGuard;
 use super::stats::{AbortOnDrop, CgiStats, Tracker};
 
@@ -63,6 +65,8 @@ pub struct CgiRelay {
     peer: Option<super::peer::PeerWatch>,
     /// The script has exited: the next empty read of the pipe is its end.
     exited: bool,
+    /// The script runs raised by the CGI lever (restored by [`CgiRelay::lower_script`]).
+    raised: Option<Arc<Raised>>,
 }
 
 impl std::fmt::Debug for CgiRelay {
@@ -83,6 +87,7 @@ pub(super) struct RelayParts {
     pub declared: Option<u64>,
     pub tracker: Tracker,
     pub stdin: Option<AbortOnDrop>,
+    pub raised: Option<Arc<Raised>>,
 }
 
 impl CgiRelay {
@@ -103,6 +108,7 @@ impl CgiRelay {
             _stdin: p.stdin,
             peer: None,
             exited: false,
+            raised: p.raised,
         };
         if !p.first.is_empty() {
             r.accept(p.first);
@@ -332,6 +338,18 @@ impl CgiRelay {
     pub fn discard(mut self) {
         self.tracker.done();
         self.kill();
+    }
+
+    /// Whether the script runs raised by the CGI lever now.
+    pub fn script_raised(&self) -> bool {
+        self.raised.as_ref().is_some_and(|r| r.is_held())
+    }
+
+    /// Restore a raised script (its worker lost POS's mark); nothing if it is not raised.
+    pub fn lower_script(&mut self) {
+        if let Some(r) = self.raised.take() {
+            r.lower();
+        }
     }
 
     /// The script's pid while it runs (tests, logs).

@@ -82,6 +82,9 @@ pub struct Command<'a> {
     pub env: &'a [(String, String)],
     /// Scheduler slice for the script (EEVDF custom slice); `None` = the kernel's default.
     pub slice: Option<std::time::Duration>,
+    /// A nice value the child gives itself before exec (the CGI lever: it never runs its
+    /// program unraised); `None` = the forking thread's.
+    pub nice: Option<os::prio::NiceHook>,
     /// A file to give the script as stdin instead of the pipe (a spooled request body; the
     /// caller keeps it open until `spawn` returns). [`Spawned::stdin`] then leads nowhere.
     pub stdin_file: Option<RawFd>,
@@ -151,6 +154,8 @@ struct ChildPlan {
     join: Option<os::cgroup::JoinHook>,
     /// The wanted slice at the server's nice, when a slice is wanted.
     sched: Option<os::prio::SliceHook>,
+    /// The raised nice value, applied after the slice (which sets the thread's nice).
+    nice: Option<os::prio::NiceHook>,
     err: RawFd,
 }
 
@@ -184,6 +189,10 @@ unsafe fn child(plan: &ChildPlan) -> ! {
     // The slice is a request: a kernel without custom slices ignores `sched_runtime` or
     // refuses it, and the script runs with the default slice either way.
     if let Some(hook) = &plan.sched {
+        hook.apply();
+    }
+    // Refused without CAP_SYS_NICE: the parent sees the nice value and holds nothing.
+    if let Some(hook) = &plan.nice {
         hook.apply();
     }
     let mut set: libc::sigset_t = std::mem::zeroed();
@@ -321,6 +330,7 @@ fn fork_script(cmd: &Command<'_>, placement: Placement) -> Result<Forked, SpawnE
         ],
         join: None,
         sched: cmd.slice.map(os::prio::SliceHook::new),
+        nice: cmd.nice,
         err: st_w.as_raw_fd(),
     };
     let mut forked = None;
@@ -664,6 +674,7 @@ mod tests {
             dir: Path::new("/"),
             env,
             slice: None,
+            nice: None,
             stdin_file: None,
         }
     }
@@ -693,6 +704,33 @@ mod tests {
             without, 30_000_000,
             "no slice asked for: the kernel's default"
         );
+    }
+
+    #[tokio::test]
+    async fn a_raised_script_starts_at_its_nice_value_slice_or_not() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIP a_raised_script_starts_at_its_nice_value_slice_or_not: needs root");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let script = tmp.path().join("wait.sh");
+        std::fs::write(&script, "#!/bin/sh\nsleep 5\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let own = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+        for (slice, nice) in [
+            (None, Some(-20)),
+            (Some(std::time::Duration::from_millis(30)), Some(-20)),
+            (None, None),
+        ] {
+            let mut c = cmd(&script, &[]);
+            c.slice = slice;
+            c.nice = nice.map(|n| os::prio::NiceHook::new(n).unwrap());
+            let sp = spawn(c, Placement::None).await.unwrap();
+            let got = os::prio::thread_nice(sp.guard.pid()).unwrap();
+            assert_eq!(got, nice.unwrap_or(own), "slice {slice:?}");
+            drop(sp);
+        }
     }
 
     #[tokio::test]
@@ -751,6 +789,7 @@ mod tests {
                 dir: Path::new("/"),
                 env: &[],
                 slice: None,
+                nice: None,
                 stdin_file: None,
             },
             Placement::None,

@@ -33,6 +33,12 @@ pub struct CgiStats {
     pub queue_timeouts: AtomicU64,
     /// Requests waiting for a place now (a gauge).
     pub waiting: AtomicU64,
+    /// Scripts started raised (the CGI lever: their worker was marked).
+    pub raised: AtomicU64,
+    /// Raised scripts restored while still running (their worker lost the mark).
+    pub lowered: AtomicU64,
+    /// Raises or restores that failed (no permission, journal...).
+    pub lever_errors: AtomicU64,
 }
 
 /// Kills a spawned task when dropped.

@@ -1,0 +1,266 @@
+//! The CGI lever (`cgi_lever = "nice"`, docs/kpos.md "triage's own CGI children"): POS's
+//! decision reaches the scripts the kernel schedules.
+//!
+//! - A script started for a request of a worker the gate's policy marks (POS: predicted to
+//!   serve text; the server reads the mark during the burst that starts the script) **starts
+//!   raised**: the child sets its own nice value to -20 between fork and exec
+//!   (`os::prio::NiceHook`), so it never runs its program unraised; once it runs, the lever
+//!   journals it (`os::lever::Lever::adopt`) with the nice value to restore.
+//! - It is **restored** as soon as its worker is found without the mark at one of its bursts
+//!   (relaying the script's output: an image-producing script that prints as it computes
+//!   shows the run/wait changes POS's characteristic 2 demotes); the rule is the policy's,
+//!   the server only reads `Gate::marked`.
+//! - A script that exits raised is forgotten (nothing to restore on a process that is gone);
+//!   at shutdown dropping the lever restores every script still raised; after a crash the
+//!   next start replays the journal ([`ScriptLever::open`]).
+//!
+//! - **Priority inheritance**: the server's own threads (those that start scripts and relay
+//!   their output) are raised too while any script is held raised, and restored when the last
+//!   one is: at nice 0 beside a script at -20 a thread would get about 1% of the CPU, and the
+//!   relay that restores an image script would wait for that script to finish. Since a thread
+//!   may be raised when it forks, every child gets its nice value at its start: -20 if raised,
+//!   else the thread's own base value.
+//!
+//! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
+//! in the server's cgroup beside their competitors (`cgroups = false`).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use os::lever::{Lever, LeverConfig, LeverError, LeverKind};
+use os::prio::{NiceHook, Tid};
+
+use super::stats::CgiStats;
+
+/// What the lock guards.
+struct Inner {
+    /// Raises journaled and restores made (scripts and the server's threads).
+    lever: Lever,
+    /// The server's threads that started scripts, with their nice value when first seen.
+    threads: Vec<(Tid, i32)>,
+    /// Scripts held raised now.
+    held: usize,
+}
+
+/// The server's lever over its CGI scripts (one for all sites).
+pub struct ScriptLever {
+    /// One lock: a few microseconds per script.
+    inner: Mutex<Inner>,
+    /// The nice value of a raised script.
+    raised_nice: i32,
+    /// A failure was logged (later ones are only counted).
+    warned: AtomicBool,
+}
+
+impl std::fmt::Debug for ScriptLever {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptLever")
+            .field("nice", &self.raised_nice)
+            .finish()
+    }
+}
+
+/// What a spawn needs: the nice value the child gives itself before exec, and what to restore.
+#[derive(Debug, Clone, Copy)]
+pub struct Start {
+    /// Applied by the child before exec.
+    pub hook: NiceHook,
+    /// The forking thread's own nice value (a raised script's value to restore).
+    pub base: i32,
+    /// The script starts raised.
+    pub raise: bool,
+}
+
+impl ScriptLever {
+    /// Put back what a crashed server's scripts were left at (journals in `state_dir` whose
+    /// owner is gone), then a nice lever journaling there. Returns how many tasks were
+    /// restored. Fails without the right to create the journal (not root).
+    pub fn open(state_dir: &Path) -> std::io::Result<(Self, usize)> {
+        let recovered = os::lever::recover(state_dir);
+        for f in &recovered.failed {
+            tracing::warn!("cgi lever: restoring a crashed run's script: {f}");
+        }
+        let cfg = LeverConfig::new(LeverKind::Nice);
+        let lever = Lever::new(cfg, state_dir)?;
+        Ok((
+            Self {
+                inner: Mutex::new(Inner {
+                    lever,
+                    threads: Vec::new(),
+                    held: 0,
+                }),
+                raised_nice: cfg.nice,
+                warned: AtomicBool::new(false),
+            },
+            recovered.restored.len(),
+        ))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Prepare a spawn on the thread that forks: raised (`raise`) or at the thread's base. A
+    /// raised start holds the server's threads raised from now on (the fork and the wait for
+    /// the exec run raised too); [`ScriptLever::adopt`] hands the hold to the script, or
+    /// [`ScriptLever::abandon`] gives it up if the script did not start.
+    pub fn prepare(&self, raise: bool, stats: &CgiStats) -> Start {
+        let me = os::prio::current_tid();
+        let mut g = self.lock();
+        let base = match g.threads.iter().find(|(t, _)| *t == me) {
+            Some(&(_, b)) => b,
+            None => {
+                let b = os::prio::thread_nice(me).unwrap_or(0);
+                g.threads.push((me, b));
+                if g.held > 0 {
+                    if let Err(e) = g.lever.raise(me) {
+                        self.failed(stats, &e);
+                    }
+                }
+                b
+            }
+        };
+        if raise {
+            self.hold(&mut g, stats);
+        }
+        let nice = if raise { self.raised_nice } else { base };
+        Start {
+            hook: NiceHook::new(nice).expect("nice values in range"),
+            base,
+            raise,
+        }
+    }
+
+    /// Scripts held raised now.
+    pub fn raised(&self) -> usize {
+        self.lock().held
+    }
+
+    /// Tasks the lever holds raised now (scripts and the server's threads).
+    pub fn raised_tasks(&self) -> usize {
+        self.lock().lever.raised()
+    }
+
+    /// One more script (or raised start) held: the first raises the server's threads.
+    fn hold(&self, g: &mut Inner, stats: &CgiStats) {
+        g.held += 1;
+        if g.held == 1 {
+            let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
+            for t in threads {
+                if let Err(e) = g.lever.raise(t) {
+                    self.failed(stats, &e);
+                }
+            }
+        }
+    }
+
+    /// A raised start whose script did not start (or could not be adopted): give up its hold.
+    pub fn abandon(&self, start: Start, stats: &CgiStats) {
+        if start.raise {
+            let mut g = self.lock();
+            self.release(&mut g, stats);
+        }
+    }
+
+    fn failed(&self, stats: &CgiStats, e: &LeverError) {
+        stats.lever_errors.fetch_add(1, Relaxed);
+        if !self.warned.swap(true, Relaxed) {
+            tracing::warn!("cgi lever: {e} (further failures are only counted)");
+        }
+    }
+
+    /// `pid` was started with `start` (raised): hold it (the start's hold on the server's
+    /// threads becomes the script's).
+    /// `None` when it was not raised, is gone already, or could not raise itself (counted as
+    /// a lever error).
+    pub fn adopt(
+        self: &Arc<Self>,
+        pid: i32,
+        start: Start,
+        stats: &Arc<CgiStats>,
+    ) -> Option<Arc<Raised>> {
+        if !start.raise {
+            return None;
+        }
+        let mut g = self.lock();
+        // The start's hold (see `prepare`) becomes the script's, or is given up.
+        match g.lever.adopt(pid, start.base) {
+            Ok(()) => {}
+            Err(LeverError::Gone(_)) => {
+                self.release(&mut g, stats);
+                return None;
+            }
+            Err(e) => {
+                self.failed(stats, &e);
+                self.release(&mut g, stats);
+                return None;
+            }
+        }
+        drop(g);
+        stats.raised.fetch_add(1, Relaxed);
+        Some(Arc::new(Raised {
+            lever: self.clone(),
+            pid,
+            stats: stats.clone(),
+            held: AtomicBool::new(true),
+        }))
+    }
+
+    /// One script less held: the last one restores the server's threads.
+    fn release(&self, g: &mut Inner, stats: &CgiStats) {
+        g.held = g.held.saturating_sub(1);
+        if g.held == 0 {
+            let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
+            for t in threads {
+                if let Err(e) = g.lever.lower(t) {
+                    self.failed(stats, &e);
+                }
+            }
+        }
+    }
+}
+
+/// One script held raised; see the module docs.
+#[derive(Debug)]
+pub struct Raised {
+    /// The lever holding it.
+    lever: Arc<ScriptLever>,
+    /// The script's process.
+    pid: i32,
+    /// Where the restores and failures are counted.
+    stats: Arc<CgiStats>,
+    /// Still raised (neither restored nor exited).
+    held: AtomicBool,
+}
+
+impl Raised {
+    /// Whether the script is still held raised.
+    pub fn is_held(&self) -> bool {
+        self.held.load(Relaxed)
+    }
+
+    /// Restore the script (its worker lost the mark); later calls do nothing.
+    pub fn lower(&self) {
+        if !self.held.swap(false, Relaxed) {
+            return;
+        }
+        let mut g = self.lever.lock();
+        match g.lever.lower(self.pid) {
+            Ok(()) => {
+                self.stats.lowered.fetch_add(1, Relaxed);
+            }
+            Err(e) => self.lever.failed(&self.stats, &e),
+        }
+        self.lever.release(&mut g, &self.stats);
+    }
+
+    /// The script was reaped: forget it (nothing to restore on a process that is gone).
+    pub fn exited(&self) {
+        if self.held.swap(false, Relaxed) {
+            let mut g = self.lever.lock();
+            g.lever.forget(self.pid);
+            self.lever.release(&mut g, &self.stats);
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The CGI lever end to end (root): behind a real server with `pos`, a script started for a
+//! request of a marked worker runs at nice -20 from its start, and a script that prints while
+//! it computes is restored at its worker's first burst without the mark; under `fifo` nothing
+//! is raised; nothing stays raised or journaled afterwards. The scripts report their own nice
+//! value (Perl's `getpriority`).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use policy::{PolicyConfig, Tunable, MS};
+use server::cgi::CgiConfig;
+use server::config::{CgiLever, Config, PolicySection, SiteConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Prints its nice value once, with the headers (a page: computes, then prints).
+const TEXT: &str = "#!/usr/bin/perl\nmy $n = getpriority(0, 0);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nnice=$n\\n\";\n";
+/// Prints as it goes (an image produced in pieces): its nice value at the start, then again
+/// after its first output was relayed.
+const STREAM: &str = "#!/usr/bin/perl\n$| = 1;\n\
+    print \"Content-Type: image/bmp\\r\\n\\r\\nfirst=\" . getpriority(0, 0) . \"\\n\";\n\
+    select(undef, undef, undef, 0.4);\n\
+    print \"later=\" . getpriority(0, 0) . \"\\n\";\n";
+/// Computes (sleeps) before printing anything: held raised meanwhile.
+const SLOW: &str = "#!/usr/bin/perl\nselect(undef, undef, undef, 0.5);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nnice=\" . getpriority(0, 0) . \"\\n\";\n";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn site(dir: &Path) -> CgiConfig {
+    let bin = dir.join("cgi-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, text) in [("text.pl", TEXT), ("stream.pl", STREAM), ("slow.pl", SLOW)] {
+        let p = bin.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut c = CgiConfig::new("/cgi-bin", bin);
+    // The lever orders a script against its siblings: scripts stay in the server's cgroup.
+    c.cgroups = false;
+    c
+}
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("response in time")
+        .unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text
+}
+
+/// The `key=` value in a response's body.
+fn value(resp: &str, key: &str) -> i32 {
+    resp.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {resp}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
+    if !is_root() {
+        eprintln!(
+            "SKIP scripts_of_marked_workers_start_raised_and_images_are_restored: needs root \
+             (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    for policy in ["pos", "fifo"] {
+        let config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            sites: vec![SiteConfig {
+                name: "t".into(),
+                aliases: Vec::new(),
+                root: tmp.path().to_owned(),
+                index: None,
+                cgi: Some(cgi.clone()),
+            }],
+            policy: PolicySection {
+                name: policy.into(),
+                config: PolicyConfig {
+                    // Workers idle since the start are past SLP; RW 1: the end of the burst
+                    // that starts a script demotes its worker.
+                    slp: Tunable::Fixed(50 * MS),
+                    rw: Tunable::Fixed(1),
+                    ..PolicyConfig::default()
+                },
+            },
+            cgi_lever: CgiLever::Nice,
+            shutdown_timeout: Duration::from_secs(1),
+            ..Config::default()
+        };
+        let server = server::Server::bind(config).await.expect("server starts");
+        let addr = server.local_addr();
+        let ctx = server.ctx().clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = server
+                .run(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        let cgi = ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap();
+        let lever = cgi.lever().expect("cgi_lever = nice").clone();
+        let stats = cgi.stats().clone();
+        // The scripts inherit the forking thread's nice: this runtime's.
+        let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let text = get(addr, "/cgi-bin/text.pl").await;
+        let stream = get(addr, "/cgi-bin/stream.pl").await;
+        if policy == "pos" {
+            assert_eq!(
+                value(&text, "nice"),
+                -20,
+                "a marked worker's script starts raised"
+            );
+            assert_eq!(value(&stream, "first"), -20, "{stream}");
+            assert_eq!(
+                value(&stream, "later"),
+                base,
+                "restored once its worker relayed output without the mark: {stream}"
+            );
+            // While a script is held raised, so is the thread that relays its output
+            // (priority inheritance); the last restore puts the thread back.
+            let slow = tokio::spawn(get(addr, "/cgi-bin/slow.pl"));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            assert_eq!(lever.raised(), 1, "the slow script is held");
+            assert!(
+                lever.raised_tasks() >= 2,
+                "the script and the server's thread"
+            );
+            assert_eq!(value(&slow.await.unwrap(), "nice"), -20);
+            assert!(stats.raised.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+            assert!(stats.lowered.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+        } else {
+            assert_eq!(value(&text, "nice"), base, "fifo marks nobody");
+            assert_eq!(value(&stream, "first"), base);
+            assert_eq!(stats.raised.load(std::sync::atomic::Ordering::Relaxed), 0);
+        }
+        assert_eq!(
+            stats
+                .lever_errors
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+        // Every script was reaped: nothing is held raised.
+        let end = Instant::now() + Duration::from_secs(5);
+        while lever.raised() > 0 && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(lever.raised(), 0);
+        assert_eq!(
+            lever.raised_tasks(),
+            0,
+            "the server's threads are restored too"
+        );
+        let _ = tx.send(());
+        let _ = task.await;
+    }
+}
