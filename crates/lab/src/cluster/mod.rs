@@ -29,6 +29,7 @@ use crate::wrk::Wrk;
 
 pub mod opts;
 pub mod plan;
+pub mod prewarm;
 pub mod report;
 pub mod run;
 pub mod summary;
