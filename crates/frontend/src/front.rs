@@ -129,8 +129,7 @@ impl Front {
             };
             b.thread_name("front")
                 .on_thread_start(move || started.thread_started())
-                .on_thread_park(RuntimeCpu::record)
-                .on_thread_stop(RuntimeCpu::record)
+                .on_thread_stop(RuntimeCpu::thread_stopped)
                 .enable_all()
                 .build()
                 .map_err(FrontError::Runtime)?
@@ -177,7 +176,8 @@ impl Front {
                     service.start_service(Some(fds), stop_rx, 1).await;
                     drain(&run_shared).await;
                 });
-                RuntimeCpu::record();
+                // The runtime's one thread (this one) keeps its final time.
+                RuntimeCpu::thread_stopped();
                 rt.shutdown_timeout(Duration::from_secs(1));
             })
             .map_err(FrontError::Runtime)?;

@@ -160,6 +160,12 @@ fn client_ip(session: &Session) -> Option<std::net::IpAddr> {
 impl ProxyHttp for FrontProxy {
     type CTX = ReqCtx;
 
+    fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {
+        // None: pingora's default adds a (disabled) response compression module, whose
+        // context is built for every request and called for every body chunk; the front end
+        // relays bodies as the back end sent them.
+    }
+
     fn new_ctx(&self) -> ReqCtx {
         ReqCtx {
             _live: Live::new(self.0.clone()),

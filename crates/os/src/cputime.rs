@@ -30,6 +30,37 @@ pub fn thread_cpu_time() -> Duration {
     clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// The CPU-time clock of one thread, readable from any thread of the process
+/// (`pthread_getcpuclockid`): a runtime reads its worker threads' CPU when asked, instead of
+/// each thread reading its own clock (a system call) every time it goes idle.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadClock(libc::clockid_t);
+
+impl ThreadClock {
+    /// The calling thread's clock (`None` if the kernel refuses, which Linux does not).
+    pub fn current() -> Option<Self> {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: `id` is a valid out-pointer and `pthread_self()` the calling, live thread.
+        let r = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) };
+        (r == 0).then_some(Self(id))
+    }
+
+    /// CPU time of its thread so far; `None` once the thread has ended (its clock is gone).
+    /// Only call it while the thread may still run or just after: the clock names the thread
+    /// by its id, which the kernel may give to a later thread of the process.
+    pub fn read(&self) -> Option<Duration> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer; a clock of an ended thread returns an error.
+        if unsafe { libc::clock_gettime(self.0, &mut ts) } != 0 {
+            return None;
+        }
+        Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+}
+
 /// CPU time consumed by the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`).
 pub fn process_cpu_time() -> Duration {
     clock(libc::CLOCK_PROCESS_CPUTIME_ID)
@@ -89,6 +120,29 @@ mod tests {
         assert!(process_cpu_time() >= thread_cpu_time());
         let me = process_cpu_time_of(std::process::id() as i32).unwrap();
         assert!(me >= Duration::from_millis(20), "{me:?}");
+    }
+
+    #[test]
+    fn a_thread_s_clock_is_read_from_another_thread() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let clock = ThreadClock::current().unwrap();
+            let t0 = thread_cpu_time();
+            while thread_cpu_time() - t0 < Duration::from_millis(20) {
+                std::hint::black_box(0u64);
+            }
+            tx.send(clock).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let clock = rx.recv().unwrap();
+        let seen = clock.read().unwrap();
+        assert!(seen >= Duration::from_millis(20), "{seen:?}");
+        // This thread's own CPU is not the other's.
+        let mine = ThreadClock::current().unwrap().read().unwrap();
+        assert!((mine.as_nanos() as i128 - thread_cpu_time().as_nanos() as i128).abs() < 5_000_000);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     #[test]

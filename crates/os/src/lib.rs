@@ -23,4 +23,4 @@ pub mod sysctl;
 pub mod task;
 
 pub use cgroup::{probe, Cgroup, CgroupError, CgroupRoot, CpuStat, Mounts, Version};
-pub use cputime::{process_cpu_time, thread_cpu_time};
+pub use cputime::{process_cpu_time, thread_cpu_time, ThreadClock};

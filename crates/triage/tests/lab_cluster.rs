@@ -1,9 +1,14 @@
 //! End to end: `triage lab cluster` on two back ends, a tiny trace and 1 s windows runs the
 //! real binary (triage serve back ends, triage front, HAProxy and nginx when installed, wrk)
 //! and writes a complete results directory: the summary's keys, the agreement check with the
-//! simulator, the failover run with no failed request, nothing left running.
+//! simulator, the failover run with no failed request, nothing left running. And `--log`: the
+//! access log `triage front --access-log` wrote under real traffic reads back with the one
+//! Combined Log Format parser and replays in the lab, its successful GETs in order.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 mod common;
 use common::*;
@@ -138,4 +143,213 @@ fn lab_cluster_small_writes_complete_results() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Agreement with the simulator"));
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
+
+/// A child process killed and reaped when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `triage ARGS` and return it with the address it prints after `http://` on its first
+/// line.
+fn start_printing_address(args: &[&str]) -> (Child, String) {
+    let mut c = Child(
+        Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(c.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    (c, addr)
+}
+
+/// GET `path` on a kept-alive connection; the status and the body's length.
+fn get_kept_alive(s: &mut TcpStream, buf: &mut Vec<u8>, path: &str) -> (u16, usize) {
+    // One write (a request split in two waits for the delayed ACK of the first part).
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nUser-Agent: replay-test/1\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+                buf.drain(..end + 4 + len);
+                return (status, len);
+            }
+        }
+        let mut b = [0u8; 16384];
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "the front end closed the connection");
+        buf.extend_from_slice(&b[..n]);
+    }
+}
+
+#[test]
+fn the_front_end_s_access_log_reads_back_and_replays_in_the_lab() {
+    if !installed("wrk") {
+        eprintln!("SKIP the_front_end_s_access_log_reads_back_and_replays_in_the_lab: wrk is not installed");
+        return;
+    }
+    let tmp = TempDir::new("labclusterlog");
+    let site = tmp.0.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    const FILES: usize = 30;
+    let size = |i: usize| 500 + 731 * i;
+    for i in 0..FILES {
+        std::fs::write(site.join(format!("f{i}.bin")), vec![b'x'; size(i)]).unwrap();
+    }
+    let site_s = site.to_str().unwrap();
+    let (_backend, backend) = start_printing_address(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--threads",
+        "1",
+        "--root",
+        site_s,
+    ]);
+    let log = tmp.0.join("front-access.log");
+    let log_s = log.to_str().unwrap();
+    let (mut front, front_addr) = start_printing_address(&[
+        "front",
+        "--listen",
+        "127.0.0.1:0",
+        "--threads",
+        "1",
+        "--policy",
+        "lard",
+        "--backend",
+        &backend,
+        "--access-log",
+        log_s,
+    ]);
+
+    // Skewed, seeded traffic: 1000 GETs of the site's files, and 10 of missing ones.
+    let mut s = TcpStream::connect(&front_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut buf = Vec::new();
+    let mut x: u64 = 7;
+    let mut sent = Vec::new();
+    for k in 0..1010 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let r = (x >> 33) as usize;
+        let path = if k % 101 == 100 {
+            format!("/missing-{k}.bin")
+        } else {
+            // The smaller numbers more often.
+            format!("/f{}.bin", (r % FILES) * ((r >> 8) % FILES) / FILES)
+        };
+        let (status, len) = get_kept_alive(&mut s, &mut buf, &path);
+        if path.starts_with("/missing") {
+            assert_eq!(status, 404, "{path}");
+        } else {
+            assert_eq!(status, 200, "{path}");
+            sent.push((path, len));
+        }
+    }
+    drop(s);
+    // SIGTERM: the front end stops and closes its log.
+    let pid = nix::unistd::Pid::from_raw(front.0.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(front.0.wait().unwrap().success());
+
+    // The log reads back with the one parser: every line, in order, with the sizes sent and
+    // the back end appended.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let parsed = loadgen::clf::parse_log(&text);
+    assert_eq!(parsed.malformed, 0, "{:?}", parsed.malformed_examples);
+    assert_eq!(parsed.records.len(), 1010);
+    let ok: Vec<_> = parsed.records.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(ok.len(), sent.len());
+    for (r, (path, len)) in ok.iter().zip(&sent) {
+        assert_eq!(r.method.as_deref(), Some("GET"));
+        assert_eq!(r.target.as_deref(), Some(path.as_str()));
+        assert_eq!(r.bytes, Some(*len as u64), "{path}");
+        assert_eq!(r.user_agent.as_deref(), Some("replay-test/1"));
+        assert_eq!(r.host, "127.0.0.1");
+    }
+    assert!(
+        text.lines().all(|l| l.ends_with(&format!("\"{backend}\""))),
+        "{text}"
+    );
+
+    // The lab replays it: its successful GETs are the trace, the 404s are left out.
+    let mut distinct: Vec<&(String, usize)> = sent.iter().collect();
+    distinct.sort();
+    distinct.dedup();
+    let working_set: usize = distinct.iter().map(|(_, l)| l).sum();
+    let out = tmp.0.join("res");
+    let (lab_pid, stdout) = run_lab_to_success(
+        Command::new(BIN)
+            .args([
+                "lab",
+                "cluster",
+                "--log",
+                log_s,
+                "--nodes",
+                "1",
+                "--reps",
+                "1",
+                "--window",
+                "1s",
+                "--warmup",
+                "1s",
+                "--conns",
+                "2",
+                "--disk-scale",
+                "1",
+                "--only",
+                "lard",
+                "--hit-tolerance",
+                "0.5",
+                "--balance-tolerance",
+                "2",
+                "--out",
+            ])
+            .arg(&out)
+            .current_dir(&tmp.0),
+    );
+    assert!(stdout.contains("report: "), "{stdout}");
+    let sum: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let w = &sum["workload"];
+    assert_eq!(w["kind"], "log", "{w}");
+    assert_eq!(w["requests"], sent.len(), "{w}");
+    assert_eq!(w["files"], distinct.len(), "{w}");
+    assert_eq!(w["skipped_lines"], 10, "{w}");
+    assert_eq!(w["working_set"], working_set, "{w}");
+    let lard = sum["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "lard")
+        .unwrap();
+    assert!(finite(&lard["rps"], "rps") > 0.0, "{lard}");
+    assert!(leftovers(lab_pid).is_empty(), "{:?}", leftovers(lab_pid));
 }

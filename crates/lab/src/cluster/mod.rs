@@ -29,6 +29,7 @@ use crate::wrk::Wrk;
 
 pub mod opts;
 pub mod plan;
+pub mod prewarm;
 pub mod report;
 pub mod run;
 pub mod summary;
@@ -158,7 +159,8 @@ impl Experiment for ClusterLab {
             // A log's own working set: the cache is a share of it unless given.
             self.p.working_set = workload.source.working_set;
             if self.o.cache.is_none() {
-                self.p.cache_exceeds = (self.p.working_set / 16).max(64 << 10);
+                let nmax = *self.p.nodes.last().expect("resolve keeps one node count");
+                self.p.cache_exceeds = plan::default_cache(self.p.working_set, nmax).max(64 << 10);
             }
         }
         workload.source.detail += &format!(

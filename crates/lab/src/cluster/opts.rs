@@ -34,7 +34,8 @@ pub struct ClusterOpts {
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
     /// Content cache of one back end when the working set exceeds it [default: the working set
-    /// over 16, at least 1 MiB].
+    /// over twice the largest back-end count, at most an eighth of it, at least 1 MiB: the
+    /// caches together hold half the working set (8 back ends: 1/16 each; --quick's 4: 1/8)].
     #[arg(long, value_parser = units::parse_size)]
     pub cache: Option<u64>,
     /// Multiplies every time of the back ends' emulated disk (the LARD paper's model; 1 = as

@@ -124,7 +124,8 @@ pub fn simulate(
         costs: sim::cluster::Costs::default(),
         disk,
         warmup: start as f64 / end as f64,
-        prewarm: false,
+        // `fits` points start with every back end holding the working set (`prewarm`).
+        prewarm: pt.role == Role::Fits,
     };
     match sim::cluster::run(&cfg, &trace) {
         Ok(r) => (Some(r.hit_ratio), Some(r.max_over_mean_load)),
