@@ -13,7 +13,16 @@
 //! - each side keeps at least [`FLOOR`] (the kernel's smallest quota is 1 ms per 100 ms
 //!   period), and the two always add up to the cap.
 //!
-//! Pure: the mechanism (the server) measures, calls [`split`], and applies the result.
+//! The two mechanisms do not hold their parts exactly: the kernel refills a cgroup's quota
+//! whenever its `cpu.max` is written (so a part changed mid-period can be spent twice in that
+//! period), and the gate lets a burst that started under the cap run to its end. So the budget
+//! is also one *account* ([`Ledger`]): what both sides spent above the cap in a period is a
+//! debt, and the next periods split less than the cap ([`Ledger::budget`]) until it is paid
+//! back. Over any stretch of periods the two sides together spend at most the cap, plus the
+//! one period's overrun not yet paid back.
+//!
+//! Pure: the mechanism (the server) measures, calls [`Ledger::record`], [`Ledger::budget`] and
+//! [`split`], and applies the result.
 
 /// The smallest share of the budget either side keeps (CPUs).
 pub const FLOOR: f64 = 0.01;
@@ -47,6 +56,46 @@ pub struct Used {
     pub server: f64,
     /// The container's processes.
     pub procs: f64,
+}
+
+/// Periods over which a debt is paid back: the next period's budget is the cap less this
+/// fraction of the debt per period (paying it all at once would swing both parts to their floor
+/// and back, and every change of the processes' part costs a kernel refill).
+pub const PAYBACK_PERIODS: f64 = 2.0;
+
+/// The account of a budget across periods: CPU time spent above the cap, not yet paid back.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Ledger {
+    /// CPU-seconds spent above the cap and not yet paid back (never negative: budget left unused
+    /// in a quiet period is not saved up for a busy one, as a cap is a ceiling at every moment).
+    pub debt: f64,
+}
+
+impl Ledger {
+    /// Record a period of `dt` seconds in which both sides together used `used` of a budget
+    /// capped at `cap` CPUs: spending above the cap adds to the debt, spending below pays it.
+    pub fn record(&mut self, cap: f64, used: Used, dt: f64) {
+        if !(dt > 0.0 && dt.is_finite() && cap.is_finite()) {
+            return;
+        }
+        let total = used.server.max(0.0) + used.procs.max(0.0);
+        self.debt = (self.debt + (total - cap) * dt).max(0.0);
+    }
+
+    /// What to split for the next period of `period` seconds: the cap less the part of the debt
+    /// due in it ([`PAYBACK_PERIODS`]), never less than both sides' floors (`2 * FLOOR`, or the
+    /// cap if smaller), so that neither side is ever left without a part.
+    pub fn budget(&self, cap: f64, period: f64) -> f64 {
+        if !(cap > 0.0 && cap.is_finite()) {
+            return 0.0;
+        }
+        let due = if period > 0.0 {
+            self.debt / (PAYBACK_PERIODS * period)
+        } else {
+            0.0
+        };
+        (cap - due).max((2.0 * FLOOR).min(cap))
+    }
 }
 
 /// What a side wants next, from what it used under its last share.
@@ -160,6 +209,77 @@ mod tests {
             close(last.server, 0.15) && close(last.procs, 0.15),
             "{last:?}"
         );
+    }
+
+    #[test]
+    fn overspending_is_a_debt_paid_back_by_smaller_budgets() {
+        let cap = 0.3;
+        let mut l = Ledger::default();
+        // Within the cap: nothing owed, the whole cap is split.
+        l.record(
+            cap,
+            Used {
+                server: 0.1,
+                procs: 0.2,
+            },
+            0.1,
+        );
+        assert!(close(l.debt, 0.0), "{l:?}");
+        assert!(close(l.budget(cap, 0.1), cap));
+        // A period at 0.45 (the processes spent their part twice): 0.015 CPU-s owed.
+        l.record(
+            cap,
+            Used {
+                server: 0.15,
+                procs: 0.3,
+            },
+            0.1,
+        );
+        assert!(close(l.debt, 0.015), "{l:?}");
+        // Paid over PAYBACK_PERIODS periods: 0.075 CPU less per period.
+        let b = l.budget(cap, 0.1);
+        assert!(close(b, cap - 0.015 / (PAYBACK_PERIODS * 0.1)), "{b}");
+        // Spending the smaller budget pays the debt; spending nothing does not bank credit.
+        l.record(
+            cap,
+            Used {
+                server: b / 2.0,
+                procs: b / 2.0,
+            },
+            0.1,
+        );
+        assert!(close(l.debt, 0.015 - (cap - b) * 0.1), "{l:?}");
+        l.record(cap, Used::default(), 1.0);
+        assert_eq!(l.debt, 0.0);
+        assert!(close(l.budget(cap, 0.1), cap));
+        // A huge debt leaves both floors, never nothing.
+        l.debt = 10.0;
+        assert!(close(l.budget(cap, 0.1), 2.0 * FLOOR));
+        assert!(close(l.budget(0.015, 0.1), 0.015));
+        assert_eq!(l.budget(0.0, 0.1), 0.0);
+    }
+
+    #[test]
+    fn a_leaky_side_is_held_to_the_cap_on_average() {
+        // The processes spend 1.6 times the part they are given (the kernel refills their quota
+        // when it is written); the server spends what it is given. With the ledger, both
+        // together average the cap over many periods.
+        let (cap, dt) = (0.3, 0.1);
+        let mut l = Ledger::default();
+        let mut last = Split::even(cap);
+        let (mut spent, n) = (0.0, 400);
+        for _ in 0..n {
+            let used = Used {
+                server: last.server,
+                procs: (last.procs * 1.6).min(1.0),
+            };
+            spent += (used.server + used.procs) * dt;
+            l.record(cap, used, dt);
+            last = split(l.budget(cap, dt), last, used);
+        }
+        let avg = spent / (n as f64 * dt);
+        assert!(avg <= cap + 0.005, "average {avg} over a cap of {cap}");
+        assert!(avg >= cap - 0.02, "average {avg}: the budget was not used");
     }
 
     #[test]

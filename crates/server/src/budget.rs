@@ -7,12 +7,19 @@
 //! through `os`). `policy::budget::split` divides the cap between the two for the next period;
 //! the server's part becomes the container's cap in the gate ([`gate::Gate::set_cap`], in
 //! burst CPU: divided by the same scale), the processes' part its cgroup's `cpu.max`.
+//!
+//! The kernel refills a cgroup's quota whenever `cpu.max` is written, even with the same value:
+//! rewriting it every period let the processes spend up to twice their part (a container capped
+//! at 0.3 CPU spent 0.46). So the processes' part is written only when it moves by more than
+//! [`REWRITE_STEP`] of the cap (the server gets the rest of the budget meanwhile), and what both
+//! sides spend above the cap all the same is a debt that the next periods' budgets pay back
+//! (`policy::budget::Ledger`).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use gate::{CpuAccount, Gate};
-use policy::budget::{split, Split, Used};
+use policy::budget::{split, Ledger, Split, Used, FLOOR};
 
 use crate::containers::{Containers, CPU_PERIOD};
 
@@ -22,6 +29,10 @@ pub const PERIOD: Duration = CPU_PERIOD;
 /// The process CPU charged per unit of burst CPU is kept within `1..=MAX_SCALE` (a period with
 /// hardly any burst says little about the runtime's overhead).
 const MAX_SCALE: f64 = 4.0;
+
+/// The processes' part is written to the cgroup only when it moves by at least this fraction of
+/// the cap (each write refills the kernel's quota: see the module docs).
+pub const REWRITE_STEP: f64 = 0.1;
 
 /// One capped container whose cap is one budget.
 #[derive(Debug)]
@@ -40,6 +51,10 @@ struct Item {
     server0: Duration,
     /// Its cgroup's usage at the last step.
     procs0: Duration,
+    /// What both sides spent above the cap, to pay back.
+    ledger: Ledger,
+    /// The processes' part last written to the cgroup's `cpu.max` (CPUs), if any.
+    written: Option<f64>,
 }
 
 /// The state of the budget loop (see the module docs).
@@ -74,6 +89,8 @@ impl OneBudget {
                 ids,
                 cg,
                 last: Split::even(cap),
+                ledger: Ledger::default(),
+                written: None,
             })
             .collect();
         if items.is_empty() {
@@ -126,12 +143,55 @@ impl OneBudget {
             };
             it.server0 = server;
             it.procs0 = procs;
-            let next = split(it.cap, it.last, used);
-            gate.set_cap(it.id, Some(next.server / self.scale));
-            if let Err(e) = it.cg.set_cpu_max(Some(next.procs), CPU_PERIOD) {
-                tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
+            it.ledger.record(it.cap, used, dt);
+            let budget = it.ledger.budget(it.cap, PERIOD.as_secs_f64());
+            let mut next = split(budget, it.last, used);
+            match keep_written(it.written, next, budget, it.cap) {
+                Some(kept) => next = kept,
+                None => {
+                    if let Err(e) = it.cg.set_cpu_max(Some(next.procs), CPU_PERIOD) {
+                        tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
+                    }
+                    it.written = Some(next.procs);
+                }
             }
+            gate.set_cap(it.id, Some(next.server / self.scale));
             it.last = next;
         }
+    }
+}
+
+/// The split to apply when the processes' part already written (`written`) is close enough to
+/// the new one (`next`, of `budget`) to leave the cgroup alone: the processes keep theirs and
+/// the server gets the rest. `None`: write `next`.
+fn keep_written(written: Option<f64>, next: Split, budget: f64, cap: f64) -> Option<Split> {
+    let w = written?;
+    let floor = FLOOR.min(budget / 2.0);
+    ((w - next.procs).abs() < REWRITE_STEP * cap && budget - w >= floor).then(|| Split {
+        server: budget - w,
+        procs: w,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cgroup_is_rewritten_only_when_its_part_moves() {
+        let cap = 0.3;
+        let next = Split {
+            server: 0.12,
+            procs: 0.18,
+        };
+        // Nothing written yet: write.
+        assert_eq!(keep_written(None, next, cap, cap), None);
+        // Close to what is written: keep it, the server gets the rest of the budget.
+        let k = keep_written(Some(0.16), next, cap, cap).unwrap();
+        assert!((k.procs - 0.16).abs() < 1e-12 && (k.server - 0.14).abs() < 1e-12);
+        // Moved by a tenth of the cap or more: write.
+        assert_eq!(keep_written(Some(0.14), next, cap, cap), None);
+        // A smaller budget (a debt) that would leave the server under its floor: write.
+        assert_eq!(keep_written(Some(0.16), next, 0.165, cap), None);
     }
 }

@@ -284,8 +284,8 @@ sites = ["a.test"]
             };
             let mut done = 0u32;
             while std::time::Instant::now() < stop_at && done < 10_000 {
-                let r = tokio::time::timeout(std::time::Duration::from_secs(5), raw(addr, &req))
-                    .await;
+                let r =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), raw(addr, &req)).await;
                 match r {
                     Ok(r) => assert_eq!(r.status, 200),
                     Err(_) => break,
@@ -297,9 +297,17 @@ sites = ["a.test"]
     }
     // The load runs 0.5 s before the window (scripts started, the budget split once or more).
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let (p0, s0, t0) = (cg.cpu_usage().unwrap(), acct.get(id), std::time::Instant::now());
+    let (p0, s0, t0) = (
+        cg.cpu_usage().unwrap(),
+        acct.get(id),
+        std::time::Instant::now(),
+    );
     tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
-    let (p1, s1, t1) = (cg.cpu_usage().unwrap(), acct.get(id), std::time::Instant::now());
+    let (p1, s1, t1) = (
+        cg.cpu_usage().unwrap(),
+        acct.get(id),
+        std::time::Instant::now(),
+    );
     let window = t1.duration_since(t0).as_secs_f64();
     let procs = p1.saturating_sub(p0).as_secs_f64();
     let server = s1.saturating_sub(s0).as_secs_f64();
@@ -318,7 +326,10 @@ sites = ["a.test"]
         (procs + server) / window * 100.0
     );
     // Both sides had work in the window: the budget was shared, not given to one side.
-    assert!(procs > 0.0 && server > 0.0, "scripts {procs} s, server {server} s");
+    assert!(
+        procs > 0.0 && server > 0.0,
+        "scripts {procs} s, server {server} s"
+    );
     assert!(
         procs + server <= limit,
         "the container capped at {CAP} CPU spent {:.3} s on scripts ({procs:.3} s) and server \
