@@ -10,16 +10,17 @@
 //!
 //! The kernel refills a cgroup's quota whenever `cpu.max` is written, even with the same value:
 //! rewriting it every period let the processes spend up to twice their part (a container capped
-//! at 0.3 CPU spent 0.46). So the processes' part is written only when it moves by more than
-//! [`REWRITE_STEP`] of the cap (the server gets the rest of the budget meanwhile), and what both
-//! sides spend above the cap all the same is a debt that the next periods' budgets pay back
-//! (`policy::budget::Ledger`).
+//! at 0.3 CPU spent 0.46). So the processes' part is written only when it moves
+//! (`policy::budget::settle`), and what both sides spend above the cap all the same is a debt
+//! the next periods pay back (`policy::budget::Ledger`). Whether a side was held back by its
+//! part (the gate's [`gate::Gate::held_back_in`], the cgroup's `nr_throttled`) tells the split
+//! that it wants more even when the CPU it got says otherwise.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use gate::{CpuAccount, Gate};
-use policy::budget::{split, Ledger, Split, Used, FLOOR};
+use policy::budget::{settle, split, Ledger, Split, Used};
 
 use crate::containers::{Containers, CPU_PERIOD};
 
@@ -29,10 +30,6 @@ pub const PERIOD: Duration = CPU_PERIOD;
 /// The process CPU charged per unit of burst CPU is kept within `1..=MAX_SCALE` (a period with
 /// hardly any burst says little about the runtime's overhead).
 const MAX_SCALE: f64 = 4.0;
-
-/// The processes' part is written to the cgroup only when it moves by at least this fraction of
-/// the cap (each write refills the kernel's quota: see the module docs).
-pub const REWRITE_STEP: f64 = 0.1;
 
 /// One capped container whose cap is one budget.
 #[derive(Debug)]
@@ -55,6 +52,10 @@ struct Item {
     ledger: Ledger,
     /// The processes' part last written to the cgroup's `cpu.max` (CPUs), if any.
     written: Option<f64>,
+    /// The gate's count of the container's work held back at its cap, at the last step.
+    held0: u64,
+    /// The cgroup's count of throttled periods, at the last step.
+    throttled0: u64,
 }
 
 /// The state of the budget loop (see the module docs).
@@ -86,11 +87,13 @@ impl OneBudget {
                 cap,
                 server0: sum(acc, &ids),
                 procs0: cg.cpu_usage().unwrap_or_default(),
+                throttled0: cg_throttled(&cg),
                 ids,
                 cg,
                 last: Split::even(cap),
                 ledger: Ledger::default(),
                 written: None,
+                held0: 0,
             })
             .collect();
         if items.is_empty() {
@@ -137,61 +140,42 @@ impl OneBudget {
         for it in &mut self.items {
             let server = sum(acc, &it.ids);
             let procs = it.cg.cpu_usage().unwrap_or(it.procs0);
+            let held = gate.held_back_in(it.id).unwrap_or(0);
+            let throttled = cg_throttled(&it.cg);
             let used = Used {
                 server: server.saturating_sub(it.server0).as_secs_f64() * self.scale / dt,
                 procs: procs.saturating_sub(it.procs0).as_secs_f64() / dt,
+                server_held: held > it.held0,
+                procs_held: throttled > it.throttled0,
             };
+            it.held0 = held;
+            it.throttled0 = throttled;
             it.server0 = server;
             it.procs0 = procs;
             it.ledger.record(it.cap, used, dt);
+            let fair = split(it.cap, it.last, used);
             let budget = it.ledger.budget(it.cap, PERIOD.as_secs_f64());
-            let mut next = split(budget, it.last, used);
-            match keep_written(it.written, next, budget, it.cap) {
-                Some(kept) => next = kept,
-                None => {
-                    if let Err(e) = it.cg.set_cpu_max(Some(next.procs), CPU_PERIOD) {
-                        tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
-                    }
-                    it.written = Some(next.procs);
+            let next = settle(it.cap, budget, fair, it.written);
+            if next.write {
+                if let Err(e) = it.cg.set_cpu_max(Some(next.split.procs), CPU_PERIOD) {
+                    tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
                 }
+                it.written = Some(next.split.procs);
             }
-            gate.set_cap(it.id, Some(next.server / self.scale));
-            it.last = next;
+            gate.set_cap(it.id, Some(next.split.server / self.scale));
+            tracing::trace!(
+                "containers: budget of {}: used {used:?}, scale {:.2}, debt {:.4} CPU-s, \
+                 budget {budget:.3}, next {next:?}",
+                it.cg.path().display(),
+                self.scale,
+                it.ledger.debt
+            );
+            it.last = next.split;
         }
     }
 }
 
-/// The split to apply when the processes' part already written (`written`) is close enough to
-/// the new one (`next`, of `budget`) to leave the cgroup alone: the processes keep theirs and
-/// the server gets the rest. `None`: write `next`.
-fn keep_written(written: Option<f64>, next: Split, budget: f64, cap: f64) -> Option<Split> {
-    let w = written?;
-    let floor = FLOOR.min(budget / 2.0);
-    ((w - next.procs).abs() < REWRITE_STEP * cap && budget - w >= floor).then(|| Split {
-        server: budget - w,
-        procs: w,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cgroup_is_rewritten_only_when_its_part_moves() {
-        let cap = 0.3;
-        let next = Split {
-            server: 0.12,
-            procs: 0.18,
-        };
-        // Nothing written yet: write.
-        assert_eq!(keep_written(None, next, cap, cap), None);
-        // Close to what is written: keep it, the server gets the rest of the budget.
-        let k = keep_written(Some(0.16), next, cap, cap).unwrap();
-        assert!((k.procs - 0.16).abs() < 1e-12 && (k.server - 0.14).abs() < 1e-12);
-        // Moved by a tenth of the cap or more: write.
-        assert_eq!(keep_written(Some(0.14), next, cap, cap), None);
-        // A smaller budget (a debt) that would leave the server under its floor: write.
-        assert_eq!(keep_written(Some(0.16), next, 0.165, cap), None);
-    }
+/// The cgroup's count of periods in which its processes were throttled (0 if unreadable).
+fn cg_throttled(cg: &os::Cgroup) -> u64 {
+    cg.cpu_stat().map_or(0, |s| s.nr_throttled)
 }
