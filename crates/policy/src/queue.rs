@@ -172,6 +172,14 @@ pub trait Policy: Send {
         None
     }
 
+    /// Slot time (ns) of the completed bursts of `container` and below it so far: what the
+    /// policy's caps are counted in (the budget loop converts its CPU parts into it). `None`:
+    /// the policy has no containers.
+    fn slot_time_in(&self, container: u32) -> Option<Nanos> {
+        let _ = container;
+        None
+    }
+
     /// Counters and current parameters.
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()

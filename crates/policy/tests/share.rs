@@ -345,6 +345,9 @@ fn admission_respects_caps_and_poll_resumes() {
     assert_eq!(s.ready(1, 0, &h), Grant::RunNow);
     s.wait(1, 10 * MS);
     assert_eq!(s.policy().held_back_in(1), Some(0));
+    // Its slot time so far: the one 10 ms burst (the budget loop converts CPU parts into it).
+    assert_eq!(s.policy().slot_time_in(1), Some(10 * MS));
+    assert_eq!(s.policy().slot_time_in(9), None);
     // Free slot, empty queue, but over the cap: queued, not run.
     assert_eq!(s.ready(2, 20 * MS, &h), Grant::Queued);
     assert_eq!(s.busy(), 0);

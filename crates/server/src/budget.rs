@@ -5,8 +5,11 @@
 //! subtree's bursts, scaled by the process's CPU over all bursts' CPU, so that the runtime's
 //! work outside bursts is charged in proportion) and its processes (its cgroup's usage, read
 //! through `os`). `policy::budget::split` divides the cap between the two for the next period;
-//! the server's part becomes the container's cap in the gate ([`gate::Gate::set_cap`], in
-//! burst CPU: divided by the same scale), the processes' part its cgroup's `cpu.max`.
+//! the server's part becomes the container's cap in the gate ([`gate::Gate::set_cap`]: divided
+//! by the same scale into burst CPU, then multiplied by the slot time the container's bursts
+//! held per CPU they got ([`gate::Gate::slot_time_in`]), as the gate counts its caps in slot
+//! time, which a burst preempted by the scripts or throttled by a quota holds longer than it
+//! runs), the processes' part its cgroup's `cpu.max`.
 //!
 //! The kernel refills a cgroup's quota whenever `cpu.max` is written, even with the same value:
 //! rewriting it every period let the processes spend up to twice their part (a container capped
@@ -30,6 +33,10 @@ pub const PERIOD: Duration = CPU_PERIOD;
 /// The process CPU charged per unit of burst CPU is kept within `1..=MAX_SCALE` (a period with
 /// hardly any burst says little about the runtime's overhead).
 const MAX_SCALE: f64 = 4.0;
+
+/// The gate's slot time charged per unit of the bursts' thread CPU is kept within
+/// `1..=MAX_SLOT_PER_CPU` (a burst preempted or throttled holds its slot longer than it runs).
+const MAX_SLOT_PER_CPU: f64 = 10.0;
 
 /// One capped container whose cap is one budget.
 #[derive(Debug)]
@@ -56,6 +63,11 @@ struct Item {
     held0: u64,
     /// The cgroup's count of throttled periods, at the last step.
     throttled0: u64,
+    /// Slot time of its subtree's bursts in the gate, at the last step.
+    slot0: Duration,
+    /// Slot time per burst CPU of its bursts, last known (smoothed): the gate counts its cap
+    /// in slot time, the budget in CPU.
+    slot_per_cpu: f64,
 }
 
 /// The state of the budget loop (see the module docs).
@@ -94,6 +106,8 @@ impl OneBudget {
                 ledger: Ledger::default(),
                 written: None,
                 held0: 0,
+                slot0: Duration::ZERO,
+                slot_per_cpu: 1.0,
             })
             .collect();
         if items.is_empty() {
@@ -140,6 +154,16 @@ impl OneBudget {
         for it in &mut self.items {
             let server = sum(acc, &it.ids);
             let procs = it.cg.cpu_usage().unwrap_or(it.procs0);
+            let slot = gate.slot_time_in(it.id).unwrap_or_default();
+            let (ds, dc) = (
+                slot.saturating_sub(it.slot0).as_secs_f64(),
+                server.saturating_sub(it.server0).as_secs_f64(),
+            );
+            if dc >= 1e-3 {
+                let r = (ds / dc).clamp(1.0, MAX_SLOT_PER_CPU);
+                it.slot_per_cpu = (it.slot_per_cpu + r) / 2.0;
+            }
+            it.slot0 = slot;
             let held = gate.held_back_in(it.id).unwrap_or(0);
             let throttled = cg_throttled(&it.cg);
             let used = Used {
@@ -162,12 +186,17 @@ impl OneBudget {
                 }
                 it.written = Some(next.split.procs);
             }
-            gate.set_cap(it.id, Some(next.split.server / self.scale));
+            // Process CPU -> burst CPU -> the gate's slot time.
+            gate.set_cap(
+                it.id,
+                Some(next.split.server / self.scale * it.slot_per_cpu),
+            );
             tracing::trace!(
-                "containers: budget of {}: used {used:?}, scale {:.2}, debt {:.4} CPU-s, \
-                 budget {budget:.3}, next {next:?}",
+                "containers: budget of {}: used {used:?}, scale {:.2}, slot/CPU {:.2}, debt \
+                 {:.4} CPU-s, budget {budget:.3}, next {next:?}",
                 it.cg.path().display(),
                 self.scale,
+                it.slot_per_cpu,
                 it.ledger.debt
             );
             it.last = next.split;

@@ -458,6 +458,10 @@ impl Policy for Share {
         "share"
     }
 
+    fn slot_time_in(&self, container: u32) -> Option<Nanos> {
+        self.index.get(&container).map(|&i| self.nodes[i].total)
+    }
+
     fn held_back_in(&self, container: u32) -> Option<u64> {
         self.index.get(&container).map(|&i| self.nodes[i].held)
     }
