@@ -68,9 +68,6 @@ struct Item {
     /// Slot time per burst CPU of its bursts, last known (smoothed): the gate counts its cap
     /// in slot time, the budget in CPU.
     slot_per_cpu: f64,
-    /// Correction of the gate's cap found by feedback ([`trim`]): what the scale and the slot
-    /// time per CPU still miss, so that the server's work gets the CPU of its part.
-    trim: f64,
 }
 
 /// The state of the budget loop (see the module docs).
@@ -111,7 +108,6 @@ impl OneBudget {
                 held0: 0,
                 slot0: Duration::ZERO,
                 slot_per_cpu: 1.0,
-                trim: 1.0,
             })
             .collect();
         if items.is_empty() {
@@ -180,7 +176,6 @@ impl OneBudget {
             it.throttled0 = throttled;
             it.server0 = server;
             it.procs0 = procs;
-            it.trim = trim(it.trim, it.last.server, used);
             it.ledger.record(it.cap, used, dt);
             let fair = split(it.cap, it.last, used);
             let budget = it.ledger.budget(it.cap, PERIOD.as_secs_f64());
@@ -194,61 +189,18 @@ impl OneBudget {
             // Process CPU -> burst CPU -> the gate's slot time.
             gate.set_cap(
                 it.id,
-                Some(next.split.server / self.scale * it.slot_per_cpu * it.trim),
+                Some(next.split.server / self.scale * it.slot_per_cpu),
             );
             tracing::trace!(
                 "containers: budget of {}: used {used:?}, scale {:.2}, slot/CPU {:.2}, debt \
                  {:.4} CPU-s, budget {budget:.3}, next {next:?}",
                 it.cg.path().display(),
                 self.scale,
-                it.slot_per_cpu * it.trim,
+                it.slot_per_cpu,
                 it.ledger.debt
             );
             it.last = next.split;
         }
-    }
-}
-
-/// The most the feedback correction of the gate's cap may multiply or divide it by.
-const MAX_TRIM: f64 = 4.0;
-
-/// The next correction of the gate's cap, from the last (`t`), the server's last part and what
-/// it used: held back at its cap yet using under 90% of its part, the cap in the gate buys less
-/// CPU than the part (raise it by a quarter); using more than its part, it buys more (lower it
-/// in proportion; the ledger pays the excess back meanwhile).
-fn trim(t: f64, part: f64, used: Used) -> f64 {
-    let next = if used.server_held && used.server < 0.9 * part {
-        t * 1.25
-    } else if used.server > part && used.server > 0.0 {
-        t * part / used.server
-    } else {
-        t
-    };
-    next.clamp(1.0 / MAX_TRIM, MAX_TRIM)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_gate_cap_is_trimmed_until_the_server_gets_its_part() {
-        let held = |server| Used {
-            server,
-            server_held: true,
-            ..Used::default()
-        };
-        // Held back at 0.05 of a 0.15 part: the gate's cap buys too little, raise it.
-        assert!((trim(1.0, 0.15, held(0.05)) - 1.25).abs() < 1e-12);
-        // Got its part: leave it.
-        assert_eq!(trim(1.25, 0.15, held(0.14)), 1.25);
-        // Not held back (no demand): leave it.
-        assert_eq!(trim(1.25, 0.15, Used::default()), 1.25);
-        // Used twice its part: halve it.
-        assert!((trim(2.0, 0.1, held(0.2)) - 1.0).abs() < 1e-12);
-        // Bounded both ways.
-        assert_eq!(trim(MAX_TRIM, 0.15, held(0.0)), MAX_TRIM);
-        assert_eq!(trim(1.0 / MAX_TRIM, 0.1, held(1.0)), 1.0 / MAX_TRIM);
     }
 }
 
