@@ -666,6 +666,31 @@ impl Gate {
         known
     }
 
+    /// How many times work of `container` was held back by a cap so far, all lanes together
+    /// (`policy::Policy::held_back`); `None` when the policy has no such container.
+    pub fn held_back_in(&self, container: u32) -> Option<u64> {
+        let mut total = None;
+        for l in self.lanes.iter() {
+            if let Some(n) = l.lock().sched.policy().held_back_in(container) {
+                *total.get_or_insert(0) += n;
+            }
+        }
+        total
+    }
+
+    /// Slot time of the completed bursts of `container` so far, all lanes together
+    /// (`policy::Policy::slot_time_in`): what the policy's caps count; `None` when the policy
+    /// has no such container.
+    pub fn slot_time_in(&self, container: u32) -> Option<std::time::Duration> {
+        let mut total = None;
+        for l in self.lanes.iter() {
+            if let Some(n) = l.lock().sched.policy().slot_time_in(container) {
+                *total.get_or_insert(0) += n;
+            }
+        }
+        total.map(std::time::Duration::from_nanos)
+    }
+
     /// The policy's period, if it has one.
     pub fn period(&self) -> Option<u64> {
         self.lanes[0].lock().sched.policy().period()

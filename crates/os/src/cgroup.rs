@@ -999,10 +999,16 @@ impl Cgroup {
                 let q = dir.join("cpu.cfs_quota_us");
                 let p = dir.join("cpu.cfs_period_us");
                 let what = "cpu bandwidth control (CONFIG_CFS_BANDWIDTH)";
-                // Unlimited first, so that no intermediate state breaks v1's rule that a child's
-                // quota/period may not exceed an ancestor's.
-                write_ctl(m, &q, "-1", what)?;
-                write_ctl(m, &p, &period_us.to_string(), what)?;
+                // A new period: unlimited first, so that no intermediate state breaks v1's rule
+                // that a child's quota/period may not exceed an ancestor's. The same period:
+                // the quota alone (one write: every write refills the group's quota).
+                let same = read_num::<u64>(&p, what).is_ok_and(|v| v == period_us);
+                if !same || quota_us.is_none() {
+                    write_ctl(m, &q, "-1", what)?;
+                }
+                if !same {
+                    write_ctl(m, &p, &period_us.to_string(), what)?;
+                }
                 if let Some(quota) = quota_us {
                     write_ctl(m, &q, &quota.to_string(), what).map_err(|e| match e {
                         CgroupError::Io { path, source }

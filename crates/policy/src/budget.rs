@@ -5,15 +5,29 @@
 //! The two are enforced by two mechanisms (the gate's `share` cap and the kernel's cgroup
 //! cap), so the budget is split between them every period ([`split`]), from what each side
 //! used in the period before:
-//! - a side that used at least [`SATURATED`] of its share is taken to want more (it was held
-//!   back); a side that used less wants what it used plus a quarter, plus [`FLOOR`] (room to
-//!   grow);
+//! - a side that was held back by its part (the gate queued the server's work at its cap, the
+//!   kernel throttled the processes: [`Used::server_held`], [`Used::procs_held`]) or used at
+//!   least [`SATURATED`] of it is taken to want more; a side that used less wants what it used
+//!   plus a quarter, plus [`FLOOR`] (room to grow);
 //! - max-min fairness: each side gets what it wants up to half the cap, and what one side
 //!   leaves goes to the other; when both want more than half, each gets half;
 //! - each side keeps at least [`FLOOR`] (the kernel's smallest quota is 1 ms per 100 ms
 //!   period), and the two always add up to the cap.
 //!
-//! Pure: the mechanism (the server) measures, calls [`split`], and applies the result.
+//! The mechanisms do not hold their parts exactly. The kernel refills a cgroup's quota
+//! whenever its `cpu.max` is written, even with the same value, so a part written mid-period
+//! can be spent twice in that period (rewriting it every period let a container capped at 0.3
+//! CPU spend 0.46); and the gate lets a burst that started under the cap run to its end. So:
+//! - the processes' part is rewritten only when the fair split moves it by at least
+//!   [`REWRITE_STEP`] of the cap; meanwhile the server's part takes up the difference
+//!   ([`settle`]: the gate's cap can change every period at no cost);
+//! - the budget is one *account* ([`Ledger`]): what both sides spent above the cap is a debt,
+//!   and the next periods split less than the cap ([`Ledger::budget`]), taken from the
+//!   server's part first, until it is paid back. Over any stretch of periods the two sides
+//!   together spend at most the cap, plus the overrun not yet paid back.
+//!
+//! Pure: the mechanism (the server) measures, calls [`Ledger::record`], [`split`],
+//! [`Ledger::budget`] and [`settle`], and applies the result.
 
 /// The smallest share of the budget either side keeps (CPUs).
 pub const FLOOR: f64 = 0.01;
@@ -40,18 +54,69 @@ impl Split {
     }
 }
 
-/// What one period used, in CPUs (CPU time over the period's length).
+/// What one period used, in CPUs (CPU time over the period's length), and whether each side
+/// was held back by its part.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Used {
     /// The server's own work for the container.
     pub server: f64,
     /// The container's processes.
     pub procs: f64,
+    /// The gate held the server's work back at the container's cap during the period. The
+    /// gate enforces its cap in slot time, which is more than the CPU the bursts get when they
+    /// are preempted, so the CPU used alone can say "idle" of a side that is starved.
+    pub server_held: bool,
+    /// The kernel throttled the processes at their part during the period (`nr_throttled`).
+    pub procs_held: bool,
 }
 
-/// What a side wants next, from what it used under its last share.
-fn want(used: f64, share: f64, floor: f64) -> f64 {
-    if used >= SATURATED * share {
+/// Periods over which a debt is paid back: the next period's budget is the cap less this
+/// fraction of the debt per period (paying it all at once would swing both parts to their floor
+/// and back, and every change of the processes' part costs a kernel refill).
+pub const PAYBACK_PERIODS: f64 = 5.0;
+
+/// The processes' part is rewritten only when the fair split moves it by at least this fraction
+/// of the cap (every write refills the kernel's quota: see the module docs).
+pub const REWRITE_STEP: f64 = 0.1;
+
+/// The account of a budget across periods: CPU time spent above the cap, not yet paid back.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Ledger {
+    /// CPU-seconds spent above the cap and not yet paid back (never negative: budget left unused
+    /// in a quiet period is not saved up for a busy one, as a cap is a ceiling at every moment).
+    pub debt: f64,
+}
+
+impl Ledger {
+    /// Record a period of `dt` seconds in which both sides together used `used` of a budget
+    /// capped at `cap` CPUs: spending above the cap adds to the debt, spending below pays it.
+    pub fn record(&mut self, cap: f64, used: Used, dt: f64) {
+        if !(dt > 0.0 && dt.is_finite() && cap.is_finite()) {
+            return;
+        }
+        let total = used.server.max(0.0) + used.procs.max(0.0);
+        self.debt = (self.debt + (total - cap) * dt).max(0.0);
+    }
+
+    /// What to split for the next period of `period` seconds: the cap less the part of the debt
+    /// due in it ([`PAYBACK_PERIODS`]), never less than both sides' floors (`2 * FLOOR`, or the
+    /// cap if smaller), so that neither side is ever left without a part.
+    pub fn budget(&self, cap: f64, period: f64) -> f64 {
+        if !(cap > 0.0 && cap.is_finite()) {
+            return 0.0;
+        }
+        let due = if period > 0.0 {
+            self.debt / (PAYBACK_PERIODS * period)
+        } else {
+            0.0
+        };
+        (cap - due).max((2.0 * FLOOR).min(cap))
+    }
+}
+
+/// What a side wants next, from what it used under its last share and whether it was held back.
+fn want(used: f64, share: f64, floor: f64, held: bool) -> f64 {
+    if held || used >= SATURATED * share {
         f64::INFINITY
     } else {
         used * 1.25 + floor
@@ -68,8 +133,8 @@ pub fn split(cap: f64, last: Split, used: Used) -> Split {
         };
     }
     let floor = FLOOR.min(cap / 2.0);
-    let ws = want(used.server.max(0.0), last.server, floor);
-    let wp = want(used.procs.max(0.0), last.procs, floor);
+    let ws = want(used.server.max(0.0), last.server, floor, used.server_held);
+    let wp = want(used.procs.max(0.0), last.procs, floor, used.procs_held);
     let half = cap / 2.0;
     let mut s = ws.min(half).max(floor);
     let mut p = wp.min(half).max(floor);
@@ -86,6 +151,38 @@ pub fn split(cap: f64, last: Split, used: Used) -> Split {
     Split {
         server: s,
         procs: p,
+    }
+}
+
+/// The parts to apply for the next period.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settled {
+    /// The server's part and the processes' part (together at most the budget, unless both
+    /// floors exceed it).
+    pub split: Split,
+    /// Whether the processes' part must be written to the cgroup (it differs from `written`).
+    pub write: bool,
+}
+
+/// The parts to apply for the next period: the processes get their part of the fair split
+/// `fair` (from [`split`] of the cap), or keep `written` (the part the cgroup holds now) while
+/// that is within [`REWRITE_STEP`] of the cap of it; the server gets what is left of `budget`
+/// ([`Ledger::budget`]: the debt comes out of its part first). The processes' part shrinks
+/// below the fair one only when the server's would otherwise fall under its floor.
+pub fn settle(cap: f64, budget: f64, fair: Split, written: Option<f64>) -> Settled {
+    let floor = FLOOR.min(budget / 2.0).max(0.0);
+    let room = (budget - floor).max(floor);
+    let target = fair.procs.min(room).max(floor);
+    let (procs, write) = match written {
+        Some(w) if (w - target).abs() < REWRITE_STEP * cap && w <= room => (w, false),
+        _ => (target, written != Some(target)),
+    };
+    Settled {
+        split: Split {
+            server: (budget - procs).max(floor),
+            procs,
+        },
+        write,
     }
 }
 
@@ -106,6 +203,7 @@ mod tests {
             Used {
                 server: 0.15,
                 procs: 0.15,
+                ..Used::default()
             },
         );
         assert!(close(s.server, 0.15) && close(s.procs, 0.15), "{s:?}");
@@ -121,6 +219,7 @@ mod tests {
             Used {
                 server: 0.15,
                 procs: 0.0,
+                ..Used::default()
             },
         );
         assert!(close(s.procs, FLOOR), "{s:?}");
@@ -132,6 +231,7 @@ mod tests {
             Used {
                 server: 0.02,
                 procs: 0.15,
+                ..Used::default()
             },
         );
         assert!(close(s.server, 0.02 * 1.25 + FLOOR), "{s:?}");
@@ -153,12 +253,193 @@ mod tests {
                 Used {
                     server: last.server,
                     procs: last.procs,
+                    ..Used::default()
                 },
             );
         }
         assert!(
             close(last.server, 0.15) && close(last.procs, 0.15),
             "{last:?}"
+        );
+    }
+
+    #[test]
+    fn overspending_is_a_debt_paid_back_by_smaller_budgets() {
+        let cap = 0.3;
+        let mut l = Ledger::default();
+        // Within the cap: nothing owed, the whole cap is split.
+        l.record(
+            cap,
+            Used {
+                server: 0.1,
+                procs: 0.2,
+                ..Used::default()
+            },
+            0.1,
+        );
+        assert!(close(l.debt, 0.0), "{l:?}");
+        assert!(close(l.budget(cap, 0.1), cap));
+        // A period at 0.45 (the processes spent their part twice): 0.015 CPU-s owed.
+        l.record(
+            cap,
+            Used {
+                server: 0.15,
+                procs: 0.3,
+                ..Used::default()
+            },
+            0.1,
+        );
+        assert!(close(l.debt, 0.015), "{l:?}");
+        // Paid over PAYBACK_PERIODS periods: 0.075 CPU less per period.
+        let b = l.budget(cap, 0.1);
+        assert!(close(b, cap - 0.015 / (PAYBACK_PERIODS * 0.1)), "{b}");
+        // Spending the smaller budget pays the debt; spending nothing does not bank credit.
+        l.record(
+            cap,
+            Used {
+                server: b / 2.0,
+                procs: b / 2.0,
+                ..Used::default()
+            },
+            0.1,
+        );
+        assert!(close(l.debt, 0.015 - (cap - b) * 0.1), "{l:?}");
+        l.record(cap, Used::default(), 1.0);
+        assert_eq!(l.debt, 0.0);
+        assert!(close(l.budget(cap, 0.1), cap));
+        // A huge debt leaves both floors, never nothing.
+        l.debt = 10.0;
+        assert!(close(l.budget(cap, 0.1), 2.0 * FLOOR));
+        assert!(close(l.budget(0.015, 0.1), 0.015));
+        assert_eq!(l.budget(0.0, 0.1), 0.0);
+    }
+
+    /// The whole loop against a model of the mechanisms: both sides always want more; the
+    /// processes spend their part, twice it in a period where it was written (the kernel's
+    /// refill); the server spends its part and, every third period, 30% more (a last burst).
+    fn run_loop(cap: f64, leak_server: bool, n: usize) -> (f64, usize) {
+        let dt = 0.1;
+        let mut l = Ledger::default();
+        let mut last = Split::even(cap);
+        let mut written = None;
+        let mut wrote_last = false;
+        let (mut spent, mut writes) = (0.0, 0);
+        for i in 0..n {
+            let extra = if leak_server && i % 3 == 0 { 1.3 } else { 1.0 };
+            let used = Used {
+                server: last.server * extra,
+                procs: last.procs * if wrote_last { 2.0 } else { 1.0 },
+                server_held: true,
+                procs_held: true,
+            };
+            spent += (used.server + used.procs) * dt;
+            l.record(cap, used, dt);
+            let fair = split(cap, last, used);
+            let s = settle(cap, l.budget(cap, dt), fair, written);
+            if s.write {
+                written = Some(s.split.procs);
+                writes += 1;
+            }
+            wrote_last = s.write;
+            last = s.split;
+        }
+        (spent / (n as f64 * dt), writes)
+    }
+
+    #[test]
+    fn leaky_mechanisms_are_held_to_the_cap_on_average() {
+        for cap in [0.06, 0.3, 1.0] {
+            for leak_server in [false, true] {
+                let (avg, writes) = run_loop(cap, leak_server, 400);
+                assert!(
+                    avg <= cap * 1.02 + 1e-9,
+                    "cap {cap}: average {avg} ({writes} writes)"
+                );
+                assert!(
+                    avg >= cap * 0.9,
+                    "cap {cap}: average {avg}: the budget went unused"
+                );
+                // The processes' part settles: a handful of writes, not one per period.
+                assert!(writes <= 10, "cap {cap}: {writes} writes in 400 periods");
+            }
+        }
+    }
+
+    #[test]
+    fn a_side_held_back_wants_more_whatever_it_used() {
+        let cap = 0.3;
+        // The gate held the server's work at its part, although its bursts got little CPU
+        // (preempted): it is starved, not idle, and the busy processes do not take its half.
+        let s = split(
+            cap,
+            Split::even(cap),
+            Used {
+                server: 0.01,
+                procs: 0.15,
+                server_held: true,
+                procs_held: false,
+            },
+        );
+        assert!(close(s.server, 0.15) && close(s.procs, 0.15), "{s:?}");
+        // Without the signal the server would shrink to what it used.
+        let s = split(
+            cap,
+            Split::even(cap),
+            Used {
+                server: 0.01,
+                procs: 0.15,
+                ..Used::default()
+            },
+        );
+        assert!(s.server < 0.05, "{s:?}");
+        // Throttled processes want more too.
+        let s = split(
+            cap,
+            Split {
+                server: 0.25,
+                procs: 0.05,
+            },
+            Used {
+                server: 0.1,
+                procs: 0.02,
+                procs_held: true,
+                ..Used::default()
+            },
+        );
+        assert!(close(s.server, 0.1 * 1.25 + FLOOR), "{s:?}");
+        assert!(close(s.procs, cap - s.server), "{s:?}");
+    }
+
+    #[test]
+    fn the_processes_part_is_rewritten_only_when_it_moves() {
+        let cap = 0.3;
+        let fair = Split {
+            server: 0.12,
+            procs: 0.18,
+        };
+        // Nothing written yet: write the fair part.
+        let s = settle(cap, cap, fair, None);
+        assert!(s.write && close(s.split.procs, 0.18) && close(s.split.server, 0.12));
+        // Close to what is written: keep it, the server gets the rest of the budget.
+        let s = settle(cap, cap, fair, Some(0.16));
+        assert!(
+            !s.write && close(s.split.procs, 0.16) && close(s.split.server, 0.14),
+            "{s:?}"
+        );
+        // Moved by a tenth of the cap or more: write.
+        let s = settle(cap, cap, fair, Some(0.14));
+        assert!(s.write && close(s.split.procs, 0.18), "{s:?}");
+        // The same value is never rewritten.
+        assert!(!settle(cap, cap, fair, Some(0.18)).write);
+        // A debt comes out of the server's part first...
+        let s = settle(cap, 0.25, fair, Some(0.18));
+        assert!(!s.write && close(s.split.server, 0.07), "{s:?}");
+        // ...and out of the processes' only below the server's floor.
+        let s = settle(cap, 0.15, fair, Some(0.18));
+        assert!(s.write, "{s:?}");
+        assert!(
+            close(s.split.procs, 0.15 - FLOOR) && close(s.split.server, FLOOR),
+            "{s:?}"
         );
     }
 
@@ -173,6 +454,7 @@ mod tests {
                         Used {
                             server: us,
                             procs: up,
+                            ..Used::default()
                         },
                     );
                     assert!(s.server + s.procs <= cap + 1e-9, "{cap} {s:?}");

@@ -163,6 +163,23 @@ pub trait Policy: Send {
         false
     }
 
+    /// How many times work of `container` (or below it) was held back by a cap so far
+    /// (a counter: the budget loop reads its growth over a period to know that the server's
+    /// part was too small, whatever CPU that part bought). `None`: the policy has no containers
+    /// (`share` has them).
+    fn held_back_in(&self, container: u32) -> Option<u64> {
+        let _ = container;
+        None
+    }
+
+    /// Slot time (ns) of the completed bursts of `container` and below it so far: what the
+    /// policy's caps are counted in (the budget loop converts its CPU parts into it). `None`:
+    /// the policy has no containers.
+    fn slot_time_in(&self, container: u32) -> Option<Nanos> {
+        let _ = container;
+        None
+    }
+
     /// Counters and current parameters.
     fn stats(&self) -> PolicyStats {
         PolicyStats::default()

@@ -344,12 +344,27 @@ fn admission_respects_caps_and_poll_resumes() {
     // Uses its whole 10 ms quota of the first 100 ms window in one burst.
     assert_eq!(s.ready(1, 0, &h), Grant::RunNow);
     s.wait(1, 10 * MS);
+    assert_eq!(s.policy().held_back_in(1), Some(0));
+    // Its slot time so far: the one 10 ms burst (the budget loop converts CPU parts into it).
+    assert_eq!(s.policy().slot_time_in(1), Some(10 * MS));
+    assert_eq!(s.policy().slot_time_in(9), None);
     // Free slot, empty queue, but over the cap: queued, not run.
     assert_eq!(s.ready(2, 20 * MS, &h), Grant::Queued);
     assert_eq!(s.busy(), 0);
     assert!(s.poll(50 * MS).is_empty());
+    // Held back at admission and at the poll, counted on the container and the root above it
+    // (the budget loop reads it to know the server's part is too small).
+    let held = s.policy().held_back_in(1).unwrap();
+    assert!(held >= 2, "{held}");
+    assert_eq!(s.policy().held_back_in(0), Some(held));
+    assert_eq!(s.policy().held_back_in(9), None, "no container 9");
     // The next window opens.
     assert_eq!(s.poll(100 * MS), vec![2]);
+    assert_eq!(
+        s.policy().held_back_in(1),
+        Some(held),
+        "nothing held back any more"
+    );
 }
 
 #[test]

@@ -5,14 +5,25 @@
 //! subtree's bursts, scaled by the process's CPU over all bursts' CPU, so that the runtime's
 //! work outside bursts is charged in proportion) and its processes (its cgroup's usage, read
 //! through `os`). `policy::budget::split` divides the cap between the two for the next period;
-//! the server's part becomes the container's cap in the gate ([`gate::Gate::set_cap`], in
-//! burst CPU: divided by the same scale), the processes' part its cgroup's `cpu.max`.
+//! the server's part becomes the container's cap in the gate ([`gate::Gate::set_cap`]: divided
+//! by the same scale into burst CPU, then multiplied by the slot time the container's bursts
+//! held per CPU they got ([`gate::Gate::slot_time_in`]), as the gate counts its caps in slot
+//! time, which a burst preempted by the scripts or throttled by a quota holds longer than it
+//! runs), the processes' part its cgroup's `cpu.max`.
+//!
+//! The kernel refills a cgroup's quota whenever `cpu.max` is written, even with the same value:
+//! rewriting it every period let the processes spend up to twice their part (a container capped
+//! at 0.3 CPU spent 0.46). So the processes' part is written only when it moves
+//! (`policy::budget::settle`), and what both sides spend above the cap all the same is a debt
+//! the next periods pay back (`policy::budget::Ledger`). Whether a side was held back by its
+//! part (the gate's [`gate::Gate::held_back_in`], the cgroup's `nr_throttled`) tells the split
+//! that it wants more even when the CPU it got says otherwise.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use gate::{CpuAccount, Gate};
-use policy::budget::{split, Split, Used};
+use policy::budget::{settle, split, Ledger, Split, Used};
 
 use crate::containers::{Containers, CPU_PERIOD};
 
@@ -22,6 +33,10 @@ pub const PERIOD: Duration = CPU_PERIOD;
 /// The process CPU charged per unit of burst CPU is kept within `1..=MAX_SCALE` (a period with
 /// hardly any burst says little about the runtime's overhead).
 const MAX_SCALE: f64 = 4.0;
+
+/// The gate's slot time charged per unit of the bursts' thread CPU is kept within
+/// `1..=MAX_SLOT_PER_CPU` (a burst preempted or throttled holds its slot longer than it runs).
+const MAX_SLOT_PER_CPU: f64 = 10.0;
 
 /// One capped container whose cap is one budget.
 #[derive(Debug)]
@@ -40,6 +55,19 @@ struct Item {
     server0: Duration,
     /// Its cgroup's usage at the last step.
     procs0: Duration,
+    /// What both sides spent above the cap, to pay back.
+    ledger: Ledger,
+    /// The processes' part last written to the cgroup's `cpu.max` (CPUs), if any.
+    written: Option<f64>,
+    /// The gate's count of the container's work held back at its cap, at the last step.
+    held0: u64,
+    /// The cgroup's count of throttled periods, at the last step.
+    throttled0: u64,
+    /// Slot time of its subtree's bursts in the gate, at the last step.
+    slot0: Duration,
+    /// Slot time per burst CPU of its bursts, last known (smoothed): the gate counts its cap
+    /// in slot time, the budget in CPU.
+    slot_per_cpu: f64,
 }
 
 /// The state of the budget loop (see the module docs).
@@ -71,9 +99,15 @@ impl OneBudget {
                 cap,
                 server0: sum(acc, &ids),
                 procs0: cg.cpu_usage().unwrap_or_default(),
+                throttled0: cg_throttled(&cg),
                 ids,
                 cg,
                 last: Split::even(cap),
+                ledger: Ledger::default(),
+                written: None,
+                held0: 0,
+                slot0: Duration::ZERO,
+                slot_per_cpu: 1.0,
             })
             .collect();
         if items.is_empty() {
@@ -120,18 +154,57 @@ impl OneBudget {
         for it in &mut self.items {
             let server = sum(acc, &it.ids);
             let procs = it.cg.cpu_usage().unwrap_or(it.procs0);
+            let slot = gate.slot_time_in(it.id).unwrap_or_default();
+            let (ds, dc) = (
+                slot.saturating_sub(it.slot0).as_secs_f64(),
+                server.saturating_sub(it.server0).as_secs_f64(),
+            );
+            if dc >= 1e-3 {
+                let r = (ds / dc).clamp(1.0, MAX_SLOT_PER_CPU);
+                it.slot_per_cpu = (it.slot_per_cpu + r) / 2.0;
+            }
+            it.slot0 = slot;
+            let held = gate.held_back_in(it.id).unwrap_or(0);
+            let throttled = cg_throttled(&it.cg);
             let used = Used {
                 server: server.saturating_sub(it.server0).as_secs_f64() * self.scale / dt,
                 procs: procs.saturating_sub(it.procs0).as_secs_f64() / dt,
+                server_held: held > it.held0,
+                procs_held: throttled > it.throttled0,
             };
+            it.held0 = held;
+            it.throttled0 = throttled;
             it.server0 = server;
             it.procs0 = procs;
-            let next = split(it.cap, it.last, used);
-            gate.set_cap(it.id, Some(next.server / self.scale));
-            if let Err(e) = it.cg.set_cpu_max(Some(next.procs), CPU_PERIOD) {
-                tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
+            it.ledger.record(it.cap, used, dt);
+            let fair = split(it.cap, it.last, used);
+            let budget = it.ledger.budget(it.cap, PERIOD.as_secs_f64());
+            let next = settle(it.cap, budget, fair, it.written);
+            if next.write {
+                if let Err(e) = it.cg.set_cpu_max(Some(next.split.procs), CPU_PERIOD) {
+                    tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
+                }
+                it.written = Some(next.split.procs);
             }
-            it.last = next;
+            // Process CPU -> burst CPU -> the gate's slot time.
+            gate.set_cap(
+                it.id,
+                Some(next.split.server / self.scale * it.slot_per_cpu),
+            );
+            tracing::trace!(
+                "containers: budget of {}: used {used:?}, scale {:.2}, slot/CPU {:.2}, debt \
+                 {:.4} CPU-s, budget {budget:.3}, next {next:?}",
+                it.cg.path().display(),
+                self.scale,
+                it.slot_per_cpu,
+                it.ledger.debt
+            );
+            it.last = next.split;
         }
     }
+}
+
+/// The cgroup's count of periods in which its processes were throttled (0 if unreadable).
+fn cg_throttled(cg: &os::Cgroup) -> u64 {
+    cg.cpu_stat().map_or(0, |s| s.nr_throttled)
 }

@@ -165,6 +165,9 @@ struct Node {
     est: Nanos,
     /// CPU of completed bursts of this subtree.
     total: Nanos,
+    /// Times work queued in this subtree was held back by a cap (at admission, or at a
+    /// dequeue that found it blocked), for `Policy::held_back_in`.
+    held: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -252,6 +255,7 @@ impl Share {
                 used: 0,
                 est: INITIAL_EST,
                 total: 0,
+                held: 0,
             });
             inner.push(p);
         }
@@ -454,6 +458,14 @@ impl Policy for Share {
         "share"
     }
 
+    fn slot_time_in(&self, container: u32) -> Option<Nanos> {
+        self.index.get(&container).map(|&i| self.nodes[i].total)
+    }
+
+    fn held_back_in(&self, container: u32) -> Option<u64> {
+        self.index.get(&container).map(|&i| self.nodes[i].held)
+    }
+
     fn set_cap(&mut self, container: u32, cap: Option<f64>) -> bool {
         let Some(&i) = self.index.get(&container) else {
             return false;
@@ -509,6 +521,10 @@ impl Policy for Share {
         self.current.insert(worker, leaf);
         if self.blocked(ctx.now)[leaf] {
             self.held_back += 1;
+            let path: Vec<usize> = self.ancestors(leaf).collect();
+            for a in path {
+                self.nodes[a].held += 1;
+            }
             return false;
         }
         self.mark_picked(worker, leaf);
@@ -538,6 +554,14 @@ impl Policy for Share {
             let blocked = self.blocked(ctx.now);
             let own_len: Vec<usize> = self.nodes.iter().map(|n| n.own_len).collect();
             let backlog: Vec<usize> = self.nodes.iter().map(|n| n.backlog).collect();
+            for leaf in 0..self.nodes.len() {
+                if blocked[leaf] && own_len[leaf] > 0 {
+                    let path: Vec<usize> = self.ancestors(leaf).collect();
+                    for a in path {
+                        self.nodes[a].held += 1;
+                    }
+                }
+            }
             let Some(leaf) = pick_in(&self.nodes, 0, &blocked, &own_len, &backlog) else {
                 self.held_back += 1;
                 return None;
