@@ -181,13 +181,14 @@ fn maxf(v: impl Iterator<Item = f64>) -> Option<f64> {
 
 /// Where the idle CPU of `(rate, user, kernel, idle)` points, taken in rising rate, first
 /// falls below [`KNEE_IDLE_PCT`]: interpolated linearly between that point and the one before
-/// it (the first point itself when it is the lowest rate); `None` when it never does.
+/// it; `None` when it never does, or already does at the lowest rate (then the knee is
+/// somewhere below it, unmeasured).
 pub fn knee(points: &[(f64, f64, f64, f64)]) -> Option<f64> {
     let mut v: Vec<(f64, f64)> = points.iter().map(|p| (p.0, p.3)).collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     let i = v.iter().position(|p| p.1 < KNEE_IDLE_PCT)?;
     if i == 0 {
-        return Some(v[0].0);
+        return None;
     }
     let ((x0, y0), (x1, y1)) = (v[i - 1], v[i]);
     let t = ((y0 - KNEE_IDLE_PCT) / (y0 - y1)).clamp(0.0, 1.0);
@@ -602,7 +603,7 @@ mod tests {
         let k = knee(&[p(300.0, 0.0), p(100.0, 43.0), p(500.0, 0.0)]).unwrap();
         assert!((k - (100.0 + 200.0 * 40.0 / 43.0)).abs() < 1e-9, "{k}");
         assert_eq!(knee(&[p(100.0, 50.0), p(200.0, 20.0)]), None);
-        assert_eq!(knee(&[p(100.0, 1.0), p(200.0, 0.0)]), Some(100.0));
+        assert_eq!(knee(&[p(100.0, 1.0), p(200.0, 0.0)]), None, "below the lowest rate");
     }
 
     #[test]
