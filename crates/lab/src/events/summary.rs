@@ -598,12 +598,16 @@ mod tests {
     #[test]
     fn the_knee_is_where_idle_first_runs_out() {
         let p = |r: f64, idle: f64| (r, 0.0, 100.0 - idle, idle);
-        // 43% at 100, 3% at 300 would be the interpolation's end; 0% at 300: 43 -> 0 crosses
-        // 3% at 100 + 200 * 40/43.
+        // Idle 43% at 100 req/s, 0% at 300: the line between them crosses 3% at
+        // 100 + 200 * 40/43 (the points are sorted by rate first).
         let k = knee(&[p(300.0, 0.0), p(100.0, 43.0), p(500.0, 0.0)]).unwrap();
         assert!((k - (100.0 + 200.0 * 40.0 / 43.0)).abs() < 1e-9, "{k}");
         assert_eq!(knee(&[p(100.0, 50.0), p(200.0, 20.0)]), None);
-        assert_eq!(knee(&[p(100.0, 1.0), p(200.0, 0.0)]), None, "below the lowest rate");
+        assert_eq!(
+            knee(&[p(100.0, 1.0), p(200.0, 0.0)]),
+            None,
+            "below the lowest rate"
+        );
     }
 
     #[test]
