@@ -311,7 +311,11 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         // can move the deadline earlier), so a timeout fires between 1x and 2x its value.
         let min = t.header.min(t.keepalive).min(t.send).max(1_000_000);
         let next = |now: u64| at(conn.deadline(&t).min(now + min));
-        let watchdog = tokio::time::sleep_until(next(ctx.now()));
+        // A parked connection's deadline cannot move earlier until bytes arrive (the
+        // unparking re-arms the watchdog): it sleeps until the deadline itself, so that ten
+        // thousand idle connections do not wake the server every `min`.
+        let parked_until = || at(conn.deadline(&t));
+        let watchdog = tokio::time::sleep_until(parked_until());
         let mut watchdog = pin!(watchdog);
         // A connection accepted as the server stops is closed at once (nothing was asked yet).
         let mut stopping = *stop.borrow();
@@ -324,6 +328,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                         m.conn_unparked();
                         counted = false;
                         phase = activate(stream, Bytes::new(), stopping);
+                        watchdog.as_mut().reset(next(ctx.now()));
                     }
                     Step::Readable(Err(e)) => {
                         tracing::debug!(error = %e, "parked connection failed");
@@ -339,6 +344,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                             phase = if ahead.is_empty() {
                                 m.conn_parked();
                                 counted = true;
+                                watchdog.as_mut().reset(parked_until());
                                 Phase::Parked(io.stream)
                             } else {
                                 conn.read_some(ctx.now());
@@ -383,7 +389,11 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                         ctx.metrics().conn_timed_out();
                         break;
                     }
-                    watchdog.as_mut().reset(next(now));
+                    let again = match phase {
+                        Phase::Parked(_) => parked_until(),
+                        Phase::Active(_) => next(now),
+                    };
+                    watchdog.as_mut().reset(again);
                 }
             }
         }

@@ -322,7 +322,7 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (running, mut all_closed) = mpsc::channel::<()>(1);
         let pfs_log = pfs_log.map(Arc::new);
-        let mut bg = spawn_background(&ctx, pfs_log.clone(), stop_rx.clone());
+        let mut bg = spawn_background(&ctx, pfs_log.clone(), admin.is_some(), stop_rx.clone());
         if let Some(o) = &orphans {
             bg.push(spawn_sweeper(o.clone(), stop_rx.clone()));
         }
@@ -453,9 +453,15 @@ async fn refuse(mut stream: TcpStream) {
     let _ = stream.shutdown().await;
 }
 
+/// The server's periodic tasks: PL/LRQ samples every 10 ms when there is an admin listener
+/// (only `/metrics` and `/samples` read them: without it, the timer would wake an idle server
+/// 100 times a second for nothing, a cost per second that the busy server hides and the
+/// quiet one pays), the policy's period, the one-budget loop, the heap trimmer and the worker
+/// log.
 fn spawn_background(
     ctx: &Ctx,
     pfs_log: Option<Arc<PfsLog>>,
+    sampled: bool,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
@@ -472,12 +478,14 @@ fn spawn_background(
             }
         })
     };
-    let c = ctx.clone();
-    tasks.push(every(
-        Duration::from_millis(10),
-        stop.clone(),
-        Box::new(move || c.gate().sample()),
-    ));
+    if sampled {
+        let c = ctx.clone();
+        tasks.push(every(
+            Duration::from_millis(10),
+            stop.clone(),
+            Box::new(move || c.gate().sample()),
+        ));
+    }
     if ctx.gate().enabled() {
         if let Some(p) = ctx.gate().period() {
             let c = ctx.clone();

@@ -137,7 +137,15 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     let mut sampler = sampler;
     let st = sampler.0.wait().unwrap();
     assert!(st.success(), "sampler: {st}");
-    drop(srv);
+    // Stopped as a service manager stops it (SIGTERM): the access log's last lines are written
+    // on the way out (a SIGKILL would lose the last linger's lines).
+    let mut srv = srv;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(srv.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(srv.0.wait().unwrap().success(), "serve stops on SIGTERM");
     let logged = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
     assert_eq!(logged, sent, "every answered request is logged");
 

@@ -6,7 +6,7 @@
 
 use plotters::prelude::*;
 
-use super::summary::{FitRow, Summary};
+use super::summary::{FitRow, Summary, KNEE_IDLE_PCT};
 use crate::capacity::Fits;
 use crate::report::{esc, Report};
 
@@ -210,6 +210,16 @@ pub fn report(s: &Summary) -> String {
     r.h2("Table 5: regressions above the cut (25% of the peak)");
     table45(&mut r, &all, true);
     r.h2("Predicted against measured peak");
+    r.p(&format!(
+        "The prediction is seed 002's: the idle line's X-intercept over all rates (Table 4; the \
+         range fitted is given) and above the cut (Table 5). A straight idle line assumes a \
+         constant CPU cost per request; the last column gives the cost at the lowest rate \
+         against saturation. At a low rate every request wakes an idle server; near the peak \
+         one wake-up serves several requests and a server held at its quota batches, so the \
+         cost falls and the line reaches zero idle before the closed-loop peak (seed 002's own \
+         one-second peaks were 1.7-1.8x its extrapolation). 'Idle ran out at' is the rate at \
+         which the open loop's idle CPU fell below {KNEE_IDLE_PCT}%, interpolated."
+    ));
     let rows: Vec<Vec<String>> = s
         .fits
         .iter()
@@ -219,9 +229,21 @@ pub fn report(s: &Summary) -> String {
                 f.cold_held.to_string(),
                 f.rep.to_string(),
                 format!("{:.0}", f.measured_rps),
+                f.fitted_rps
+                    .map_or("-".into(), |(a, b)| format!("{a:.0}-{b:.0}")),
                 o(f.predicted_rps, 0),
                 o(f.error_pct, 1),
                 o(f.all.idle.map(|x| x.r), 3),
+                o(f.above_cut_predicted_rps, 0),
+                o(f.above_cut_error_pct, 1),
+                o(f.above_cut.idle.map(|x| x.r), 3),
+                o(f.knee_rps, 0),
+                o(f.predicted_vs_knee_pct, 1),
+                format!(
+                    "{} / {:.1}",
+                    o(f.cpu_per_req_lowest_rate_us, 1),
+                    f.cpu_per_req_us
+                ),
                 o(f.tool_predicted_rps, 0),
                 o(f.tool_r, 3),
                 o(f.tool_vs_lab_pct, 1),
@@ -235,9 +257,16 @@ pub fn report(s: &Summary) -> String {
             "cold held",
             "rep",
             "measured peak",
-            "predicted",
+            "rates fitted",
+            "predicted (Table 4)",
             "error %",
             "idle r",
+            "above the cut (Table 5)",
+            "error %",
+            "idle r",
+            "idle ran out at",
+            "predicted vs that %",
+            "CPU/req us: lowest rate / saturation",
             "triage capacity (log)",
             "its r",
             "tool vs lab %",

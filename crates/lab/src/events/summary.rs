@@ -26,6 +26,11 @@ pub const TITLE: &str =
 /// (seed 002's Table 5 cut the slowest quarter-hours).
 pub const CUT_FRAC: f64 = 0.25;
 
+/// A rate point whose server side left less idle CPU than this (%) has run out of CPU: the
+/// first such rate (interpolated from the one before it) is where the idle line really met
+/// zero, the "knee" the idle X-intercept extrapolates to.
+pub const KNEE_IDLE_PCT: f64 = 3.0;
+
 /// One server, cold count and repetition: the regressions and the peaks.
 #[derive(Debug, Clone, Serialize)]
 pub struct FitRow {
@@ -49,6 +54,21 @@ pub struct FitRow {
     pub measured_rps: f64,
     /// (predicted - measured) / measured (%).
     pub error_pct: Option<f64>,
+    /// The lowest and highest rate fitted over all rates (Table 4; req/s).
+    pub fitted_rps: Option<(f64, f64)>,
+    /// The idle X-intercept of the fit above the cut (Table 5; req/s).
+    pub above_cut_predicted_rps: Option<f64>,
+    /// Its (predicted - measured) / measured (%).
+    pub above_cut_error_pct: Option<f64>,
+    /// The rate at which the open loop's idle CPU ran out (below [`KNEE_IDLE_PCT`]),
+    /// interpolated between the rate points around it; `None` when it never did.
+    pub knee_rps: Option<f64>,
+    /// (predicted - knee) / knee (%): how well the idle line extrapolates to where the idle
+    /// CPU really ran out.
+    pub predicted_vs_knee_pct: Option<f64>,
+    /// CPU per request at the lowest rate (us): against `cpu_per_req_us` at saturation, how
+    /// far the cost per request falls with the rate (a straight idle line needs it constant).
+    pub cpu_per_req_lowest_rate_us: Option<f64>,
     /// `triage capacity` on the access log and the CPU samples: its prediction (req/s).
     pub tool_predicted_rps: Option<f64>,
     /// Its idle line's r.
@@ -127,6 +147,9 @@ pub struct Summary {
     pub capacity_error_pct_max: Option<f64>,
     /// The same with the regressions above the cut (Table 5).
     pub capacity_error_pct_max_above_cut: Option<f64>,
+    /// Largest |predicted - knee| / knee (%): the idle X-intercept against the rate at which
+    /// the open loop's idle CPU really ran out.
+    pub capacity_vs_knee_pct_max: Option<f64>,
     /// triage's resident memory per idle connection at the largest cold count (KiB).
     pub rss_per_idle_conn_kib: Option<f64>,
     /// Cold connections triage held at the largest count.
@@ -156,6 +179,22 @@ fn maxf(v: impl Iterator<Item = f64>) -> Option<f64> {
         .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
 }
 
+/// Where the idle CPU of `(rate, user, kernel, idle)` points, taken in rising rate, first
+/// falls below [`KNEE_IDLE_PCT`]: interpolated linearly between that point and the one before
+/// it; `None` when it never does, or already does at the lowest rate (then the knee is
+/// somewhere below it, unmeasured).
+pub fn knee(points: &[(f64, f64, f64, f64)]) -> Option<f64> {
+    let mut v: Vec<(f64, f64)> = points.iter().map(|p| (p.0, p.3)).collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let i = v.iter().position(|p| p.1 < KNEE_IDLE_PCT)?;
+    if i == 0 {
+        return None;
+    }
+    let ((x0, y0), (x1, y1)) = (v[i - 1], v[i]);
+    let t = ((y0 - KNEE_IDLE_PCT) / (y0 - y1)).clamp(0.0, 1.0);
+    Some(x0 + t * (x1 - x0))
+}
+
 /// The regressions of one group of points (its saturation run and rates).
 pub fn fit_row(sat: &Measured, rates: &[&Measured], bucket_s: u64) -> FitRow {
     let pts: Vec<(f64, f64, f64, f64)> = rates
@@ -165,7 +204,19 @@ pub fn fit_row(sat: &Measured, rates: &[&Measured], bucket_s: u64) -> FitRow {
     let all = fits_of(&pts);
     let cut = CUT_FRAC * sat.rps;
     let above: Vec<_> = pts.iter().copied().filter(|p| p.0 >= cut).collect();
+    let above_cut = fits_of(&above);
     let predicted = all.predicted_peak_rps;
+    let err = |p: f64| (p - sat.rps) / sat.rps * 100.0;
+    let fitted = all.idle.and_then(|_| {
+        let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let hi = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+        (lo <= hi).then_some((lo, hi))
+    });
+    let lowest = rates
+        .iter()
+        .filter(|m| m.cpu_per_req_us.is_finite())
+        .min_by(|a, b| a.rps.total_cmp(&b.rps))
+        .map(|m| m.cpu_per_req_us);
     let mut row = FitRow {
         server: sat.server.clone(),
         cold: sat.cold,
@@ -173,10 +224,16 @@ pub fn fit_row(sat: &Measured, rates: &[&Measured], bucket_s: u64) -> FitRow {
         rep: sat.rep,
         all,
         cut_rps: cut,
-        above_cut: fits_of(&above),
+        above_cut_predicted_rps: above_cut.predicted_peak_rps,
+        above_cut_error_pct: above_cut.predicted_peak_rps.map(err),
+        above_cut,
         predicted_rps: predicted,
         measured_rps: sat.rps,
-        error_pct: predicted.map(|p| (p - sat.rps) / sat.rps * 100.0),
+        error_pct: predicted.map(err),
+        fitted_rps: fitted,
+        knee_rps: knee(&pts),
+        predicted_vs_knee_pct: predicted.zip(knee(&pts)).map(|(p, k)| (p - k) / k * 100.0),
+        cpu_per_req_lowest_rate_us: lowest,
         tool_predicted_rps: None,
         tool_r: None,
         tool_buckets: None,
@@ -296,11 +353,14 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
     }
     let triage = Server::Triage.name();
     let capacity_error_pct_max = maxf(fits.iter().filter_map(|f| f.error_pct.map(f64::abs)));
-    let capacity_error_pct_max_above_cut = maxf(fits.iter().filter_map(|f| {
-        f.above_cut
-            .predicted_peak_rps
-            .map(|p| ((p - f.measured_rps) / f.measured_rps * 100.0).abs())
-    }));
+    let capacity_error_pct_max_above_cut = maxf(
+        fits.iter()
+            .filter_map(|f| f.above_cut_error_pct.map(f64::abs)),
+    );
+    let capacity_vs_knee_pct_max = maxf(
+        fits.iter()
+            .filter_map(|f| f.predicted_vs_knee_pct.map(f64::abs)),
+    );
     let tool_vs_lab_pct_max = maxf(fits.iter().filter_map(|f| f.tool_vs_lab_pct));
     let rss_per_idle_conn_kib = rss
         .iter()
@@ -357,6 +417,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         cpu_per_req_ratio_max_by_server: ratio_max,
         capacity_error_pct_max,
         capacity_error_pct_max_above_cut,
+        capacity_vs_knee_pct_max,
         rss_per_idle_conn_kib,
         idle_conns_held: held.get(triage).copied(),
         idle_conns_held_by_server: held,
@@ -454,13 +515,25 @@ pub fn raw_csv(points: &[Measured]) -> String {
 /// The results table on stdout.
 pub fn print_table(s: &Summary) {
     println!(
-        "{:<16} {:>6} {:>6} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8}",
-        "server", "cold", "held", "peak/s", "pred/s", "err%", "idle r", "cpu/req us", "tool%"
+        "{:<16} {:>6} {:>6} {:>8} {:>8} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>9} {:>6}",
+        "server",
+        "cold",
+        "held",
+        "peak/s",
+        "pred/s",
+        "err%",
+        "idle r",
+        "cut p/s",
+        "cut e%",
+        "cut r",
+        "knee/s",
+        "us/req lo",
+        "tool%"
     );
     for r in &s.fits {
         let o = |x: Option<f64>, p: usize| x.map_or("-".into(), |v| format!("{v:.p$}"));
         println!(
-            "{:<16} {:>6} {:>6} {:>10.0} {:>10} {:>8} {:>8} {:>10.2} {:>8}",
+            "{:<16} {:>6} {:>6} {:>8.0} {:>8} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>9} {:>6}",
             r.server,
             r.cold,
             r.cold_held,
@@ -468,7 +541,15 @@ pub fn print_table(s: &Summary) {
             o(r.predicted_rps, 0),
             o(r.error_pct, 1),
             o(r.all.idle.map(|f| f.r), 3),
-            r.cpu_per_req_us,
+            o(r.above_cut_predicted_rps, 0),
+            o(r.above_cut_error_pct, 1),
+            o(r.above_cut.idle.map(|f| f.r), 3),
+            o(r.knee_rps, 0),
+            format!(
+                "{}/{:.0}",
+                o(r.cpu_per_req_lowest_rate_us, 0),
+                r.cpu_per_req_us
+            ),
             o(r.tool_vs_lab_pct, 1)
         );
     }
@@ -515,6 +596,21 @@ mod tests {
     }
 
     #[test]
+    fn the_knee_is_where_idle_first_runs_out() {
+        let p = |r: f64, idle: f64| (r, 0.0, 100.0 - idle, idle);
+        // Idle 43% at 100 req/s, 0% at 300: the line between them crosses 3% at
+        // 100 + 200 * 40/43 (the points are sorted by rate first).
+        let k = knee(&[p(300.0, 0.0), p(100.0, 43.0), p(500.0, 0.0)]).unwrap();
+        assert!((k - (100.0 + 200.0 * 40.0 / 43.0)).abs() < 1e-9, "{k}");
+        assert_eq!(knee(&[p(100.0, 50.0), p(200.0, 20.0)]), None);
+        assert_eq!(
+            knee(&[p(100.0, 1.0), p(200.0, 0.0)]),
+            None,
+            "below the lowest rate"
+        );
+    }
+
+    #[test]
     fn a_linear_server_is_predicted_at_its_peak() {
         // 1000 req/s saturate; idle = 100 - 0.1 * rate: X-intercept 1000.
         let sat = m("saturate", 1000.0, 0.0);
@@ -527,6 +623,12 @@ mod tests {
         assert!((row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6);
         assert!(row.error_pct.unwrap().abs() < 1e-6);
         assert_eq!(row.above_cut.buckets, 3); // 100 req/s is below the 250 req/s cut
+        assert!(row.above_cut_error_pct.unwrap().abs() < 1e-6);
+        assert_eq!(row.fitted_rps, Some((100.0, 700.0)));
+        assert_eq!(
+            row.knee_rps, None,
+            "idle never ran out (30% left at 700 req/s)"
+        );
         assert_eq!(row.tool_error.as_deref(), Some("no CPU samples"));
         let k = row.all.kernel.unwrap();
         assert!((k.slope - 0.04).abs() < 1e-9);
