@@ -5,7 +5,7 @@
 //! clear message, never a silent figure. `triage lab events` at a tiny scale writes the
 //! summary keys the issue names (needs root and cgroups: skipped with a reason otherwise).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,16 +13,8 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 
-struct Kill(std::process::Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(root: &std::path::Path, log: &std::path::Path) -> (Kill, String) {
-    let mut c = Kill(
+fn serve(root: &std::path::Path, log: &std::path::Path) -> (Child, String) {
+    spawn_printing_address(
         Command::new(BIN)
             .args([
                 "serve",
@@ -37,24 +29,8 @@ fn serve(root: &std::path::Path, log: &std::path::Path) -> (Kill, String) {
             .arg(root)
             .arg("--access-log")
             .arg(log)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    BufReader::new(c.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    (c, addr)
+            .stderr(Stdio::null()),
+    )
 }
 
 /// One keep-alive connection sending `rate` requests/s for `secs` seconds; returns how many
@@ -109,7 +85,7 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     let (srv, addr) = serve(&root, &log);
     let cpu = tmp.0.join("cpu.csv");
     let pid = srv.0.id().to_string();
-    let sampler = Kill(
+    let sampler = Child(
         Command::new(BIN)
             .args([
                 "capacity",

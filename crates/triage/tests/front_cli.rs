@@ -8,14 +8,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{spawn_printing_address, Child};
 
 fn triage(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_triage"))
@@ -94,7 +88,7 @@ fn get(addr: &str, path: &str) -> String {
 }
 
 fn serve(root: &std::path::Path) -> (Child, String) {
-    let mut c = Child(
+    spawn_printing_address(
         Command::new(env!("CARGO_BIN_EXE_triage"))
             .args([
                 "serve",
@@ -107,23 +101,8 @@ fn serve(root: &std::path::Path) -> (Child, String) {
             ])
             .arg("--root")
             .arg(root)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    BufReader::new(c.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap();
-    (c, addr.to_owned())
+            .stderr(Stdio::null()),
+    )
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! access log `triage front --access-log` wrote under real traffic reads back with the one
 //! Combined Log Format parser and replays in the lab, its successful GETs in order.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -146,39 +146,10 @@ fn lab_cluster_small_writes_complete_results() {
 }
 
 /// A child process killed and reaped when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Start `triage ARGS` and return it with the address it prints after `http://` on its first
 /// line.
 fn start_printing_address(args: &[&str]) -> (Child, String) {
-    let mut c = Child(
-        Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    BufReader::new(c.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    (c, addr)
+    spawn_printing_address(Command::new(BIN).args(args).stderr(Stdio::null()))
 }
 
 /// GET `path` on a kept-alive connection; the status and the body's length.

@@ -1,6 +1,8 @@
-//! Helpers shared by the lab end-to-end tests (`lab_pos`, `lab_containers`,
-//! `lab_reservations`, `lab_cluster`, `capacity`): running a lab to success, a temporary directory, the check that a lab left nothing behind, and
-//! why a cgroup lab cannot run here. Each test crate uses only some of them.
+//! Helpers shared by the binary's end-to-end tests (`lab_pos`, `lab_containers`,
+//! `lab_reservations`, `lab_cluster`, `capacity`, `front_cli`, `front_failover`, `load_gzip`,
+//! `serve_shutdown`): a child process killed when dropped, starting one that prints its
+//! address, running a lab to success, a temporary directory, the check that a lab left nothing
+//! behind, and why a cgroup lab cannot run here. Each test crate uses only some of them.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -8,6 +10,37 @@ use std::process::{Command, Stdio};
 
 /// The `triage` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_triage");
+
+/// A child process killed and reaped when the test lets go of it, pass or panic.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `cmd` with its stdout piped and return it with the address it prints after `http://`
+/// on its first line (`triage serve` and `triage front` announce where they listen so).
+pub fn spawn_printing_address(cmd: &mut Command) -> (Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut c = Child(cmd.stdout(Stdio::piped()).spawn().unwrap());
+    let mut line = String::new();
+    BufReader::new(c.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .split('/')
+        .next()
+        .unwrap()
+        .trim()
+        .to_owned();
+    (c, addr)
+}
 
 /// A directory removed when dropped.
 pub struct TempDir(pub PathBuf);
