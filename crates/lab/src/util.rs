@@ -165,6 +165,21 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
+/// `s` as a TOML basic string, quoted and escaped (for the config files the labs write).
+pub fn toml_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

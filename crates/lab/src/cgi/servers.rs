@@ -11,6 +11,7 @@ use super::scripts::comm_of;
 use crate::error::{LabError, Result};
 use crate::process::Managed;
 use crate::testbed::Testbed;
+use crate::util::toml_str;
 
 /// Apache configuration for CGI (mpm_prefork + mod_cgi): `ScriptAlias /cgi-bin/` to `bin`,
 /// and one name-based virtual host per entry of `vhosts` (all serving `root` and the same
@@ -72,20 +73,6 @@ impl TriageSite {
                 .unwrap_or_else(|| format!("{}-box", self.name)),
         )
     }
-}
-
-fn toml_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
 }
 
 /// The `triage serve` configuration of a CGI lab: one slot, the sites with their script

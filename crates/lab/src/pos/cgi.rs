@@ -32,6 +32,7 @@ use crate::error::{LabError, Result};
 use crate::results::Goal;
 use crate::runner::Variant;
 use crate::site::{bmp, html, Site, SiteSpec};
+use crate::util::toml_str;
 
 /// Image sizes of `--site cgi` (bytes): script output is not compressed, and about this much
 /// of the static site's images is left after gzip, so the 10 Mbit/s link stays as loaded.
@@ -149,20 +150,6 @@ pub fn generate(
         root: dir.to_path_buf(),
         spec: spec.clone(),
     })
-}
-
-fn toml_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
 }
 
 /// The `triage serve --config` text of the CGI site: one site, `/b<i>` -> `b<i>` script
