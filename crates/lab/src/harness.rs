@@ -65,6 +65,14 @@ pub struct Outputs {
     pub report_html: Option<String>,
 }
 
+/// A lab's results directory: its `--out` when given, else `results/<lab>/<stamp>`.
+pub fn results_dir(out: Option<&PathBuf>, lab: &str, stamp: &str) -> PathBuf {
+    match out {
+        Some(d) => d.clone(),
+        None => PathBuf::from("results").join(lab).join(stamp),
+    }
+}
+
 /// One lab or benchmark: what differs between them. See the module docs.
 pub trait Experiment {
     /// A server under test, running (or nothing, for a lab that starts one per point).

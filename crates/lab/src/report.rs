@@ -116,7 +116,8 @@ impl Report {
     }
 }
 
-fn color(i: usize) -> RGBColor {
+/// The palette of every lab's charts (matplotlib's tab10), by series index.
+pub(crate) fn color(i: usize) -> RGBColor {
     const C: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),

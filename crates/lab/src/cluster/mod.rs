@@ -121,10 +121,7 @@ impl Experiment for ClusterLab {
     }
 
     fn out_dir(&self, stamp: &str) -> PathBuf {
-        match &self.o.out {
-            Some(d) => d.clone(),
-            None => PathBuf::from("results").join("cluster").join(stamp),
-        }
+        crate::harness::results_dir(self.o.out.as_ref(), "cluster", stamp)
     }
 
     fn testbed(&self) -> TestbedConfig {

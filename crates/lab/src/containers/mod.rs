@@ -95,10 +95,7 @@ impl Experiment for ContainersLab {
     }
 
     fn out_dir(&self, stamp: &str) -> PathBuf {
-        match &self.o.out {
-            Some(d) => d.clone(),
-            None => PathBuf::from("results").join("containers").join(stamp),
-        }
+        crate::harness::results_dir(self.o.out.as_ref(), "containers", stamp)
     }
 
     fn testbed(&self) -> TestbedConfig {

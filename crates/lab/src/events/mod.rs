@@ -111,10 +111,7 @@ impl Experiment for EventsLab {
     }
 
     fn out_dir(&self, stamp: &str) -> PathBuf {
-        match &self.o.out {
-            Some(d) => d.clone(),
-            None => PathBuf::from("results").join("events").join(stamp),
-        }
+        crate::harness::results_dir(self.o.out.as_ref(), "events", stamp)
     }
 
     fn testbed(&self) -> TestbedConfig {

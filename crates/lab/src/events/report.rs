@@ -8,21 +8,7 @@ use plotters::prelude::*;
 
 use super::summary::{FitRow, Summary, KNEE_IDLE_PCT};
 use crate::capacity::Fits;
-use crate::report::{esc, Report};
-
-fn color(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(127, 127, 127),
-    ];
-    C[i % C.len()]
-}
+use crate::report::{color, esc, Report};
 
 /// One scatter with its fitted line: name, points (rate, %), line (slope, intercept).
 pub type Scatter = (String, Vec<(f64, f64)>, Option<(f64, f64)>);

@@ -120,12 +120,11 @@ impl Experiment for PosLab {
     }
 
     fn out_dir(&self, stamp: &str) -> PathBuf {
-        match &self.o.out {
-            Some(d) => d.clone(),
-            None => PathBuf::from("results")
-                .join(format!("pos-exp{}", self.o.exp))
-                .join(stamp),
-        }
+        crate::harness::results_dir(
+            self.o.out.as_ref(),
+            &format!("pos-exp{}", self.o.exp),
+            stamp,
+        )
     }
 
     fn testbed(&self) -> TestbedConfig {

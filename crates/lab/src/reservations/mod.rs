@@ -92,10 +92,7 @@ impl Experiment for ReservationsLab {
     }
 
     fn out_dir(&self, stamp: &str) -> PathBuf {
-        match &self.o.out {
-            Some(d) => d.clone(),
-            None => PathBuf::from("results").join("reservations").join(stamp),
-        }
+        crate::harness::results_dir(self.o.out.as_ref(), "reservations", stamp)
     }
 
     fn testbed(&self) -> TestbedConfig {
