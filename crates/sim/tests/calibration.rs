@@ -101,3 +101,60 @@ fn exp4_pl_and_lrq_grow_with_the_browsers_as_fig6() {
     assert!(x.lrq_ratio[3] > x.pl_ratio[3]);
     assert!(r.figures.iter().any(|f| f.figure == "Fig. 7"));
 }
+
+/// Why exp 4 does not fall as Fig. 7 (issue 21): at 3 browsers the paper's +65.7 % is more than
+/// the share of t1 an HTML request spends waiting for the CPU (ready queue and interrupts), the
+/// only time POS's reordering acts on, and more than `content` (which knows the HTML requests)
+/// gains; the report says so. The bound's parts are consistent: no policy beats the floor (a
+/// browser alone), POS's best does not beat the oracle, and the CPU-wait share rises with the
+/// browsers, which is why POS's gain rises too.
+#[test]
+fn exp4_reports_why_three_browsers_cannot_reach_fig7() {
+    let cfg = PosConfig {
+        exp: 4,
+        rw: vec![3, 6, 9],
+        rw_auto: false,
+        context: true,
+        ..PosConfig::default()
+    };
+    let r = run(&cfg, &|_: &str| {}).unwrap();
+    let x = r.exp4.as_ref().unwrap();
+    eprintln!(
+        "exp 4: best {:?} content {:?} cpu wait {:?} floor {:?} alone {}",
+        x.best_impr, x.content_impr, x.cpu_wait_share, x.floor_impr, x.t1_alone
+    );
+    assert!(x.t1_alone > 0.0);
+    for i in 0..x.browsers.len() {
+        let content = x.content_impr[i].unwrap();
+        assert!(x.t1_alone < x.mean_t1_timesharing[i], "{i}");
+        assert!(
+            x.best_impr[i] <= content + 0.02,
+            "POS beats the oracle at {i}"
+        );
+        assert!(
+            content < x.floor_impr[i],
+            "the oracle beats the floor at {i}"
+        );
+        assert!((0.0..1.0).contains(&x.cpu_wait_share[i]), "{i}");
+    }
+    // 3 browsers: the paper's +65.7 % is above the CPU-wait share, the oracle and even the
+    // floor (every HTML request as fast as a lone browser's), and the note says so; at 6
+    // browsers its +44.4 % is above the CPU-wait share.
+    assert!(x.cpu_wait_share[0] < 0.657 && x.content_impr[0].unwrap() < 0.657 / 2.0);
+    assert!(x.floor_impr[0] < 0.657, "floor {}", x.floor_impr[0]);
+    let note = |b: &str, says: &str| {
+        r.notes
+            .iter()
+            .any(|n| n.starts_with(&format!("Fig. 7 bound, {b} browsers")) && n.contains(says))
+    };
+    assert!(note("3", "above the floor"), "{:?}", r.notes);
+    assert!(x.cpu_wait_share[1] < 0.444 && note("6", "out of POS's reach"));
+    // The CPU-wait share rises with the overlap, and POS's gain with it (Fig. 7 falls).
+    assert!(x.cpu_wait_share[3] > x.cpu_wait_share[0] + 0.1);
+    assert!(x.burst_lrq[3] > 2.0 * x.burst_lrq[0]);
+    assert!(x.best_impr[3] > x.best_impr[0]);
+    assert!(r
+        .figures
+        .iter()
+        .any(|f| f.figure == "Fig. 7" && f.what.starts_with("bound: CPU wait")));
+}
