@@ -907,7 +907,7 @@ fn figures(res: &PosResult) -> Vec<FigureRow> {
             "Fig. 7",
             "bound: CPU wait, share of t1 under timesharing (%)",
             pj(&x.cpu_wait_share).replace('+', ""),
-            &format!("at least {}", pj(&x.paper_best_impr).replace('+', "")),
+            &format!("gain claimed {}", pj(&x.paper_best_impr)),
         ));
         if x.content_impr.iter().all(Option::is_some) {
             let c: Vec<f64> = x.content_impr.iter().flatten().copied().collect();
