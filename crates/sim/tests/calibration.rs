@@ -157,6 +157,13 @@ fn exp4_reports_why_three_browsers_cannot_reach_fig7() {
         .figures
         .iter()
         .any(|f| f.figure == "Fig. 7" && f.what.starts_with("bound: CPU wait")));
+    // The JSON carries the bound beside the unchanged `runs[].variants[]`.
+    let v: serde_json::Value = serde_json::to_value(&r).unwrap();
+    for k in ["floor_impr", "cpu_wait_share", "content_impr", "burst_lrq"] {
+        assert_eq!(v["exp4"][k].as_array().map(Vec::len), Some(4), "{k}");
+    }
+    assert!(v["exp4"]["t1_alone"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["runs"][0]["variants"][0]["label"], "timesharing");
 }
 
 /// What does make the model's exp 4 gain fall with the browsers: clicks so close together
