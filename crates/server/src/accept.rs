@@ -165,6 +165,7 @@ pub fn spawn_threads(
         let (running, closed) = mpsc::channel::<()>(1);
         let serving = Serving {
             running,
+            ctx: serving.ctx.for_thread(),
             ..serving.clone()
         };
         let h = std::thread::Builder::new()

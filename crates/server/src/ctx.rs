@@ -40,9 +40,12 @@ struct Shared {
     containers: Containers,
 }
 
-/// The server's shared state; cloning it is one `Arc` clone.
+/// The server's shared state; cloning it is one `Arc` clone. Two `Arc`s deep: each serving
+/// thread has its own handle ([`Ctx::for_thread`]), so the clones a request makes (its
+/// service, its handler, its body) count in that handle, not in one count that every core
+/// writes.
 #[derive(Clone)]
-pub struct Ctx(Arc<Shared>);
+pub struct Ctx(Arc<Arc<Shared>>);
 
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,14 +65,20 @@ impl Ctx {
         bodies: Bodies,
         containers: Containers,
     ) -> Self {
-        Self(Arc::new(Shared {
+        Self(Arc::new(Arc::new(Shared {
             gate,
             sites,
             metrics: Metrics::default(),
             access_log,
             bodies,
             containers,
-        }))
+        })))
+    }
+
+    /// The same state behind a handle of its own: clones of it touch only its count (one per
+    /// serving thread, see the type's docs).
+    pub fn for_thread(&self) -> Self {
+        Self(Arc::new(Arc::clone(&self.0)))
     }
 
     /// The CPU gate.
