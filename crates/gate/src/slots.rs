@@ -291,6 +291,15 @@ impl Gate {
         l.pool.put([worker]);
     }
 
+    /// Workers checked out now (connections open), per lane: which lanes the serving threads'
+    /// connections live in.
+    pub fn live_workers_by_lane(&self) -> Vec<usize> {
+        self.lanes
+            .iter()
+            .map(|l| l.load.workers.load(Relaxed))
+            .collect()
+    }
+
     /// Workers created so far.
     pub fn workers(&self) -> u64 {
         self.lanes.iter().map(|l| l.pool.created()).sum()
