@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # triage bench static at 1, 2, 4 and 8 cores, plain then with gzip, from the folder
-# scripts/device-pack.sh builds (nothing installed on the machine it runs on). Within 7 minutes:
-# each benchmark runs 2 rounds of 4 s per target and core count, and is cut off at 190 s.
+# scripts/device-pack.sh builds (nothing installed on the machine it runs on). Within 6 minutes:
+# each benchmark runs 2 rounds of 3 s per target and core count, and is cut off at 170 s.
 #
 # Usage: scripts/device-bench-cores.sh DIR OUT [CORES]
 #   DIR    the packed folder (device-pack)
 #   OUT    where the results go ($OUT on the device machine): OUT/cores/summary.json,
 #          OUT/gzip/summary.json and OUT/bench.log
 #   CORES  the core counts (default 1,2,4,8)
-# ROUNDS and DURATION (env) shorten a check run (default 2 and 4s).
+# ROUNDS and DURATION (env) shorten a check run (default 2 and 3s).
 # The benchmark finds nginx and wrk through PATH (DIR/bin first) and runs the server through
 # TRIAGE_BIN (the wrapper); a layout the machine cannot hold is refused with the reason.
 set -uo pipefail
@@ -33,10 +33,10 @@ work=$(mktemp -d /tmp/device-bench.XXXXXX)
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
 rc=0
 for kind in cores gzip; do
-    args=(bench static --cores "$cores" --rounds "${ROUNDS:-2}" --duration "${DURATION:-4s}" --out "$work/$kind")
+    args=(bench static --cores "$cores" --rounds "${ROUNDS:-2}" --duration "${DURATION:-3s}" --out "$work/$kind")
     [ "$kind" = gzip ] && args+=(--gzip 6 --size 80000)
     echo "== triage ${args[*]}" | tee -a "$log"
-    timeout -k 10 190 triage "${args[@]}" 2>&1 | tee -a "$log"
+    timeout -k 10 170 triage "${args[@]}" 2>&1 | tee -a "$log"
     st=${PIPESTATUS[0]}
     [ "$st" = 0 ] || { echo "== exit $st" | tee -a "$log"; rc=1; }
     f=$(find "$work/$kind" -name summary.json | head -1)

@@ -76,7 +76,9 @@ pub(crate) struct Counts {
     pub(crate) starved: AtomicUsize,
 }
 
-/// One lane. See the module docs.
+/// One lane. See the module docs. Aligned so that no two lanes share a cache line (each is
+/// written by its own thread: its lock, its published load).
+#[repr(align(128))]
 pub(crate) struct Lane {
     inner: Mutex<Inner>,
     /// Idle workers of this lane, longest idle first.

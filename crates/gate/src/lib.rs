@@ -12,6 +12,8 @@
 //! - [`boost`]: passing "this worker first" on to the kernel ([`Raise`]);
 //! - [`samples`]: PL/LRQ samples every 10 ms (seed 001 §4.3);
 //! - [`account`]: thread CPU per resource container ([`CpuAccount`]);
+//! - [`shard`]: counters with one cache line per serving thread, summed on read, and the
+//!   thread's number (its *home*: its lane, its counters' cell);
 //! - `lane`: one lane of the gate (a `Sched` behind its own lock, its workers' wake-up state,
 //!   its idle pool, its load published to the other lanes);
 //! - [`slots`]: the [`Gate`] itself: acquisition, scheduling rounds, lanes and the slots that
@@ -30,6 +32,7 @@ pub mod boost;
 mod lane;
 pub mod pool;
 pub mod samples;
+pub mod shard;
 pub mod slots;
 
 pub use account::{BurstTimer, CpuAccount};

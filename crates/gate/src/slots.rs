@@ -34,7 +34,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -45,6 +45,7 @@ use crate::account::{BurstTimer, CpuAccount};
 use crate::boost::{Boost, Raise};
 use crate::lane::{index_in_lane, lane_of, worker_id, Counts, Inner, Lane};
 use crate::samples::{Sample, Samples};
+use crate::shard::Counter;
 
 /// The gate's clock: tokio's, so that tests can pause and advance it (outside a paused runtime
 /// it is the monotonic clock).
@@ -106,12 +107,14 @@ pub struct Gate {
     lanes: Box<[Lane]>,
     /// How many lanes are spare and starved (see [`crate::lane::Published`]).
     counts: Counts,
-    bursts: AtomicU64,
-    queued_bursts: AtomicU64,
-    rounds_opened: AtomicU64,
+    /// The counters bumped per burst are per thread ([`crate::shard`]): one atomic that every
+    /// core writes per burst would bounce its cache line between them.
+    bursts: Counter,
+    queued_bursts: Counter,
+    rounds_opened: Counter,
     boost_errors: AtomicU64,
     slot_moves: AtomicU64,
-    streak_bursts: AtomicU64,
+    streak_bursts: Counter,
     samples: Samples,
     /// Per-container server CPU (resource containers): set once, then every burst's thread CPU
     /// time is charged to the container of its hints.
@@ -127,16 +130,6 @@ impl std::fmt::Debug for Gate {
             .field("lanes", &self.lanes.len())
             .finish()
     }
-}
-
-/// The calling thread's number (process-wide, in order of first use): which lane it creates
-/// workers in.
-fn thread_number() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static N: usize = NEXT.fetch_add(1, Relaxed);
-    }
-    N.with(|n| *n)
 }
 
 impl Gate {
@@ -172,12 +165,12 @@ impl Gate {
             slots: lanes.iter().map(|l| l.nominal).sum(),
             lanes: lanes.into_boxed_slice(),
             counts: Counts::default(),
-            bursts: AtomicU64::new(0),
-            queued_bursts: AtomicU64::new(0),
-            rounds_opened: AtomicU64::new(0),
+            bursts: Counter::default(),
+            queued_bursts: Counter::default(),
+            rounds_opened: Counter::default(),
             boost_errors: AtomicU64::new(0),
             slot_moves: AtomicU64::new(0),
-            streak_bursts: AtomicU64::new(0),
+            streak_bursts: Counter::default(),
             samples: Samples::default(),
             account: OnceLock::new(),
         };
@@ -281,7 +274,7 @@ impl Gate {
         let lane = if n == 1 {
             0
         } else {
-            balance::place(&self.loads(), thread_number() % n)
+            balance::place(&self.loads(), crate::shard::home() % n)
         };
         let l = &self.lanes[lane];
         l.load.workers.fetch_add(1, Relaxed);
@@ -296,6 +289,15 @@ impl Gate {
             .workers
             .fetch_update(Relaxed, Relaxed, |w| w.checked_sub(1));
         l.pool.put([worker]);
+    }
+
+    /// Workers checked out now (connections open), per lane: which lanes the serving threads'
+    /// connections live in.
+    pub fn live_workers_by_lane(&self) -> Vec<usize> {
+        self.lanes
+            .iter()
+            .map(|l| l.load.workers.load(Relaxed))
+            .collect()
     }
 
     /// Workers created so far.
@@ -383,7 +385,7 @@ impl Gate {
         let open_round =
             self.rounds && !continues && g.sched.busy() < g.sched.slots() && g.sched.queued() == 0;
         if continues {
-            self.streak_bursts.fetch_add(1, Relaxed);
+            self.streak_bursts.add(1);
         }
         let grant = if open_round {
             g.sched.enqueue(worker, now, hints)
@@ -409,11 +411,11 @@ impl Gate {
                 drop(g);
                 if open_round {
                     state.round = true;
-                    self.rounds_opened.fetch_add(1, Relaxed);
+                    self.rounds_opened.add(1);
                     // Yield: back of the runtime's queue, behind every task ready now.
                     cx.waker().wake_by_ref();
                 } else {
-                    self.queued_bursts.fetch_add(1, Relaxed);
+                    self.queued_bursts.add(1);
                     if starved && self.counts.spare.load(SeqCst) > 0 {
                         self.borrow_slot(li);
                     }
@@ -501,7 +503,7 @@ impl Gate {
 
     /// The permit of a worker that now holds a slot (the lock released).
     fn granted(&self, worker: WorkerId, hints: &Hints, boosted: bool) -> Poll<Permit<'_>> {
-        self.bursts.fetch_add(1, Relaxed);
+        self.bursts.add(1);
         let timer = self
             .account
             .get()
@@ -739,12 +741,12 @@ impl Gate {
     /// The gate's counters now.
     pub fn counters(&self) -> Counters {
         Counters {
-            bursts: self.bursts.load(Relaxed),
-            queued_bursts: self.queued_bursts.load(Relaxed),
-            rounds: self.rounds_opened.load(Relaxed),
+            bursts: self.bursts.get(),
+            queued_bursts: self.queued_bursts.get(),
+            rounds: self.rounds_opened.get(),
             boost_errors: self.boost_errors.load(Relaxed),
             slot_moves: self.slot_moves.load(Relaxed),
-            streak_bursts: self.streak_bursts.load(Relaxed),
+            streak_bursts: self.streak_bursts.get(),
         }
     }
 

@@ -40,9 +40,22 @@ struct Shared {
     containers: Containers,
 }
 
-/// The server's shared state; cloning it is one `Arc` clone.
+/// The server's shared state; cloning it is one `Arc` clone. Two `Arc`s deep: each serving
+/// thread has its own handle ([`Ctx::for_thread`]), so the clones a request makes (its
+/// service, its handler, its body) count in that handle, not in one count that every core
+/// writes.
 #[derive(Clone)]
-pub struct Ctx(Arc<Shared>);
+pub struct Ctx(Arc<Handle>);
+
+/// One serving thread's handle on the shared state (see [`Ctx`]).
+struct Handle(Arc<Shared>);
+
+impl std::ops::Deref for Handle {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
 
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,14 +75,20 @@ impl Ctx {
         bodies: Bodies,
         containers: Containers,
     ) -> Self {
-        Self(Arc::new(Shared {
+        Self(Arc::new(Handle(Arc::new(Shared {
             gate,
             sites,
             metrics: Metrics::default(),
             access_log,
             bodies,
             containers,
-        }))
+        }))))
+    }
+
+    /// The same state behind a handle of its own: clones of it touch only its count (one per
+    /// serving thread, see the type's docs).
+    pub fn for_thread(&self) -> Self {
+        Self(Arc::new(Handle(Arc::clone(&self.0 .0))))
     }
 
     /// The CPU gate.

@@ -22,11 +22,13 @@
 //! - [`forward_route`]: relaying a forwarded request's answer from the peer;
 //! - [`static_file`], [`cgi_route`]: the two ways a request is answered;
 //! - [`router`]: picks the site and the handler; [`conn`]: one connection; [`admin`]: the
-//!   admin listener;
+//!   admin listener; [`accept`]: the accept loop, and the serving threads (one runtime, one
+//!   `SO_REUSEPORT` listener and one gate lane each) of a server with several threads;
 //! - [`server`]: binding, the accept loop, background tasks, graceful shutdown.
 
 #![warn(missing_docs)]
 
+pub mod accept;
 pub mod admin;
 pub mod admission;
 pub mod body;

@@ -7,15 +7,13 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gate::Gate;
 use hyper::server::conn::http1;
 use policy::Sched;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use crate::cgi::orphans::Orphans;
@@ -71,30 +69,24 @@ pub enum ServerError {
 /// A bound, ready-to-run server.
 pub struct Server {
     cfg: Config,
-    listener: TcpListener,
+    /// One listening socket per serving thread (one `SO_REUSEPORT` group), or the one socket
+    /// of a single-threaded server (see [`crate::accept`]).
+    listeners: Vec<std::net::TcpListener>,
     admin: Option<TcpListener>,
     ctx: Ctx,
     pfs_log: Option<PfsLog>,
     orphans: Option<Arc<Orphans>>,
 }
 
-/// Build the tokio runtime for `cfg`: single-threaded when one thread is asked for (or the
-/// gate has one slot and no thread count is given), multi-threaded otherwise.
+/// Build the tokio runtime that runs [`Server::bind`] and [`Server::run`] for `cfg`: always
+/// single-threaded. With one thread it serves the connections too; with `threads = N > 1`
+/// it runs the admin listener, the background tasks and the shutdown, and `Server::run`
+/// starts N serving threads of their own (see [`crate::accept`]).
 pub fn runtime(cfg: &Config) -> io::Result<tokio::runtime::Runtime> {
-    let threads = cfg.effective_threads();
-    let events = cfg.effective_event_interval();
-    if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .event_interval(events)
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .event_interval(events)
-            .enable_all()
-            .build()
-    }
+    tokio::runtime::Builder::new_current_thread()
+        .event_interval(cfg.effective_event_interval())
+        .enable_all()
+        .build()
 }
 
 /// The sites of `cfg` with their stores and CGI handlers (the demo site if none), and the
@@ -257,7 +249,15 @@ impl Server {
             Some(p) => Some(AccessLog::create(p).map_err(log_error("access log", p))?),
             None => None,
         };
-        let listener = bind_listener(cfg.listen, "listen")?;
+        let threads = cfg.effective_threads().max(1);
+        let bind_err = |err| ServerError::Bind {
+            what: "listen",
+            addr: cfg.listen,
+            err,
+        };
+        let leader = crate::accept::bind_one(cfg.listen, threads > 1).map_err(bind_err)?;
+        let mut listeners = crate::accept::bind_members(&leader, threads).map_err(bind_err)?;
+        listeners.insert(0, leader);
         let admin = match cfg.admin {
             Some(a) => Some(bind_listener(a, "admin")?),
             None => None,
@@ -282,7 +282,7 @@ impl Server {
         let ctx = Ctx::new(gate, sites, access_log, bodies, containers);
         Ok(Self {
             cfg,
-            listener,
+            listeners,
             admin,
             ctx,
             pfs_log,
@@ -292,7 +292,7 @@ impl Server {
 
     /// The address serving HTTP.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("bound listener")
+        self.listeners[0].local_addr().expect("bound listener")
     }
 
     /// The admin address, if there is one.
@@ -309,11 +309,13 @@ impl Server {
 
     /// Serve until `shutdown` completes, then stop accepting, let in-flight responses finish
     /// (up to `shutdown_timeout`: every connection task holds a sender of one channel, and
-    /// the wait ends when the last is dropped), flush the logs and return.
+    /// the wait ends when the last is dropped; with several serving threads, one channel per
+    /// thread, each thread waiting for its own and `run` joining the threads), flush the logs
+    /// and return.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let Server {
             cfg,
-            listener,
+            listeners,
             admin,
             ctx,
             pfs_log,
@@ -347,43 +349,31 @@ impl Server {
             max_head: cfg.max_header_size as usize,
             reclaim: Arc::new(Reclaim::default()),
         };
-        let mut shutdown = pin!(shutdown);
-        loop {
-            let accepted = tokio::select! {
-                r = listener.accept() => r,
-                _ = &mut shutdown => break,
+        let admit = crate::accept::Admit {
+            max_conns: cfg.max_conns,
+            sndbuf: cfg.sndbuf,
+        };
+        if listeners.len() == 1 {
+            let listener = listeners.into_iter().next().expect("one listener");
+            crate::accept::accept_loop(TcpListener::from_std(listener)?, &serving, admit, shutdown)
+                .await;
+        } else {
+            let plan = crate::accept::ThreadPlan {
+                event_interval: cfg.effective_event_interval(),
+                shutdown_timeout: cfg.shutdown_timeout,
+                admit,
             };
-            let (stream, peer) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // EMFILE/ENFILE and friends: back off briefly instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
+            let threads = crate::accept::spawn_threads(listeners, &serving, plan)?;
+            shutdown.await;
+            let _ = stop_tx.send(true);
+            // Each thread waits for its own connections (up to `shutdown_timeout`), then ends.
+            let _ = tokio::task::spawn_blocking(move || {
+                for t in threads {
+                    let _ = t.join();
                 }
-            };
-            let m = ctx.metrics();
-            // Connections asked to close count as gone: one newcomer per eviction.
-            let open = m.open_conns().saturating_sub(serving.reclaim.pending());
-            if open >= cfg.max_conns as u64 {
-                // Reclaim idle connections (a sixteenth of the limit at a time, oldest first)
-                // before refusing the newcomer.
-                let batch = (cfg.max_conns / 16).max(1);
-                if serving.reclaim.evict(batch) == 0 {
-                    m.conn_refused();
-                    tokio::spawn(refuse(stream));
-                    continue;
-                }
-            }
-            m.conn_accepted();
-            let _ = stream.set_nodelay(true);
-            if let Some(n) = cfg.sndbuf {
-                let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n as usize);
-            }
-            let conn = crate::conn::open(&serving, &stream, peer);
-            tokio::spawn(crate::conn::serve(serving.clone(), stream, conn));
+            })
+            .await;
         }
-        drop(listener);
         let _ = stop_tx.send(true);
         drop(serving);
         // `None` once every connection task has dropped its sender.
@@ -440,17 +430,6 @@ fn bind_listener(addr: SocketAddr, what: &'static str) -> Result<TcpListener, Se
     sock.bind(&addr.into()).map_err(err)?;
     sock.listen(4096).map_err(err)?;
     TcpListener::from_std(sock.into()).map_err(err)
-}
-
-async fn refuse(mut stream: TcpStream) {
-    let _ = tokio::time::timeout(
-        Duration::from_secs(1),
-        stream.write_all(
-            b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 20\r\nRetry-After: 1\r\n\r\n503 too many conns\r\n",
-        ),
-    )
-    .await;
-    let _ = stream.shutdown().await;
 }
 
 /// The server's periodic tasks: PL/LRQ samples every 10 ms when there is an admin listener
