@@ -35,7 +35,13 @@ on() {
   for c in $CTLS; do
     umount "$V1/$c" || { say "umount $V1/$c failed"; off; return 1; }
   done
-  echo "+cpu +cpuset" > "$V2/cgroup.subtree_control" || { say "could not enable cpu on $V2"; off; return 1; }
+  # The kernel frees an unmounted hierarchy asynchronously: its controllers show up on the v2
+  # root a moment later.
+  for _ in $(seq 40); do
+    grep -qw cpu "$V2/cgroup.controllers" && grep -qw cpuset "$V2/cgroup.controllers" && break
+    sleep 0.25
+  done
+  echo "+cpu +cpuset" > "$V2/cgroup.subtree_control" || { say "could not enable cpu on $V2 (controllers: $(cat $V2/cgroup.controllers))"; off; return 1; }
   say "v2 mode: $V2 controllers [$(cat $V2/cgroup.controllers)], subtree_control [$(cat $V2/cgroup.subtree_control)]"
 }
 

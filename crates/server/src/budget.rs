@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use gate::{CpuAccount, Gate};
-use policy::budget::{settle, split, Ledger, RecentRatio, Split, Used};
+use policy::budget::{settle, split, Ledger, RecentRatio, Split, Used, Written};
 
 use crate::containers::{Containers, CPU_PERIOD};
 
@@ -63,8 +63,8 @@ struct Item {
     procs0: Duration,
     /// What both sides spent above the cap, to pay back.
     ledger: Ledger,
-    /// The processes' part last written to the cgroup's `cpu.max` (CPUs), if any.
-    written: Option<f64>,
+    /// The processes' part last written to the cgroup's `cpu.max` and its age, if any.
+    written: Option<Written>,
     /// The gate's count of the container's work held back at its cap, at the last step.
     held0: u64,
     /// The cgroup's count of throttled periods, at the last step.
@@ -142,7 +142,10 @@ impl OneBudget {
     pub fn step(&mut self, acc: &CpuAccount, gate: &Gate) {
         let now = Instant::now();
         let dt = now.duration_since(self.at).as_secs_f64();
-        if dt <= 0.0 {
+        // A tick late by most of a period is followed by one right after it (the interval
+        // keeps its schedule): a period of a few milliseconds reads as idle on both sides and
+        // would swing the split. It is folded into the next.
+        if dt < PERIOD.as_secs_f64() / 2.0 {
             return;
         }
         self.at = now;
@@ -193,7 +196,12 @@ impl OneBudget {
                 if let Err(e) = it.cg.set_cpu_max(Some(next.split.procs), CPU_PERIOD) {
                     tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
                 }
-                it.written = Some(next.split.procs);
+                it.written = Some(Written {
+                    part: next.split.procs,
+                    age: 0,
+                });
+            } else if let Some(w) = &mut it.written {
+                w.age = w.age.saturating_add(1);
             }
             // Process CPU -> burst CPU -> the gate's slot time.
             gate.set_cap(it.id, Some(next.split.server / scale * slot_per_cpu));
