@@ -28,8 +28,13 @@ mode() {
 on() {
   [ "$(id -u)" -eq 0 ] || { say "needs root"; return 2; }
   [ "$(mode)" = v1 ] || { say "already in v2 mode"; return 0; }
+  # Removed cgroups are freed asynchronously (a lab that just ended still counts): wait a little.
   for c in $CTLS; do
-    n=$(awk -v c="$c" '$1 == c { print $3 }' /proc/cgroups)
+    for _ in $(seq 40); do
+      n=$(awk -v c="$c" '$1 == c { print $3 }' /proc/cgroups)
+      [ "$n" = 1 ] && break
+      sleep 0.25
+    done
     [ "$n" = 1 ] || { say "v1 $c holds $n cgroups (only its root may exist): not switching"; return 1; }
   done
   for c in $CTLS; do
