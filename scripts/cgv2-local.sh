@@ -56,16 +56,23 @@ on() {
 sweep() {
   find "$V2" -mindepth 1 -maxdepth 1 -type d \( -name 'triage*' -o -name 'cgv2-box-*' \) 2>/dev/null \
     | while read -r top; do find "$top" -depth -type d; done | while read -r d; do
-    if [ -s "$d/cgroup.procs" ]; then say "left alone (holds processes): $d"; else rmdir "$d" 2>/dev/null; fi
+    [ -s "$d/cgroup.procs" ] || rmdir "$d" 2>/dev/null
   done
 }
 
 off() {
   [ "$(id -u)" -eq 0 ] || { say "needs root"; return 2; }
-  sweep
-  # One controller per write: a refusal of one does not keep the other enabled.
-  for c in cpuset cpu; do
-    grep -qw "$c" "$V2/cgroup.subtree_control" && { echo "-$c" > "$V2/cgroup.subtree_control" || say "could not disable $c at $V2"; }
+  # A lab started outside /tmp/lab.lock (a test's) may have put its tree on v2 meanwhile: the
+  # controllers cannot be disabled until it is gone. Wait for it (up to 3 minutes), so that the
+  # caller, holding the lock, does not hand over a VM in v2 mode.
+  for i in $(seq 180); do
+    sweep
+    for c in cpuset cpu; do
+      grep -qw "$c" "$V2/cgroup.subtree_control" && echo "-$c" > "$V2/cgroup.subtree_control" 2>/dev/null
+    done
+    grep -qw cpu "$V2/cgroup.subtree_control" || grep -qw cpuset "$V2/cgroup.subtree_control" || break
+    [ "$i" = 1 ] && say "cgroups on $V2 keep cpu enabled (a lab still running?): waiting for them to go"
+    sleep 1
   done
   for c in $CTLS; do
     mount | grep -q " on $V1/$c type cgroup " && continue
