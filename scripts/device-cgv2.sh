@@ -8,7 +8,10 @@
 # BIN_DIR holds `triage` (release build) and, optionally, `wrk` with `libluajit-5.1.so.2`
 # (scripts/device-cgv2-pack.sh fills it from this machine) and `cgroup_v2_real` (the os
 # crate's real-v2 test binary, run with the `cpu` controller itself). Absent peers (Apache)
-# are dropped by the labs. Bounded: about 3 minutes (timeouts 60 + 150 + 120 s). Exit status 0 only if every step passed.
+# are dropped by the labs. CG (default /sys/fs/cgroup) and BOX_CTL (default memory) name the v2
+# mount and what the box delegates (scripts/cgv2-local.sh's v2 mode on the development VM:
+# CG=/sys/fs/cgroup/unified BOX_CTL=hugetlb); CONTAINERS_ARGS (default `--quick --reps 1`)
+# replaces the containers lab's arguments; SKIP_LABS or SKIP_RESERVATIONS leave labs out. Bounded: about 3 minutes (timeouts 60 + 150 + 120 s). Exit status 0 only if every step passed.
 set -u
 BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
 OUT=${OUT:-/tmp/cgv2-out}
@@ -81,14 +84,16 @@ kill -TERM $SRV; wait $SRV
 log "serve exited $?"
 
 if [ -n "${SKIP_LABS:-}" ]; then log "SKIP_LABS: labs not run"; else
-log "lab containers --quick --reps 1"
-timeout 150 triage lab containers --quick --reps 1 --out "$OUT/containers" > "$OUT/containers.log" 2>&1 \
+log "lab containers ${CONTAINERS_ARGS:---quick --reps 1}"
+timeout 150 triage lab containers ${CONTAINERS_ARGS:---quick --reps 1} --out "$OUT/containers" > "$OUT/containers.log" 2>&1 \
   || bad "lab containers exited $? (see containers.log)"
 grep -E "^goal|cgroup" "$OUT/containers.log" | tee -a "$OUT/log.txt"
+if [ -n "${SKIP_RESERVATIONS:-}" ]; then log "SKIP_RESERVATIONS: lab reservations not run"; else
 log "lab reservations --quick"
 timeout 120 triage lab reservations --quick --out "$OUT/reservations" > "$OUT/reservations.log" 2>&1 \
   || bad "lab reservations exited $? (see reservations.log)"
 grep -E "^goal|cgroup" "$OUT/reservations.log" | tee -a "$OUT/log.txt"
+fi
 fi
 
 # Nothing left behind: no triage cgroup anywhere, nothing in the box but our leaf, no process.

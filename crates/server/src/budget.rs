@@ -23,20 +23,26 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use gate::{CpuAccount, Gate};
-use policy::budget::{settle, split, Ledger, Split, Used};
+use policy::budget::{settle, split, Ledger, RecentRatio, Split, Used, Written};
 
 use crate::containers::{Containers, CPU_PERIOD};
 
 /// How often the budget is split again (the cgroup cap's period).
 pub const PERIOD: Duration = CPU_PERIOD;
 
-/// The process CPU charged per unit of burst CPU is kept within `1..=MAX_SCALE` (a period with
-/// hardly any burst says little about the runtime's overhead).
-const MAX_SCALE: f64 = 4.0;
+/// The process CPU charged per unit of burst CPU is kept within `1..=MAX_SCALE`. A 1 KB page's
+/// burst is a cache lookup, a few microseconds, while the page costs the process several
+/// times that (parsing, writing, polling): 4 to 6 in the containers lab.
+const MAX_SCALE: f64 = 16.0;
 
 /// The gate's slot time charged per unit of the bursts' thread CPU is kept within
-/// `1..=MAX_SLOT_PER_CPU` (a burst preempted or throttled holds its slot longer than it runs).
-const MAX_SLOT_PER_CPU: f64 = 10.0;
+/// `1..=MAX_SLOT_PER_CPU` (a burst preempted or throttled holds its slot longer than it runs:
+/// about 10 in the containers lab, whose server side has a 20% quota on a busy CPU).
+const MAX_SLOT_PER_CPU: f64 = 32.0;
+
+/// Both ratios are read once the decayed sum of their denominator (burst CPU) reaches this
+/// ([`RecentRatio`]): a period of 1 KB pages under a small cap has a fraction of it.
+const MIN_BURST_CPU_S: f64 = 0.5e-3;
 
 /// One capped container whose cap is one budget.
 #[derive(Debug)]
@@ -57,17 +63,17 @@ struct Item {
     procs0: Duration,
     /// What both sides spent above the cap, to pay back.
     ledger: Ledger,
-    /// The processes' part last written to the cgroup's `cpu.max` (CPUs), if any.
-    written: Option<f64>,
+    /// The processes' part last written to the cgroup's `cpu.max` and its age, if any.
+    written: Option<Written>,
     /// The gate's count of the container's work held back at its cap, at the last step.
     held0: u64,
     /// The cgroup's count of throttled periods, at the last step.
     throttled0: u64,
     /// Slot time of its subtree's bursts in the gate, at the last step.
     slot0: Duration,
-    /// Slot time per burst CPU of its bursts, last known (smoothed): the gate counts its cap
+    /// Slot time per burst CPU of its bursts over the recent periods: the gate counts its cap
     /// in slot time, the budget in CPU.
-    slot_per_cpu: f64,
+    slot_per_cpu: RecentRatio,
 }
 
 /// The state of the budget loop (see the module docs).
@@ -79,8 +85,8 @@ pub struct OneBudget {
     at: Instant,
     process0: Duration,
     bursts0: Duration,
-    /// Process CPU per burst CPU, last known.
-    scale: f64,
+    /// Process CPU per burst CPU over the recent periods.
+    scale: RecentRatio,
 }
 
 fn sum(acc: &CpuAccount, ids: &[u32]) -> Duration {
@@ -107,7 +113,7 @@ impl OneBudget {
                 written: None,
                 held0: 0,
                 slot0: Duration::ZERO,
-                slot_per_cpu: 1.0,
+                slot_per_cpu: RecentRatio::new(1.0),
             })
             .collect();
         if items.is_empty() {
@@ -128,7 +134,7 @@ impl OneBudget {
             items,
             at: Instant::now(),
             process0: os::process_cpu_time(),
-            scale: 1.0,
+            scale: RecentRatio::new(1.0),
         }))
     }
 
@@ -136,7 +142,10 @@ impl OneBudget {
     pub fn step(&mut self, acc: &CpuAccount, gate: &Gate) {
         let now = Instant::now();
         let dt = now.duration_since(self.at).as_secs_f64();
-        if dt <= 0.0 {
+        // A tick late by most of a period is followed by one right after it (the interval
+        // keeps its schedule): a period of a few milliseconds reads as idle on both sides and
+        // would swing the split. It is folded into the next.
+        if dt < PERIOD.as_secs_f64() / 2.0 {
             return;
         }
         self.at = now;
@@ -148,9 +157,13 @@ impl OneBudget {
         );
         self.process0 = process;
         self.bursts0 = bursts;
-        if db >= Duration::from_millis(1) {
-            self.scale = (dp.as_secs_f64() / db.as_secs_f64()).clamp(1.0, MAX_SCALE);
-        }
+        let scale = self.scale.add(
+            dp.as_secs_f64(),
+            db.as_secs_f64(),
+            MIN_BURST_CPU_S,
+            1.0,
+            MAX_SCALE,
+        );
         for it in &mut self.items {
             let server = sum(acc, &it.ids);
             let procs = it.cg.cpu_usage().unwrap_or(it.procs0);
@@ -159,15 +172,14 @@ impl OneBudget {
                 slot.saturating_sub(it.slot0).as_secs_f64(),
                 server.saturating_sub(it.server0).as_secs_f64(),
             );
-            if dc >= 1e-3 {
-                let r = (ds / dc).clamp(1.0, MAX_SLOT_PER_CPU);
-                it.slot_per_cpu = (it.slot_per_cpu + r) / 2.0;
-            }
+            let slot_per_cpu = it
+                .slot_per_cpu
+                .add(ds, dc, MIN_BURST_CPU_S, 1.0, MAX_SLOT_PER_CPU);
             it.slot0 = slot;
             let held = gate.held_back_in(it.id).unwrap_or(0);
             let throttled = cg_throttled(&it.cg);
             let used = Used {
-                server: server.saturating_sub(it.server0).as_secs_f64() * self.scale / dt,
+                server: server.saturating_sub(it.server0).as_secs_f64() * scale / dt,
                 procs: procs.saturating_sub(it.procs0).as_secs_f64() / dt,
                 server_held: held > it.held0,
                 procs_held: throttled > it.throttled0,
@@ -179,24 +191,26 @@ impl OneBudget {
             it.ledger.record(it.cap, used, dt);
             let fair = split(it.cap, it.last, used);
             let budget = it.ledger.budget(it.cap, PERIOD.as_secs_f64());
-            let next = settle(it.cap, budget, fair, it.written);
+            let next = settle(it.cap, budget, fair, it.written, used);
             if next.write {
                 if let Err(e) = it.cg.set_cpu_max(Some(next.split.procs), CPU_PERIOD) {
                     tracing::debug!("containers: budget of {}: {e}", it.cg.path().display());
                 }
-                it.written = Some(next.split.procs);
+                it.written = Some(Written {
+                    part: next.split.procs,
+                    age: 0,
+                });
+            } else if let Some(w) = &mut it.written {
+                w.age = w.age.saturating_add(1);
             }
             // Process CPU -> burst CPU -> the gate's slot time.
-            gate.set_cap(
-                it.id,
-                Some(next.split.server / self.scale * it.slot_per_cpu),
-            );
+            gate.set_cap(it.id, Some(next.split.server / scale * slot_per_cpu));
             tracing::trace!(
                 "containers: budget of {}: used {used:?}, scale {:.2}, slot/CPU {:.2}, debt \
                  {:.4} CPU-s, budget {budget:.3}, next {next:?}",
                 it.cg.path().display(),
-                self.scale,
-                it.slot_per_cpu,
+                scale,
+                slot_per_cpu,
                 it.ledger.debt
             );
             it.last = next.split;
