@@ -11,7 +11,7 @@
 # are dropped by the labs. CG (default /sys/fs/cgroup) and BOX_CTL (default memory) name the v2
 # mount and what the box delegates (scripts/cgv2-local.sh's v2 mode on the development VM:
 # CG=/sys/fs/cgroup/unified BOX_CTL=hugetlb); CONTAINERS_ARGS (default `--quick --reps 1`)
-# replaces the containers lab's arguments; SKIP_LABS or SKIP_RESERVATIONS leave labs out. Bounded: about 3 minutes (timeouts 60 + 150 + 120 s). Exit status 0 only if every step passed.
+# replaces the containers lab's arguments (CONTAINERS_LIMIT, default 150 s, its time limit); SKIP_LABS or SKIP_RESERVATIONS leave labs out. Bounded: about 3 minutes (timeouts 60 + 150 + 120 s). Exit status 0 only if every step passed.
 set -u
 BIN=$(cd "${1:?usage: $0 BIN_DIR}" && pwd)
 OUT=${OUT:-/tmp/cgv2-out}
@@ -85,7 +85,7 @@ log "serve exited $?"
 
 if [ -n "${SKIP_LABS:-}" ]; then log "SKIP_LABS: labs not run"; else
 log "lab containers ${CONTAINERS_ARGS:---quick --reps 1}"
-timeout 150 triage lab containers ${CONTAINERS_ARGS:---quick --reps 1} --out "$OUT/containers" > "$OUT/containers.log" 2>&1 \
+timeout ${CONTAINERS_LIMIT:-150} triage lab containers ${CONTAINERS_ARGS:---quick --reps 1} --out "$OUT/containers" > "$OUT/containers.log" 2>&1 \
   || bad "lab containers exited $? (see containers.log)"
 grep -E "^goal|cgroup" "$OUT/containers.log" | tee -a "$OUT/log.txt"
 if [ -n "${SKIP_RESERVATIONS:-}" ]; then log "SKIP_RESERVATIONS: lab reservations not run"; else
