@@ -13,9 +13,12 @@
 //!
 //! The kernel refills a cgroup's quota whenever `cpu.max` is written, even with the same value:
 //! rewriting it every period let the processes spend up to twice their part (a container capped
-//! at 0.3 CPU spent 0.46). So the processes' part is written only when it moves
-//! (`policy::budget::settle`), and what both sides spend above the cap all the same is a debt
-//! the next periods pay back (`policy::budget::Ledger`). Whether a side was held back by its
+//! at 0.3 CPU spent 0.46). So the processes' part is written only when it moves, and then at
+//! most every `policy::budget::MIN_WRITE_PERIODS` periods (`policy::budget::settle`), and what
+//! both sides spend above the cap all the same is a debt the next periods pay back
+//! (`policy::budget::Ledger`). The scale and the slot time per CPU are read over the recent
+//! periods (`policy::budget::RecentRatio`): a 1 KB page's burst is a few microseconds, so a
+//! single period under a small cap says nothing. Whether a side was held back by its
 //! part (the gate's [`gate::Gate::held_back_in`], the cgroup's `nr_throttled`) tells the split
 //! that it wants more even when the CPU it got says otherwise.
 
