@@ -217,11 +217,55 @@ impl Bench<'_> {
         )
     }
 
+    /// Start `front` (php-fpm's nginx) on the server side once `server` (php-fpm) has created
+    /// `ready` (its socket): nginx's first requests must not find the pool missing. Logs to
+    /// `dir/front.log`.
+    fn start_front(
+        &self,
+        front: &crate::peers::Prepared,
+        ready: Option<&Path>,
+        server: &mut crate::process::Managed,
+        dir: &Path,
+    ) -> Result<crate::process::Managed> {
+        let end = Instant::now() + Duration::from_secs(15);
+        while let Some(s) = ready {
+            if s.exists() {
+                break;
+            }
+            if let Some(st) = server.try_wait()? {
+                return Err(LabError::Process {
+                    name: server.label().to_owned(),
+                    msg: format!("exited ({st}) before its socket: {}", server.log_tail(2000)),
+                });
+            }
+            if Instant::now() >= end {
+                return Err(LabError::Process {
+                    name: server.label().to_owned(),
+                    msg: format!(
+                        "no socket {} after 15 s: {}",
+                        s.display(),
+                        server.log_tail(2000)
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.tb.spawn_server_side(
+            &format!("{} (front)", front.peer.name()),
+            &front.program,
+            &front.args,
+            Some(dir.join("front.log")),
+        )
+    }
+
     /// Run `v` under `load`, keeping logs and the load's output in `dir`.
     pub fn run(&self, v: &Variant, load: &LoadPlan, dir: &Path) -> Result<RunOutcome> {
         std::fs::create_dir_all(dir).map_err(|e| LabError::io("creating", dir, e))?;
         let addr = self.tb.server_addr()?;
         let mut admin = None;
+        // A process in front of the server (php-fpm's nginx): started after it, stopped after
+        // the run with it; the server is the one a `+pos` daemon follows.
+        let mut front = None;
         let mut server = match &v.server {
             ServerKind::Triage { args } => {
                 let a = self.tb.server_addr()?;
@@ -242,16 +286,24 @@ impl Bench<'_> {
                     extra: String::new(),
                 };
                 let p = peer.prepare(&dir.join(peer.name()), &site, &self.prefork)?;
-                self.tb.spawn_server_side(
+                let mut server = self.tb.spawn_server_side(
                     peer.name(),
                     &p.program,
                     &p.args,
                     Some(dir.join("server.log")),
-                )?
+                )?;
+                if let Some(f) = &p.front {
+                    front = Some(self.start_front(f, p.ready_path.as_deref(), &mut server, dir)?);
+                }
+                server
             }
         };
-        self.tb
-            .wait_listening(addr, &mut server, Duration::from_secs(15))?;
+        match front.as_mut() {
+            Some(f) => self.tb.wait_listening(addr, f, Duration::from_secs(15))?,
+            None => self
+                .tb
+                .wait_listening(addr, &mut server, Duration::from_secs(15))?,
+        }
         let mut hog = if v.hog {
             Some(self.tb.spawn_hog()?)
         } else {
@@ -317,6 +369,9 @@ impl Bench<'_> {
             d.stop(Duration::from_secs(3));
         }
         let server_status = server.try_wait()?;
+        if let Some(f) = front.as_mut() {
+            f.stop(Duration::from_secs(3));
+        }
         server.stop(Duration::from_secs(3));
         if let Some(cg) = self.tb.server_cgroup() {
             let _ = cg.kill_all();

@@ -29,6 +29,7 @@ use crate::testbed::TestbedConfig;
 pub mod attach;
 pub mod cgi;
 pub mod opts;
+pub mod php;
 pub mod plan;
 pub mod report;
 pub mod run;
@@ -72,7 +73,10 @@ impl PosLab {
                 .map(|v| v.name)
                 .collect();
                 return Err(LabError::Config(format!(
-                    "--variants names {}, which exp {} does not have (its variants: {};                      also apache, apache+pos, apache+pos-slice, apache+pos-log, apache+all20,                      and the diagnostics named in docs/lab.md)",
+                    "--variants names {}, which exp {} does not have (its variants: {}; also \
+                     apache, apache+pos, apache+pos-slice, apache+pos-log, apache+all20, \
+                     php-fpm, php-fpm+pos, php-fpm+pos-slice, php-fpm+pos-log, php-fpm+all20, \
+                     and the diagnostics named in docs/lab.md)",
                     unknown.join(", "),
                     p.exp,
                     all.join(", ")
@@ -160,6 +164,10 @@ impl Experiment for PosLab {
                 site
             }
         };
+        if self.variants.iter().any(php::runs_php) {
+            let (page, image) = php::script_cpu(&self.o, self.p.quota);
+            php::write_scripts(&site.root, page, image)?;
+        }
         self.site = Some(site);
         Ok(())
     }
@@ -430,15 +438,27 @@ mod tests {
     #[test]
     fn a_variant_name_the_experiment_lacks_is_an_error_not_ignored() {
         let mut o = opts(1);
-        o.only = Some(vec!["fifo".into(), "php-fpm+pos".into()]);
+        o.only = Some(vec!["fifo".into(), "lighttpd+pos".into()]);
         let err = PosLab::new(o)
             .err()
             .expect("an unknown variant must be refused");
         let msg = err.to_string();
-        assert!(msg.contains("php-fpm+pos") && msg.contains("fifo"), "{msg}");
+        assert!(
+            msg.contains("lighttpd+pos") && msg.contains("fifo"),
+            "{msg}"
+        );
         let mut ok = opts(1);
         ok.only = Some(vec!["fifo".into(), "apache+pos".into()]);
         assert!(PosLab::new(ok).is_ok());
+        let mut php = opts(1);
+        php.only = Some(vec!["php-fpm".into(), "php-fpm+pos".into()]);
+        let names: Vec<String> = PosLab::new(php)
+            .unwrap()
+            .variants
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        assert_eq!(names, ["php-fpm", "php-fpm+pos"]);
     }
 
     #[test]
