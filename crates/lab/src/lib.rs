@@ -32,6 +32,7 @@ pub mod capacity;
 pub mod cgi;
 pub mod cluster;
 pub mod containers;
+pub mod daemon_stats;
 pub mod error;
 pub mod events;
 pub mod harness;

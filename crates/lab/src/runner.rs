@@ -127,6 +127,9 @@ pub struct RunOutcome {
     pub load_summary: Option<serde_json::Value>,
     /// The server side's tbf counters over the run (`None` without namespaces).
     pub link: Option<crate::testbed::LinkCounters>,
+    /// The `+pos` variants: what the `triage pos attach` daemon did (its `/metrics` at the end
+    /// of the load); `None` without a daemon or if it did not answer.
+    pub daemon: Option<crate::daemon_stats::DaemonStats>,
 }
 
 /// Everything the runs of a lab share.
@@ -194,12 +197,15 @@ impl Bench<'_> {
         flags: &[String],
         load: &LoadPlan,
         dir: &Path,
+        admin: SocketAddr,
     ) -> Result<crate::process::Managed> {
         let mut args = vec![
             os("pos"),
             os("attach"),
             os("--pid"),
             os(pid.to_string()),
+            os("--admin"),
+            os(admin.to_string()),
             os("--duration"),
             os(format!(
                 "{}ms",
@@ -309,8 +315,10 @@ impl Bench<'_> {
         } else {
             None
         };
+        // The daemon's /metrics, on the client side's loopback.
+        let daemon_admin = SocketAddr::from(([127, 0, 0, 1], self.tb.server_addr()?.port()));
         let mut daemon = match &v.attach {
-            Some(flags) => Some(self.spawn_attach(server.pid(), flags, load, dir)?),
+            Some(flags) => Some(self.spawn_attach(server.pid(), flags, load, dir, daemon_admin)?),
             None => None,
         };
         // Let the hog take its share and the server's workers go idle before the first page.
@@ -364,7 +372,15 @@ impl Bench<'_> {
         if let Some(h) = hog.as_mut() {
             h.stop(Duration::from_millis(200));
         }
+        let mut daemon_stats = None;
         if let Some(d) = daemon.as_mut() {
+            daemon_stats = self
+                .tb
+                .in_client_ns(|| {
+                    crate::testbed::http_get(daemon_admin, "/metrics", Duration::from_secs(2))
+                })?
+                .ok()
+                .and_then(|t| crate::daemon_stats::DaemonStats::from_metrics(&t));
             // SIGTERM: the daemon restores every task it raised before it exits.
             d.stop(Duration::from_secs(3));
         }
@@ -411,6 +427,7 @@ impl Bench<'_> {
             wall_s,
             load_summary,
             link,
+            daemon: daemon_stats,
         })
     }
 }

@@ -11,9 +11,147 @@
 //! The daemon runs on the client side (its CPU is not the server's); the server, its
 //! children and the hog share the server side's one CPU budget (one leaf cgroup, no RT).
 
+use serde::Serialize;
+
 use super::plan::Params;
+use super::summary::{improvement, Cell, Improvement, VariantSummary};
 use crate::peers::Peer;
+use crate::results::{Goal, Page};
 use crate::runner::Variant;
+use crate::stats::Stat;
+
+/// A `+pos` variant against its server without the daemon (`apache+pos` against `apache`),
+/// the paper's `(a - b) / a`, each with its 95% interval over bursts.
+#[derive(Debug, Clone, Serialize)]
+pub struct VsBaseline {
+    /// The baseline variant's name.
+    pub baseline: String,
+    /// Improvement of mean t1 (fraction) with its interval.
+    pub t1_mean_improvement: Option<Improvement>,
+    /// Improvement of mean t2 (fraction) with its interval.
+    pub t2_mean_improvement: Option<Improvement>,
+}
+
+/// The baseline of an attach variant's name (`php-fpm+pos-slice` -> `php-fpm`), if it is one.
+pub fn baseline_of(name: &str) -> Option<&str> {
+    [Peer::Apache, Peer::PhpFpm]
+        .into_iter()
+        .map(Peer::name)
+        .find(|b| name.strip_prefix(b).is_some_and(|r| r.starts_with('+')))
+}
+
+/// `cell` (an attach variant) against its baseline among `cells` at the same browser count.
+pub fn vs_baseline(cell: &Cell, cells: &[Cell]) -> Option<VsBaseline> {
+    let base = baseline_of(&cell.variant.name)?;
+    let b = cells
+        .iter()
+        .find(|c| c.variant.name == base && c.browsers == cell.browsers)?;
+    let t1 = |p: &Page| p.t1_ms;
+    let t2 = |p: &Page| p.t2_ms;
+    Some(VsBaseline {
+        baseline: base.to_owned(),
+        t1_mean_improvement: improvement(b, cell, t1, Stat::Mean),
+        t2_mean_improvement: improvement(b, cell, t2, Stat::Mean),
+    })
+}
+
+/// The bound on mean t1's improvement over the baseline the issue sets for `name`'s server:
+/// the paper's 33.8% for Apache, 30% for nginx + php-fpm.
+fn t1_goal(base: &str) -> f64 {
+    if base == Peer::Apache.name() {
+        0.338
+    } else {
+        0.30
+    }
+}
+
+fn ci_text(i: Option<&Improvement>) -> String {
+    match i {
+        Some(Improvement {
+            value,
+            ci95: Some(c),
+            ..
+        }) => format!(
+            "{:+.1}% ci95 [{:+.1}%, {:+.1}%]",
+            value * 100.0,
+            c.low * 100.0,
+            c.high * 100.0
+        ),
+        Some(i) => format!("{:+.1}% (no ci95: too few bursts)", i.value * 100.0),
+        None => "-".into(),
+    }
+}
+
+/// The goals of the attach variants measured in `vs`: `<server>+pos` against `<server>`
+/// (mean t1 better by the issue's bound, mean t2 at most 10% worse), and every daemon's own
+/// CPU at most 2% of one CPU with its wake-up-to-lever p99.
+pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    for v in vs {
+        let Some(base) = baseline_of(&v.name) else {
+            continue;
+        };
+        if v.name == format!("{base}+pos") {
+            let bound = t1_goal(base);
+            let goal = format!(
+                "{base} + triage pos attach: mean t1 >= {:.1}% better than {base} alone, mean \
+                 t2 at most 10% worse, same CPU budget",
+                bound * 100.0
+            );
+            let detail;
+            let met;
+            match &v.vs_baseline {
+                Some(b) => {
+                    let t1 = b.t1_mean_improvement.as_ref().map(|i| i.value);
+                    let t2 = b.t2_mean_improvement.as_ref().map(|i| i.value);
+                    met = t1.is_some_and(|x| x >= bound) && t2.is_some_and(|x| x >= -0.10);
+                    detail = format!(
+                        "{}: mean t1 {}, mean t2 {} against {base}; server-side CPU {:.2} s per \
+                         run",
+                        v.name,
+                        ci_text(b.t1_mean_improvement.as_ref()),
+                        ci_text(b.t2_mean_improvement.as_ref()),
+                        v.server_cpu_s
+                    );
+                }
+                None => {
+                    met = false;
+                    detail = format!("{base} (the baseline) was not measured beside {}", v.name);
+                }
+            }
+            out.push(Goal { goal, met, detail });
+        }
+        if let Some(d) = &v.daemon {
+            out.push(Goal {
+                goal: format!(
+                    "{}: the daemon's own CPU at most 2% of one CPU; wake-up-to-lever p99 \
+                     reported",
+                    v.name
+                ),
+                met: d.cpu_share <= 0.02,
+                detail: format!(
+                    "logger {}, own CPU {:.2}% of one CPU ({:.3} s per run), {:.0} events per \
+                     run ({:.0} dropped), {:.0} marks, {:.0} demotions, {:.0} raises ({:.0} \
+                     before the wake-up), wake-up-to-lever p50 {} p99 {}",
+                    d.logger,
+                    d.cpu_share * 100.0,
+                    d.cpu_s,
+                    d.events,
+                    d.dropped,
+                    d.marks,
+                    d.demotions,
+                    d.raises,
+                    d.raised_before_wake,
+                    d.wake_to_lever_p50_us
+                        .map_or("-".into(), |u| format!("<= {u:.0} us")),
+                    d.wake_to_lever_p99_us
+                        .map_or("-".into(), |u| format!("<= {u:.0} us")),
+                ),
+            });
+        }
+    }
+    out
+}
 
 /// The `+pos` variants named in `only`, in the order named, for a run with `params`.
 pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
@@ -73,5 +211,9 @@ mod tests {
         assert_eq!(v[0].name, "php-fpm+pos");
         assert_eq!(v[0].peer_kind(), Some(Peer::PhpFpm));
         assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
+        assert_eq!(baseline_of("php-fpm+pos-slice"), Some("php-fpm"));
+        assert_eq!(baseline_of("apache+all20"), Some("apache"));
+        assert_eq!(baseline_of("apache"), None);
+        assert_eq!(baseline_of("pos-rw1"), None);
     }
 }

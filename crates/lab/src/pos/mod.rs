@@ -577,6 +577,7 @@ mod tests {
                 dropped: 3,
                 overlimits: 40,
             }),
+            daemon: None,
         }
     }
 
@@ -659,6 +660,76 @@ mod tests {
         assert!(pooled.goal.contains("pooled"), "{pooled:?}");
         assert!(pooled.met && pooled.detail.contains("ci95"), "{pooled:?}");
         assert!(s.goals[0].detail.contains("ci95"), "{:?}", s.goals[0]);
+    }
+
+    #[test]
+    fn attach_variants_are_compared_with_their_baseline_and_report_the_daemon() {
+        let mut o = opts(1);
+        o.quick = true;
+        o.only = Some(vec!["php-fpm".into(), "php-fpm+pos".into()]);
+        let p = resolve(&o).unwrap();
+        assert!(p.php_cpu_ms.is_some());
+        let tb = Testbed::new(TestbedConfig {
+            net: NetMode::Loopback,
+            ..Default::default()
+        })
+        .unwrap();
+        let daemon = crate::daemon_stats::DaemonStats {
+            logger: "bpf".into(),
+            cpu_s: 0.01,
+            cpu_share: 0.004,
+            marks: 9.0,
+            wake_to_lever_p99_us: Some(128.0),
+            ..Default::default()
+        };
+        let cells: Vec<Cell> = variants(&p, &o)
+            .iter()
+            .map(|v| {
+                let with = v.attach.is_some();
+                let mut r = outcome(if with { 0.6 } else { 1.0 });
+                r.daemon = with.then(|| daemon.clone());
+                Cell {
+                    variant: v.clone(),
+                    browsers: 9,
+                    runs: vec![(0, r.clone()), (1, r)],
+                }
+            })
+            .collect();
+        assert_eq!(cells.len(), 2);
+        let s = summarize(&o, &p, &env(&tb), &cells);
+        let pos = s.variants.iter().find(|v| v.name == "php-fpm+pos").unwrap();
+        let vb = pos.vs_baseline.as_ref().unwrap();
+        assert_eq!(vb.baseline, "php-fpm");
+        let t1 = vb.t1_mean_improvement.unwrap();
+        assert!((t1.value - 0.4).abs() < 1e-9, "{t1:?}");
+        assert!(t1.ci95.is_some());
+        assert_eq!(pos.daemon.as_ref().unwrap().marks, 9.0);
+        let base = s.variants.iter().find(|v| v.name == "php-fpm").unwrap();
+        assert!(base.vs_baseline.is_none() && base.daemon.is_none());
+        let g = s
+            .goals
+            .iter()
+            .find(|g| g.goal.starts_with("php-fpm + triage pos attach"))
+            .expect("the php-fpm goal");
+        assert!(g.met && g.goal.contains("30.0%"), "{g:?}");
+        let d = s
+            .goals
+            .iter()
+            .find(|g| g.goal.contains("daemon's own CPU"))
+            .unwrap();
+        assert!(d.met && d.detail.contains("p99 <= 128 us"), "{d:?}");
+        // Without the baseline the goal is reported, not met.
+        let alone: Vec<Cell> = cells
+            .into_iter()
+            .filter(|c| c.variant.attach.is_some())
+            .collect();
+        let s = summarize(&o, &p, &env(&tb), &alone);
+        let g = s
+            .goals
+            .iter()
+            .find(|g| g.goal.starts_with("php-fpm + triage pos attach"))
+            .unwrap();
+        assert!(!g.met && g.detail.contains("not measured"), "{g:?}");
     }
 
     #[test]

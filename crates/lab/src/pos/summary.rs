@@ -268,6 +268,14 @@ pub struct VariantSummary {
     /// triage's gate view (mean over repetitions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateStats>,
+    /// The `+pos` variants: the `triage pos attach` daemon's own CPU, marks, raises and
+    /// wake-up-to-lever latency (mean over repetitions; the latency the worst run's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<crate::daemon_stats::DaemonStats>,
+    /// The `+pos` variants: improvements against the same server without the daemon (its
+    /// baseline, `apache` or `php-fpm`), with their intervals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_baseline: Option<super::attach::VsBaseline>,
     /// The link towards the browsers (server side tbf), mean per run; only with namespaces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkSummary>,
@@ -453,6 +461,13 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                 cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
                 server_cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
                 gate: mean_gate(&gates),
+                daemon: crate::daemon_stats::DaemonStats::mean(
+                    &c.runs
+                        .iter()
+                        .filter_map(|(_, r)| r.daemon.as_ref())
+                        .collect::<Vec<_>>(),
+                ),
+                vs_baseline: super::attach::vs_baseline(c, cells),
                 link: link_summary(&links),
                 t1_ratio_vs_nginx: None,
                 t1_ratio_vs_apache: None,
@@ -529,6 +544,7 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
         }
     }
     let mut goals = goals(p, &vs);
+    goals.extend(super::attach::goals(&vs));
     if p.exp == 4 {
         goals.push(pooled_goal(p, &vs, cells));
     }
