@@ -36,6 +36,7 @@ pub mod daemon_stats;
 pub mod error;
 pub mod events;
 pub mod harness;
+pub mod marking;
 pub mod peers;
 pub mod pos;
 pub mod process;

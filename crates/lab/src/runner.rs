@@ -130,6 +130,9 @@ pub struct RunOutcome {
     /// The `+pos` variants: what the `triage pos attach` daemon did (its `/metrics` at the end
     /// of the load); `None` without a daemon or if it did not answer.
     pub daemon: Option<crate::daemon_stats::DaemonStats>,
+    /// The `+pos` variants of servers whose access log the lab reads (php-fpm): marked
+    /// service episodes and what they served.
+    pub marking: Option<crate::marking::MarkingAccuracy>,
 }
 
 /// Everything the runs of a lab share.
@@ -206,6 +209,8 @@ impl Bench<'_> {
             os(pid.to_string()),
             os("--admin"),
             os(admin.to_string()),
+            os("--actions-log"),
+            dir.join(ACTIONS_LOG).into_os_string(),
             os("--duration"),
             os(format!(
                 "{}ms",
@@ -374,13 +379,20 @@ impl Bench<'_> {
         }
         let mut daemon_stats = None;
         if let Some(d) = daemon.as_mut() {
-            daemon_stats = self
-                .tb
-                .in_client_ns(|| {
-                    crate::testbed::http_get(daemon_admin, "/metrics", Duration::from_secs(2))
-                })?
-                .ok()
-                .and_then(|t| crate::daemon_stats::DaemonStats::from_metrics(&t));
+            // A few tries: the daemon shares the client's CPU with the load's last moments.
+            for _ in 0..3 {
+                daemon_stats = self
+                    .tb
+                    .in_client_ns(|| {
+                        crate::testbed::http_get(daemon_admin, "/metrics", Duration::from_secs(2))
+                    })?
+                    .ok()
+                    .and_then(|t| crate::daemon_stats::DaemonStats::from_metrics(&t));
+                if daemon_stats.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
             // SIGTERM: the daemon restores every task it raised before it exits.
             d.stop(Duration::from_secs(3));
         }
@@ -428,6 +440,23 @@ impl Bench<'_> {
             load_summary,
             link,
             daemon: daemon_stats,
+            marking: v.attach.as_ref().and_then(|_| marking(v, dir)),
         })
     }
+}
+
+/// The daemon's decisions in a run's directory (`triage pos attach --actions-log`).
+const ACTIONS_LOG: &str = "actions.log";
+
+/// The marking accuracy of `v`'s daemon, from its decisions and the server's access log
+/// (php-fpm's; other servers keep none the lab reads).
+fn marking(v: &Variant, dir: &Path) -> Option<crate::marking::MarkingAccuracy> {
+    let peer = v.peer_kind().filter(|p| *p == Peer::PhpFpm)?;
+    let access =
+        std::fs::read_to_string(dir.join(peer.name()).join(crate::peers::ACCESS_LOG)).ok()?;
+    let acts = std::fs::read_to_string(dir.join(ACTIONS_LOG)).ok()?;
+    Some(crate::marking::accuracy(
+        &crate::marking::parse_fpm_access(&access),
+        &crate::marking::parse_actions(&acts),
+    ))
 }

@@ -279,6 +279,15 @@ fn lab_pos_php_fpm_tiny_with_and_without_attach() {
     assert!(finite(&d["events"], "events") > 0.0, "{d}");
     assert!(finite(&d["cpu_s"], "cpu_s") >= 0.0);
     assert_eq!(pos["vs_baseline"]["baseline"], "php-fpm");
+    // Marking accuracy from php-fpm's access log: every request of the run is an episode.
+    let m = &pos["marking"];
+    assert_eq!(
+        m["episodes"].as_u64(),
+        pos["pages"].as_u64().map(|p| p * 5),
+        "a page is 1 HTML + 4 images: {m}"
+    );
+    assert_eq!(m["text"].as_u64(), pos["pages"].as_u64(), "{m}");
+    assert!(m["marked"].as_u64().unwrap() <= m["episodes"].as_u64().unwrap());
     assert!(pos["vs_baseline"]["t1_mean_improvement"]["value"].is_number());
     let goals: Vec<&str> = s["goals"]
         .as_array()

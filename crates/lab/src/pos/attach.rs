@@ -65,6 +65,22 @@ fn t1_goal(base: &str) -> f64 {
     }
 }
 
+/// The marking accuracy in words.
+fn marking_text(m: &crate::marking::MarkingReport) -> String {
+    let pct = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0));
+    format!(
+        "; marking (the server's access log): {} of {} episodes marked, {} of them served text \
+         ({}), {} of {} text episodes marked ({})",
+        m.counts.marked,
+        m.counts.episodes,
+        m.counts.marked_text,
+        pct(m.precision),
+        m.counts.marked_text,
+        m.counts.text,
+        pct(m.recall)
+    )
+}
+
 fn ci_text(i: Option<&Improvement>) -> String {
     match i {
         Some(Improvement {
@@ -107,11 +123,12 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
                     met = t1.is_some_and(|x| x >= bound) && t2.is_some_and(|x| x >= -0.10);
                     detail = format!(
                         "{}: mean t1 {}, mean t2 {} against {base}; server-side CPU {:.2} s per \
-                         run",
+                         run{}",
                         v.name,
                         ci_text(b.t1_mean_improvement.as_ref()),
                         ci_text(b.t2_mean_improvement.as_ref()),
-                        v.server_cpu_s
+                        v.server_cpu_s,
+                        v.marking.map_or(String::new(), |m| marking_text(&m)),
                     );
                 }
                 None => {

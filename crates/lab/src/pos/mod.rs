@@ -578,6 +578,7 @@ mod tests {
                 overlimits: 40,
             }),
             daemon: None,
+            marking: None,
         }
     }
 

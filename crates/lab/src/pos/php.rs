@@ -49,7 +49,7 @@ pub fn page_script(cpu: Duration) -> String {
          {CPU_PHP}\
          burn($t0 + {s});\n\
          $body = file_get_contents($_SERVER['CONTENT_FILE']);\n\
-         header('Content-Type: text/html');\n\
+         header('Content-Type: text/html; charset=UTF-8');\n\
          header('Content-Length: ' . strlen($body));\n\
          echo $body;\n",
         ms = cpu.as_secs_f64() * 1e3,

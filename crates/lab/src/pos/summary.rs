@@ -276,6 +276,10 @@ pub struct VariantSummary {
     /// baseline, `apache` or `php-fpm`), with their intervals.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_baseline: Option<super::attach::VsBaseline>,
+    /// The `+pos` variants of php-fpm: marked service episodes (from php-fpm's access log and
+    /// the daemon's decisions) and the share of them that served text, over all repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marking: Option<crate::marking::MarkingReport>,
     /// The link towards the browsers (server side tbf), mean per run; only with namespaces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkSummary>,
@@ -468,6 +472,12 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                         .collect::<Vec<_>>(),
                 ),
                 vs_baseline: super::attach::vs_baseline(c, cells),
+                marking: c
+                    .runs
+                    .iter()
+                    .filter_map(|(_, r)| r.marking)
+                    .reduce(crate::marking::MarkingAccuracy::add)
+                    .map(Into::into),
                 link: link_summary(&links),
                 t1_ratio_vs_nginx: None,
                 t1_ratio_vs_apache: None,
