@@ -91,7 +91,7 @@ impl MarkingAccuracy {
     }
 
     /// The sum of two runs' counts.
-    pub fn add(self, o: MarkingAccuracy) -> MarkingAccuracy {
+    pub fn plus(self, o: MarkingAccuracy) -> MarkingAccuracy {
         MarkingAccuracy {
             episodes: self.episodes + o.episodes,
             text: self.text + o.text,
@@ -185,7 +185,7 @@ mod tests {
         );
         assert_eq!(m.precision(), Some(0.5));
         assert_eq!(m.recall(), Some(0.5));
-        assert_eq!(m.add(m).marked, 4);
+        assert_eq!(m.plus(m).marked, 4);
         assert_eq!(MarkingAccuracy::default().precision(), None);
     }
 }

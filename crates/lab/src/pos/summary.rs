@@ -476,7 +476,7 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                     .runs
                     .iter()
                     .filter_map(|(_, r)| r.marking)
-                    .reduce(crate::marking::MarkingAccuracy::add)
+                    .reduce(crate::marking::MarkingAccuracy::plus)
                     .map(Into::into),
                 link: link_summary(&links),
                 t1_ratio_vs_nginx: None,
