@@ -4,7 +4,10 @@
 //! - `apache+pos-slice`: the same with nice + a 0.1 ms slice;
 //! - `apache+pos-log`: the daemon logging and classifying only (its overhead);
 //! - `apache+all20`: every child raised all the time (SLP 0, RW never reached): the bound;
-//! - `php-fpm+pos`, `php-fpm+pos-slice`, `php-fpm+pos-log`, `php-fpm+all20`: the same four
+//! - `<server>+pos-always`: `+pos` without the daemon's bottleneck check (it raises whether
+//!   or not the followed tasks wait for the CPU; the hog, which it does not follow, keeps the
+//!   CPU busy all the time in exp 1);
+//! - `php-fpm+pos`, `php-fpm+pos-slice`, `php-fpm+pos-log`, `php-fpm+all20`: the same
 //!   with nginx + php-fpm ([`super::php`]), the daemon following the php-fpm master and its
 //!   pool's children (nginx, a front, is not followed).
 //!
@@ -188,6 +191,7 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
             "pos" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw],
             "pos-slice" => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
             "pos-log" => vec!["--log-only", "--slp", &slp, "--rw", &rw],
+            "pos-always" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw, "--always"],
             "all20" => vec![
                 "--lever", "nice", "--slp", "0ms", "--rw", "100000", "--always",
             ],

@@ -74,8 +74,7 @@ impl PosLab {
                 .collect();
                 return Err(LabError::Config(format!(
                     "--variants names {}, which exp {} does not have (its variants: {}; also \
-                     apache, apache+pos, apache+pos-slice, apache+pos-log, apache+all20, \
-                     php-fpm, php-fpm+pos, php-fpm+pos-slice, php-fpm+pos-log, php-fpm+all20, \
+                     apache and php-fpm, each with +pos, +pos-slice, +pos-log, +pos-always, +all20, \
                      and the diagnostics named in docs/lab.md)",
                     unknown.join(", "),
                     p.exp,
