@@ -1,7 +1,7 @@
 //! Marking accuracy of a `triage pos attach` daemon (issue 16), from the server's own access
 //! log: which service episodes (one request served by one child) ran while POS had the child
 //! marked, and what they served. Pure: [`parse_fpm_access`] reads php-fpm's log
-//! ([`crate::peers::ACCESS_FORMAT`]), [`parse_actions`] the daemon's `--actions-log`,
+//! ([`crate::peers::ACCESS_FORMAT`]), [`parse_apache_access`] Apache's, [`parse_actions`] the daemon's `--actions-log`,
 //! [`accuracy`] matches them.
 
 use std::collections::BTreeMap;
@@ -21,24 +21,37 @@ pub struct Episode {
     pub text: bool,
 }
 
-/// Read php-fpm's access log in the lab's format (`%p %{REQUEST_START}e %{milli}d %s %r
-/// %{Content-Type}o`); lines that do not parse are skipped.
-pub fn parse_fpm_access(text: &str) -> Vec<Episode> {
+/// Read an access log whose lines start `<pid> <start> <duration> <status> <path>
+/// <content type>`, the start in units of `start_ns` nanoseconds since the Unix epoch and
+/// the duration in units of `dur_ns`; lines that do not parse are skipped.
+fn parse_access(text: &str, start_ns: f64, dur_ns: f64) -> Vec<Episode> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let tid = f.first()?.parse().ok()?;
-            let start_s: f64 = f.get(1)?.parse().ok()?;
-            let dur_ms: f64 = f.get(2)?.parse().ok()?;
+            let start: f64 = f.get(1)?.parse().ok()?;
+            let dur: f64 = f.get(2)?.parse().ok()?;
             let ctype = f.get(5).copied().unwrap_or("");
             Some(Episode {
                 tid,
-                start_ns: (start_s * 1e9) as u128,
-                dur_ns: (dur_ms * 1e6) as u128,
+                start_ns: (start * start_ns) as u128,
+                dur_ns: (dur * dur_ns) as u128,
                 text: ctype.starts_with("text/"),
             })
         })
         .collect()
+}
+
+/// Read php-fpm's access log in the lab's format ([`crate::peers::ACCESS_FORMAT`]: `%p
+/// %{REQUEST_START}e %{milli}d %s %r %{Content-Type}o`, the start in seconds).
+pub fn parse_fpm_access(text: &str) -> Vec<Episode> {
+    parse_access(text, 1e9, 1e6)
+}
+
+/// Read Apache's access log in the lab's format ([`crate::peers::APACHE_ACCESS_FORMAT`]:
+/// `%P %{usec}t %D %>s %U %{Content-Type}o`, start and duration in microseconds).
+pub fn parse_apache_access(text: &str) -> Vec<Episode> {
+    parse_access(text, 1e3, 1e3)
 }
 
 /// The daemon's decisions per task: `(Unix ns, raised)` in time order.
@@ -187,5 +200,11 @@ mod tests {
         assert_eq!(m.recall(), Some(0.5));
         assert_eq!(m.plus(m).marked, 4);
         assert_eq!(MarkingAccuracy::default().precision(), None);
+        let a = parse_apache_access(
+            "201 1000000000 2500 200 /b0/index.html text/html\n\
+             202 1000001000 9000 200 /b0/img0.bmp image/bmp\n",
+        );
+        assert_eq!((a[0].start_ns, a[0].dur_ns), (1_000_000_000_000, 2_500_000));
+        assert!(a[0].text && !a[1].text && a[1].tid == 202);
     }
 }

@@ -294,7 +294,14 @@ impl Bench<'_> {
                     listen: addr,
                     gzip: self.gzip.clone(),
                     keepalive_s: self.keepalive_s,
-                    extra: String::new(),
+                    // A `+pos` Apache logs its requests: the daemon's marking is read
+                    // against them.
+                    extra: match (peer, &v.attach) {
+                        (Peer::Apache, Some(_)) => crate::peers::apache_access_log(
+                            &dir.join(peer.name()).join(APACHE_ACCESS_LOG),
+                        ),
+                        _ => String::new(),
+                    },
                 };
                 let p = peer.prepare(&dir.join(peer.name()), &site, &self.prefork)?;
                 let mut server = self.tb.spawn_server_side(
@@ -451,12 +458,19 @@ const ACTIONS_LOG: &str = "actions.log";
 /// The marking accuracy of `v`'s daemon, from its decisions and the server's access log
 /// (php-fpm's; other servers keep none the lab reads).
 fn marking(v: &Variant, dir: &Path) -> Option<crate::marking::MarkingAccuracy> {
-    let peer = v.peer_kind().filter(|p| *p == Peer::PhpFpm)?;
-    let access =
-        std::fs::read_to_string(dir.join(peer.name()).join(crate::peers::ACCESS_LOG)).ok()?;
+    let peer = v.peer_kind()?;
+    let read = |name: &str| std::fs::read_to_string(dir.join(peer.name()).join(name)).ok();
+    let episodes = match peer {
+        Peer::PhpFpm => crate::marking::parse_fpm_access(&read(crate::peers::ACCESS_LOG)?),
+        Peer::Apache => crate::marking::parse_apache_access(&read(APACHE_ACCESS_LOG)?),
+        _ => return None,
+    };
     let acts = std::fs::read_to_string(dir.join(ACTIONS_LOG)).ok()?;
     Some(crate::marking::accuracy(
-        &crate::marking::parse_fpm_access(&access),
+        &episodes,
         &crate::marking::parse_actions(&acts),
     ))
 }
+
+/// The access log of a `+pos` Apache, in its directory.
+const APACHE_ACCESS_LOG: &str = "access.log";

@@ -24,7 +24,7 @@ mod nginx;
 mod php_fpm;
 mod site;
 
-pub use apache::apache_conf;
+pub use apache::{apache_access_log, apache_conf, APACHE_ACCESS_FORMAT};
 pub use haproxy::{haproxy_proxy_conf, haproxy_source_policy, nginx_proxy_conf};
 pub use lighttpd::{has_handler, lighttpd_conf, EventHandler, LighttpdTuning};
 pub use nginx::{nginx_conf, NginxTuning};
@@ -340,6 +340,23 @@ mod tests {
     #[test]
     fn apache_config_passes_its_own_check() {
         check_with_real_binary(Peer::Apache);
+    }
+
+    #[test]
+    fn apache_with_an_access_log_passes_its_own_check() {
+        if let Some(why) = Peer::Apache.unavailable() {
+            eprintln!("SKIP apache_with_an_access_log_passes_its_own_check: {why}");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let mut s = site(d.path());
+        s.listen = "127.0.0.1:1".parse().unwrap();
+        s.extra = apache_access_log(&d.path().join("access.log"));
+        assert!(s.extra.contains("%{usec}t %D") && s.extra.contains("CustomLog"));
+        let p = Peer::Apache
+            .prepare(&d.path().join("apache"), &s, &Prefork::default())
+            .unwrap();
+        validate(&p).unwrap();
     }
 
     #[test]
