@@ -328,9 +328,13 @@ impl Bench<'_> {
             None
         };
         // The daemon's /metrics, on the client side's loopback.
-        let daemon_admin = SocketAddr::from(([127, 0, 0, 1], self.tb.server_addr()?.port()));
+        let mut daemon_admin = None;
         let mut daemon = match &v.attach {
-            Some(flags) => Some(self.spawn_attach(server.pid(), flags, load, dir, daemon_admin)?),
+            Some(flags) => {
+                let a = SocketAddr::from(([127, 0, 0, 1], self.tb.server_addr()?.port()));
+                daemon_admin = Some(a);
+                Some(self.spawn_attach(server.pid(), flags, load, dir, a)?)
+            }
             None => None,
         };
         // Let the hog take its share and the server's workers go idle before the first page.
@@ -385,13 +389,13 @@ impl Bench<'_> {
             h.stop(Duration::from_millis(200));
         }
         let mut daemon_stats = None;
-        if let Some(d) = daemon.as_mut() {
+        if let (Some(d), Some(admin)) = (daemon.as_mut(), daemon_admin) {
             // A few tries: the daemon shares the client's CPU with the load's last moments.
             for _ in 0..3 {
                 daemon_stats = self
                     .tb
                     .in_client_ns(|| {
-                        crate::testbed::http_get(daemon_admin, "/metrics", Duration::from_secs(2))
+                        crate::testbed::http_get(admin, "/metrics", Duration::from_secs(2))
                     })?
                     .ok()
                     .and_then(|t| crate::daemon_stats::DaemonStats::from_metrics(&t));
