@@ -712,6 +712,11 @@ mod tests {
             .find(|g| g.goal.starts_with("php-fpm + triage pos attach"))
             .expect("the php-fpm goal");
         assert!(g.met && g.goal.contains("30.0%"), "{g:?}");
+        assert!(
+            !s.goals.iter().any(|g| g.goal.starts_with("exp 1: POS")),
+            "no triage variant ran: {:?}",
+            s.goals
+        );
         let d = s
             .goals
             .iter()

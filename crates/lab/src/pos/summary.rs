@@ -818,6 +818,11 @@ fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
         return random_goals(p, vs);
     }
     let pos: Vec<&VariantSummary> = vs.iter().filter(|v| v.name.starts_with("pos")).collect();
+    if pos.is_empty() && !vs.iter().any(|v| v.name == "fifo") {
+        // Only unmodified servers were named (`--variants apache,apache+pos,...`): their
+        // goals are the attach variants' (`super::attach::goals`).
+        return out;
+    }
     // The goal holds for a variant that meets both bounds: the best t1 among the variants that
     // do; if none does, the best t1 of all (reported as not met).
     let by_t1 = |a: &&&VariantSummary, b: &&&VariantSummary| {
