@@ -55,6 +55,10 @@ pub struct AttachConfig {
     pub report_every: Option<Duration>,
     /// Use a nice lever even where the cgroup check says it cannot work.
     pub force: bool,
+    /// Write every decision POS takes (`<Unix ns> raise|lower <tid>`, one a line, also when
+    /// logging only) to this file: a lab matches it against a server's access log to tell
+    /// how many marked service episodes served text.
+    pub actions_log: Option<PathBuf>,
 }
 
 impl AttachConfig {
@@ -72,6 +76,7 @@ impl AttachConfig {
             duration: None,
             report_every: None,
             force: false,
+            actions_log: None,
         }
     }
 }
@@ -169,11 +174,16 @@ pub fn run(
     if let Some(a) = &admin {
         let _ = writeln!(out, "metrics: http://{}/metrics", a.addr());
     }
+    let actions = match &cfg.actions_log {
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
+        None => None,
+    };
     let mut d = Daemon {
         known: BTreeSet::new(),
         acts: Vec::new(),
         s: Snapshot::default(),
         errors_shown: 0,
+        actions,
     };
     let _ = writeln!(
         out,
@@ -255,6 +265,9 @@ pub fn run(
     }
     drop(lever);
     drop(tracer);
+    if let Some(a) = d.actions.as_mut() {
+        let _ = a.flush();
+    }
     let _ = writeln!(out, "{}", d.s.line());
     if let Ok(mut g) = snap.lock() {
         *g = d.s.clone();
@@ -273,6 +286,8 @@ struct Daemon {
     s: Snapshot,
     /// Lever errors printed so far (bounded).
     errors_shown: u32,
+    /// [`AttachConfig::actions_log`], open.
+    actions: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Daemon {
@@ -328,7 +343,19 @@ impl Daemon {
     /// Apply the decisions in `acts`; `wake`: the wake-up that caused them (its latency is
     /// recorded if it raised the task that woke).
     fn apply(&mut self, lever: Option<&mut Lever>, wake: Option<&TaskEvent>, out: &mut dyn Write) {
+        if let Some(log) = self.actions.as_mut() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            for a in &self.acts {
+                let _ = match a {
+                    Action::Raise(w) => writeln!(log, "{now} raise {w}"),
+                    Action::Lower(w) => writeln!(log, "{now} lower {w}"),
+                };
+            }
+        }
         let Some(l) = lever else {
+            self.acts.clear();
             return;
         };
         for a in std::mem::take(&mut self.acts) {

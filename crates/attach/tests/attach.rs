@@ -47,6 +47,9 @@ fn a_text_worker_is_raised_before_it_wakes_and_restored_at_the_end() {
     let base = os::prio::thread_nice(pid).unwrap();
     let mut cfg = config(pid, dir.path());
     cfg.duration = Some(Duration::from_millis(1500));
+    let logs = tempfile::tempdir().unwrap();
+    let actions = logs.path().join("actions.log");
+    cfg.actions_log = Some(actions.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let daemon = std::thread::spawn(move || {
@@ -71,6 +74,21 @@ fn a_text_worker_is_raised_before_it_wakes_and_restored_at_the_end() {
     assert!(snap.events > 10, "{out}");
     assert!(out.contains("logger: "), "{out}");
     assert!(out.contains("restored"), "{out}");
+    // Every decision is in the actions log with its time: the worker's raise among them.
+    let log = std::fs::read_to_string(&actions).unwrap();
+    let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+    assert!(
+        lines.iter().all(|f| f.len() == 3
+            && f[0].parse::<u128>().is_ok()
+            && (f[1] == "raise" || f[1] == "lower")),
+        "{log}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|f| f[1] == "raise" && f[2] == pid.to_string()),
+        "{log}"
+    );
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,

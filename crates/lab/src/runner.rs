@@ -127,6 +127,12 @@ pub struct RunOutcome {
     pub load_summary: Option<serde_json::Value>,
     /// The server side's tbf counters over the run (`None` without namespaces).
     pub link: Option<crate::testbed::LinkCounters>,
+    /// The `+pos` variants: what the `triage pos attach` daemon did (its `/metrics` at the end
+    /// of the load); `None` without a daemon or if it did not answer.
+    pub daemon: Option<crate::daemon_stats::DaemonStats>,
+    /// The `+pos` variants of servers whose access log the lab reads (php-fpm): marked
+    /// service episodes and what they served.
+    pub marking: Option<crate::marking::MarkingAccuracy>,
 }
 
 /// Everything the runs of a lab share.
@@ -194,12 +200,17 @@ impl Bench<'_> {
         flags: &[String],
         load: &LoadPlan,
         dir: &Path,
+        admin: SocketAddr,
     ) -> Result<crate::process::Managed> {
         let mut args = vec![
             os("pos"),
             os("attach"),
             os("--pid"),
             os(pid.to_string()),
+            os("--admin"),
+            os(admin.to_string()),
+            os("--actions-log"),
+            dir.join(ACTIONS_LOG).into_os_string(),
             os("--duration"),
             os(format!(
                 "{}ms",
@@ -217,11 +228,55 @@ impl Bench<'_> {
         )
     }
 
+    /// Start `front` (php-fpm's nginx) on the server side once `server` (php-fpm) has created
+    /// `ready` (its socket): nginx's first requests must not find the pool missing. Logs to
+    /// `dir/front.log`.
+    fn start_front(
+        &self,
+        front: &crate::peers::Prepared,
+        ready: Option<&Path>,
+        server: &mut crate::process::Managed,
+        dir: &Path,
+    ) -> Result<crate::process::Managed> {
+        let end = Instant::now() + Duration::from_secs(15);
+        while let Some(s) = ready {
+            if s.exists() {
+                break;
+            }
+            if let Some(st) = server.try_wait()? {
+                return Err(LabError::Process {
+                    name: server.label().to_owned(),
+                    msg: format!("exited ({st}) before its socket: {}", server.log_tail(2000)),
+                });
+            }
+            if Instant::now() >= end {
+                return Err(LabError::Process {
+                    name: server.label().to_owned(),
+                    msg: format!(
+                        "no socket {} after 15 s: {}",
+                        s.display(),
+                        server.log_tail(2000)
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.tb.spawn_server_side(
+            &format!("{} (front)", front.peer.name()),
+            &front.program,
+            &front.args,
+            Some(dir.join("front.log")),
+        )
+    }
+
     /// Run `v` under `load`, keeping logs and the load's output in `dir`.
     pub fn run(&self, v: &Variant, load: &LoadPlan, dir: &Path) -> Result<RunOutcome> {
         std::fs::create_dir_all(dir).map_err(|e| LabError::io("creating", dir, e))?;
         let addr = self.tb.server_addr()?;
         let mut admin = None;
+        // A process in front of the server (php-fpm's nginx): started after it, stopped after
+        // the run with it; the server is the one a `+pos` daemon follows.
+        let mut front = None;
         let mut server = match &v.server {
             ServerKind::Triage { args } => {
                 let a = self.tb.server_addr()?;
@@ -239,26 +294,47 @@ impl Bench<'_> {
                     listen: addr,
                     gzip: self.gzip.clone(),
                     keepalive_s: self.keepalive_s,
-                    extra: String::new(),
+                    // A `+pos` Apache logs its requests: the daemon's marking is read
+                    // against them.
+                    extra: match (peer, &v.attach) {
+                        (Peer::Apache, Some(_)) => crate::peers::apache_access_log(
+                            &dir.join(peer.name()).join(APACHE_ACCESS_LOG),
+                        ),
+                        _ => String::new(),
+                    },
                 };
                 let p = peer.prepare(&dir.join(peer.name()), &site, &self.prefork)?;
-                self.tb.spawn_server_side(
+                let mut server = self.tb.spawn_server_side(
                     peer.name(),
                     &p.program,
                     &p.args,
                     Some(dir.join("server.log")),
-                )?
+                )?;
+                if let Some(f) = &p.front {
+                    front = Some(self.start_front(f, p.ready_path.as_deref(), &mut server, dir)?);
+                }
+                server
             }
         };
-        self.tb
-            .wait_listening(addr, &mut server, Duration::from_secs(15))?;
+        match front.as_mut() {
+            Some(f) => self.tb.wait_listening(addr, f, Duration::from_secs(15))?,
+            None => self
+                .tb
+                .wait_listening(addr, &mut server, Duration::from_secs(15))?,
+        }
         let mut hog = if v.hog {
             Some(self.tb.spawn_hog()?)
         } else {
             None
         };
+        // The daemon's /metrics, on the client side's loopback.
+        let mut daemon_admin = None;
         let mut daemon = match &v.attach {
-            Some(flags) => Some(self.spawn_attach(server.pid(), flags, load, dir)?),
+            Some(flags) => {
+                let a = SocketAddr::from(([127, 0, 0, 1], self.tb.server_addr()?.port()));
+                daemon_admin = Some(a);
+                Some(self.spawn_attach(server.pid(), flags, load, dir, a)?)
+            }
             None => None,
         };
         // Let the hog take its share and the server's workers go idle before the first page.
@@ -312,11 +388,29 @@ impl Bench<'_> {
         if let Some(h) = hog.as_mut() {
             h.stop(Duration::from_millis(200));
         }
-        if let Some(d) = daemon.as_mut() {
+        let mut daemon_stats = None;
+        if let (Some(d), Some(admin)) = (daemon.as_mut(), daemon_admin) {
+            // A few tries: the daemon shares the client's CPU with the load's last moments.
+            for _ in 0..3 {
+                daemon_stats = self
+                    .tb
+                    .in_client_ns(|| {
+                        crate::testbed::http_get(admin, "/metrics", Duration::from_secs(2))
+                    })?
+                    .ok()
+                    .and_then(|t| crate::daemon_stats::DaemonStats::from_metrics(&t));
+                if daemon_stats.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
             // SIGTERM: the daemon restores every task it raised before it exits.
             d.stop(Duration::from_secs(3));
         }
         let server_status = server.try_wait()?;
+        if let Some(f) = front.as_mut() {
+            f.stop(Duration::from_secs(3));
+        }
         server.stop(Duration::from_secs(3));
         if let Some(cg) = self.tb.server_cgroup() {
             let _ = cg.kill_all();
@@ -356,6 +450,31 @@ impl Bench<'_> {
             wall_s,
             load_summary,
             link,
+            daemon: daemon_stats,
+            marking: v.attach.as_ref().and_then(|_| marking(v, dir)),
         })
     }
 }
+
+/// The daemon's decisions in a run's directory (`triage pos attach --actions-log`).
+const ACTIONS_LOG: &str = "actions.log";
+
+/// The marking accuracy of `v`'s daemon, from its decisions and the server's access log
+/// (php-fpm's; other servers keep none the lab reads).
+fn marking(v: &Variant, dir: &Path) -> Option<crate::marking::MarkingAccuracy> {
+    let peer = v.peer_kind()?;
+    let read = |name: &str| std::fs::read_to_string(dir.join(peer.name()).join(name)).ok();
+    let episodes = match peer {
+        Peer::PhpFpm => crate::marking::parse_fpm_access(&read(crate::peers::ACCESS_LOG)?),
+        Peer::Apache => crate::marking::parse_apache_access(&read(APACHE_ACCESS_LOG)?),
+        _ => return None,
+    };
+    let acts = std::fs::read_to_string(dir.join(ACTIONS_LOG)).ok()?;
+    Some(crate::marking::accuracy(
+        &episodes,
+        &crate::marking::parse_actions(&acts),
+    ))
+}
+
+/// The access log of a `+pos` Apache, in its directory.
+const APACHE_ACCESS_LOG: &str = "access.log";

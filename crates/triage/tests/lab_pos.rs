@@ -216,6 +216,103 @@ fn lab_pos_cgi_site_tiny_compares_the_lever() {
     }
 }
 
+/// nginx + php-fpm with and without `triage pos attach` (issue 16), at the tiny scale: the
+/// daemon follows the php-fpm master and its pool, reports itself, and leaves nothing raised.
+#[test]
+fn lab_pos_php_fpm_tiny_with_and_without_attach() {
+    if !is_root() {
+        eprintln!(
+            "SKIP lab_pos_php_fpm_tiny_with_and_without_attach: needs root (the daemon's BPF \
+             logger and lever, netns, cgroups)"
+        );
+        return;
+    }
+    for bin in ["php-fpm8.2", "nginx"] {
+        if lab::process::which(bin).is_none() {
+            eprintln!(
+                "SKIP lab_pos_php_fpm_tiny_with_and_without_attach: {bin} is not installed \
+                 (scripts/deps.sh)"
+            );
+            return;
+        }
+    }
+    let tmp = TempDir::new("labposphp");
+    let out = tmp.0.join("res");
+    let (pid, _) = run_lab_to_success(
+        Command::new(BIN)
+            .args([
+                "lab",
+                "pos",
+                "--exp",
+                "1",
+                "--quick",
+                "--seconds-scale",
+                "tiny",
+                "--reps",
+                "1",
+                "--variants",
+                "php-fpm,php-fpm+pos",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .current_dir(&tmp.0),
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(s["params"]["php_cpu_ms"][1].as_f64().unwrap() > 0.0);
+    let vs = s["variants"].as_array().unwrap();
+    let names: Vec<&str> = vs.iter().map(|v| v["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["php-fpm", "php-fpm+pos"]);
+    for v in vs {
+        assert_eq!(v["errors"], 0, "{}", v["name"]);
+        assert_eq!(v["server"], "peer");
+        assert_eq!(v["peer"], "php-fpm");
+        for k in ["t1", "t2"] {
+            finite(&v[k]["mean_ms"], k);
+        }
+        assert!(finite(&v["server_cpu_s"], "server_cpu_s") > 0.0);
+    }
+    let pos = &vs[1];
+    // The daemon followed the pool (the master and its children, from the BPF logger or the
+    // poller) and answered at the end of the load.
+    let d = &pos["daemon"];
+    assert!(finite(&d["events"], "events") > 0.0, "{d}");
+    assert!(finite(&d["cpu_s"], "cpu_s") >= 0.0);
+    assert_eq!(pos["vs_baseline"]["baseline"], "php-fpm");
+    // Marking accuracy from php-fpm's access log: every request of the run is an episode.
+    let m = &pos["marking"];
+    assert_eq!(
+        m["episodes"].as_u64(),
+        pos["pages"].as_u64().map(|p| p * 5),
+        "a page is 1 HTML + 4 images: {m}"
+    );
+    assert_eq!(m["text"].as_u64(), pos["pages"].as_u64(), "{m}");
+    assert!(m["marked"].as_u64().unwrap() <= m["episodes"].as_u64().unwrap());
+    assert!(pos["vs_baseline"]["t1_mean_improvement"]["value"].is_number());
+    let goals: Vec<&str> = s["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["goal"].as_str().unwrap())
+        .collect();
+    assert!(
+        goals
+            .iter()
+            .any(|g| g.starts_with("php-fpm + triage pos attach")),
+        "{goals:?}"
+    );
+    assert_eq!(leftovers(pid), Vec::<String>::new());
+    // Nothing left raised: no journal of a daemon that is gone, no php-fpm of the lab's.
+    let stale = os::lever::journal::stale(std::path::Path::new(os::lever::STATE_DIR));
+    assert!(stale.is_empty(), "{stale:?}");
+    let mark = format!("triage-lab-pos1-{pid}-");
+    let stray: Vec<String> = os::procfs::pids()
+        .into_iter()
+        .filter_map(|p| os::procfs::cmdline(p).filter(|cmd| cmd.contains(&mark)))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+}
+
 #[test]
 fn lab_pos_interrupted_leaves_nothing_behind() {
     if !is_root() {

@@ -5,6 +5,21 @@ use std::path::Path;
 
 use super::site::{q, PeerSite, Prefork, APACHE_MODULES, MIME};
 
+/// The access log format of an Apache whose marking a lab reads (`crate::marking`): the
+/// child's pid, the request's start and duration (us), status, path, content type.
+pub const APACHE_ACCESS_FORMAT: &str = "%P %{usec}t %D %>s %U %{Content-Type}o";
+
+/// The configuration lines (for [`PeerSite::extra`]) that make Apache log every request to
+/// `path` in [`APACHE_ACCESS_FORMAT`].
+pub fn apache_access_log(path: &Path) -> String {
+    // mod_log_config is compiled into Debian's apache2.
+    format!(
+        "LogFormat \"{}\" triage\nCustomLog {} triage",
+        APACHE_ACCESS_FORMAT.replace('"', "\\\""),
+        q(path)
+    )
+}
+
 /// Apache httpd configuration with mpm_prefork, modules from [`APACHE_MODULES`], everything
 /// under `server_root`. `run_as_root`: the children switch to `www-data` (Apache refuses to
 /// serve as root), so the site must be world-readable.

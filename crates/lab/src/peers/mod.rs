@@ -21,12 +21,17 @@ mod apache;
 mod haproxy;
 mod lighttpd;
 mod nginx;
+mod php_fpm;
 mod site;
 
-pub use apache::apache_conf;
+pub use apache::{apache_access_log, apache_conf, APACHE_ACCESS_FORMAT};
 pub use haproxy::{haproxy_proxy_conf, haproxy_source_policy, nginx_proxy_conf};
 pub use lighttpd::{has_handler, lighttpd_conf, EventHandler, LighttpdTuning};
 pub use nginx::{nginx_conf, NginxTuning};
+pub use php_fpm::{
+    nginx_fastcgi, php_fpm_conf, php_ini, FpmPool, ACCESS_FORMAT, ACCESS_LOG, IMAGE_SCRIPT,
+    PAGE_SCRIPT, PHP_DIR,
+};
 pub use site::{Gzip, PeerSite, Prefork, APACHE_MODULES};
 
 /// A peer server.
@@ -41,6 +46,10 @@ pub enum Peer {
     Lighttpd,
     /// HAProxy, a load balancer (the cluster lab's peer; it serves no site of its own).
     Haproxy,
+    /// php-fpm (Debian's `php-fpm8.2`, a static pool) behind nginx: PHP scripts produce the
+    /// page and the images ([`php_fpm`]'s routing; the lab writes the scripts).
+    #[serde(rename = "php-fpm")]
+    PhpFpm,
 }
 
 /// How a peer's processes are set up (beyond what it serves).
@@ -69,6 +78,12 @@ pub struct Prepared {
     pub conf: PathBuf,
     /// The peer's directory (prefix, logs, pid file).
     pub dir: PathBuf,
+    /// A second process in front of this one, started after it (php-fpm's nginx). The
+    /// first is the one a `+pos` daemon follows; the front listens on the site's address.
+    pub front: Option<Box<Prepared>>,
+    /// A path the server creates once it accepts requests (php-fpm's socket): its front is
+    /// started after it appears.
+    pub ready_path: Option<PathBuf>,
 }
 
 impl Peer {
@@ -79,6 +94,7 @@ impl Peer {
             Peer::Apache => "apache",
             Peer::Lighttpd => "lighttpd",
             Peer::Haproxy => "haproxy",
+            Peer::PhpFpm => "php-fpm",
         }
     }
 
@@ -89,6 +105,7 @@ impl Peer {
             Peer::Apache => which("apache2").or_else(|| which("httpd")),
             Peer::Lighttpd => which("lighttpd"),
             Peer::Haproxy => which("haproxy"),
+            Peer::PhpFpm => which("php-fpm8.2").or_else(|| which("php-fpm")),
         }
     }
 
@@ -104,6 +121,9 @@ impl Peer {
                     "apache2 found but {APACHE_MODULES}/mod_mpm_prefork.so is missing; measuring the rest"
                 ))
             }
+            Some(_) if self == Peer::PhpFpm => Peer::Nginx
+                .unavailable()
+                .map(|why| format!("php-fpm runs behind nginx, and {why}")),
             Some(_) => None,
         }
     }
@@ -182,6 +202,7 @@ impl Peer {
                         .into(),
                 ))
             }
+            Peer::PhpFpm => return prepare_php_fpm(program, dir, site, tuning, root),
         };
         std::fs::write(&conf, text).map_err(|e| LabError::io("writing", &conf, e))?;
         Ok(Prepared {
@@ -190,8 +211,56 @@ impl Peer {
             args,
             conf,
             dir: dir.to_path_buf(),
+            front: None,
+            ready_path: None,
         })
     }
+}
+
+/// php-fpm (`program`) with its pool and `php.ini` under `dir`, and nginx in front of it
+/// under `dir/nginx` serving `site` with seed 001's page routed to the pool. The pool has as
+/// many children as Apache's prefork starts (`tuning.prefork.start`).
+fn prepare_php_fpm(
+    program: PathBuf,
+    dir: &Path,
+    site: &PeerSite,
+    tuning: &PeerTuning,
+    root: bool,
+) -> Result<Prepared> {
+    let conf = dir.join("php-fpm.conf");
+    let pool = FpmPool {
+        children: tuning.prefork.start,
+    };
+    std::fs::write(&conf, php_fpm_conf(dir, &pool, root))
+        .map_err(|e| LabError::io("writing", &conf, e))?;
+    let ini = dir.join("php.ini");
+    std::fs::write(&ini, php_ini()).map_err(|e| LabError::io("writing", &ini, e))?;
+    let mut front_site = site.clone();
+    front_site.extra = format!(
+        "{}{}",
+        nginx_fastcgi(&site.root, &dir.join(php_fpm::SOCKET)),
+        site.extra
+    );
+    let front_tuning = PeerTuning {
+        program: None,
+        ..tuning.clone()
+    };
+    let front = Peer::Nginx.prepare_tuned(&dir.join("nginx"), &front_site, &front_tuning)?;
+    Ok(Prepared {
+        peer: Peer::PhpFpm,
+        program,
+        args: vec![
+            "--nodaemonize".into(),
+            "--fpm-config".into(),
+            conf.as_os_str().to_owned(),
+            "-c".into(),
+            ini.into_os_string(),
+        ],
+        conf,
+        dir: dir.to_path_buf(),
+        front: Some(Box::new(front)),
+        ready_path: Some(dir.join(php_fpm::SOCKET)),
+    })
 }
 
 /// Check a prepared configuration with the real binary (`nginx -t`, `apache2 -t`).
@@ -213,6 +282,12 @@ pub fn validate(p: &Prepared) -> Result<()> {
         Peer::Haproxy => {
             run_cmd(&prog, &["-c", "-q", "-f", &conf])?;
         }
+        Peer::PhpFpm => {
+            run_cmd(&prog, &["--test", "--fpm-config", &conf])?;
+        }
+    }
+    if let Some(f) = &p.front {
+        validate(f)?;
     }
     Ok(())
 }
@@ -265,6 +340,28 @@ mod tests {
     #[test]
     fn apache_config_passes_its_own_check() {
         check_with_real_binary(Peer::Apache);
+    }
+
+    #[test]
+    fn apache_with_an_access_log_passes_its_own_check() {
+        if let Some(why) = Peer::Apache.unavailable() {
+            eprintln!("SKIP apache_with_an_access_log_passes_its_own_check: {why}");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let mut s = site(d.path());
+        s.listen = "127.0.0.1:1".parse().unwrap();
+        s.extra = apache_access_log(&d.path().join("access.log"));
+        assert!(s.extra.contains("%{usec}t %D") && s.extra.contains("CustomLog"));
+        let p = Peer::Apache
+            .prepare(&d.path().join("apache"), &s, &Prefork::default())
+            .unwrap();
+        validate(&p).unwrap();
+    }
+
+    #[test]
+    fn php_fpm_config_passes_its_own_check() {
+        check_with_real_binary(Peer::PhpFpm);
     }
 
     #[test]

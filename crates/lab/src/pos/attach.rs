@@ -3,14 +3,175 @@
 //! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW;
 //! - `apache+pos-slice`: the same with nice + a 0.1 ms slice;
 //! - `apache+pos-log`: the daemon logging and classifying only (its overhead);
-//! - `apache+all20`: every child raised all the time (SLP 0, RW never reached): the bound.
+//! - `apache+all20`: every child raised all the time (SLP 0, RW never reached): the bound;
+//! - `<server>+pos-always`: `+pos` without the daemon's bottleneck check (it raises whether
+//!   or not the followed tasks wait for the CPU; the hog, which it does not follow, keeps the
+//!   CPU busy all the time in exp 1);
+//! - `php-fpm+pos`, `php-fpm+pos-slice`, `php-fpm+pos-log`, `php-fpm+all20`: the same
+//!   with nginx + php-fpm ([`super::php`]), the daemon following the php-fpm master and its
+//!   pool's children (nginx, a front, is not followed).
 //!
 //! The daemon runs on the client side (its CPU is not the server's); the server, its
 //! children and the hog share the server side's one CPU budget (one leaf cgroup, no RT).
 
+use serde::Serialize;
+
 use super::plan::Params;
+use super::summary::{improvement, Cell, Improvement, VariantSummary};
 use crate::peers::Peer;
+use crate::results::{Goal, Page};
 use crate::runner::Variant;
+use crate::stats::Stat;
+
+/// A `+pos` variant against its server without the daemon (`apache+pos` against `apache`),
+/// the paper's `(a - b) / a`, each with its 95% interval over bursts.
+#[derive(Debug, Clone, Serialize)]
+pub struct VsBaseline {
+    /// The baseline variant's name.
+    pub baseline: String,
+    /// Improvement of mean t1 (fraction) with its interval.
+    pub t1_mean_improvement: Option<Improvement>,
+    /// Improvement of mean t2 (fraction) with its interval.
+    pub t2_mean_improvement: Option<Improvement>,
+}
+
+/// The baseline of an attach variant's name (`php-fpm+pos-slice` -> `php-fpm`), if it is one.
+pub fn baseline_of(name: &str) -> Option<&str> {
+    [Peer::Apache, Peer::PhpFpm]
+        .into_iter()
+        .map(Peer::name)
+        .find(|b| name.strip_prefix(b).is_some_and(|r| r.starts_with('+')))
+}
+
+/// `cell` (an attach variant) against its baseline among `cells` at the same browser count.
+pub fn vs_baseline(cell: &Cell, cells: &[Cell]) -> Option<VsBaseline> {
+    let base = baseline_of(&cell.variant.name)?;
+    let b = cells
+        .iter()
+        .find(|c| c.variant.name == base && c.browsers == cell.browsers)?;
+    let t1 = |p: &Page| p.t1_ms;
+    let t2 = |p: &Page| p.t2_ms;
+    Some(VsBaseline {
+        baseline: base.to_owned(),
+        t1_mean_improvement: improvement(b, cell, t1, Stat::Mean),
+        t2_mean_improvement: improvement(b, cell, t2, Stat::Mean),
+    })
+}
+
+/// The bound on mean t1's improvement over the baseline the issue sets for `name`'s server:
+/// the paper's 33.8% for Apache, 30% for nginx + php-fpm.
+fn t1_goal(base: &str) -> f64 {
+    if base == Peer::Apache.name() {
+        0.338
+    } else {
+        0.30
+    }
+}
+
+/// The marking accuracy in words.
+fn marking_text(m: &crate::marking::MarkingReport) -> String {
+    let pct = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0));
+    format!(
+        "; marking (the server's access log): {} of {} episodes marked, {} of them served text \
+         ({}), {} of {} text episodes marked ({})",
+        m.counts.marked,
+        m.counts.episodes,
+        m.counts.marked_text,
+        pct(m.precision),
+        m.counts.marked_text,
+        m.counts.text,
+        pct(m.recall)
+    )
+}
+
+fn ci_text(i: Option<&Improvement>) -> String {
+    match i {
+        Some(Improvement {
+            value,
+            ci95: Some(c),
+            ..
+        }) => format!(
+            "{:+.1}% ci95 [{:+.1}%, {:+.1}%]",
+            value * 100.0,
+            c.low * 100.0,
+            c.high * 100.0
+        ),
+        Some(i) => format!("{:+.1}% (no ci95: too few bursts)", i.value * 100.0),
+        None => "-".into(),
+    }
+}
+
+/// The goals of the attach variants measured in `vs`: `<server>+pos` against `<server>`
+/// (mean t1 better by the issue's bound, mean t2 at most 10% worse), and every daemon's own
+/// CPU at most 2% of one CPU with its wake-up-to-lever p99.
+pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    for v in vs {
+        let Some(base) = baseline_of(&v.name) else {
+            continue;
+        };
+        if v.name == format!("{base}+pos") {
+            let bound = t1_goal(base);
+            let goal = format!(
+                "{base} + triage pos attach: mean t1 >= {:.1}% better than {base} alone, mean \
+                 t2 at most 10% worse, same CPU budget",
+                bound * 100.0
+            );
+            let detail;
+            let met;
+            match &v.vs_baseline {
+                Some(b) => {
+                    let t1 = b.t1_mean_improvement.as_ref().map(|i| i.value);
+                    let t2 = b.t2_mean_improvement.as_ref().map(|i| i.value);
+                    met = t1.is_some_and(|x| x >= bound) && t2.is_some_and(|x| x >= -0.10);
+                    detail = format!(
+                        "{}: mean t1 {}, mean t2 {} against {base}; server-side CPU {:.2} s per \
+                         run{}",
+                        v.name,
+                        ci_text(b.t1_mean_improvement.as_ref()),
+                        ci_text(b.t2_mean_improvement.as_ref()),
+                        v.server_cpu_s,
+                        v.marking.map_or(String::new(), |m| marking_text(&m)),
+                    );
+                }
+                None => {
+                    met = false;
+                    detail = format!("{base} (the baseline) was not measured beside {}", v.name);
+                }
+            }
+            out.push(Goal { goal, met, detail });
+        }
+        if let Some(d) = &v.daemon {
+            out.push(Goal {
+                goal: format!(
+                    "{}: the daemon's own CPU at most 2% of one CPU; wake-up-to-lever p99 \
+                     reported",
+                    v.name
+                ),
+                met: d.cpu_share <= 0.02,
+                detail: format!(
+                    "logger {}, own CPU {:.2}% of one CPU ({:.3} s per run), {:.0} events per \
+                     run ({:.0} dropped), {:.0} marks, {:.0} demotions, {:.0} raises ({:.0} \
+                     before the wake-up), wake-up-to-lever p50 {} p99 {}",
+                    d.logger,
+                    d.cpu_share * 100.0,
+                    d.cpu_s,
+                    d.events,
+                    d.dropped,
+                    d.marks,
+                    d.demotions,
+                    d.raises,
+                    d.raised_before_wake,
+                    d.wake_to_lever_p50_us
+                        .map_or("-".into(), |u| format!("<= {u:.0} us")),
+                    d.wake_to_lever_p99_us
+                        .map_or("-".into(), |u| format!("<= {u:.0} us")),
+                ),
+            });
+        }
+    }
+    out
+}
 
 /// The `+pos` variants named in `only`, in the order named, for a run with `params`.
 pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
@@ -20,18 +181,25 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
     let rw = p.rw.first().copied().unwrap_or(1).to_string();
     let mut out = Vec::new();
     for name in only {
-        let flags: Vec<&str> = match name.as_str() {
-            "apache+pos" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw],
-            "apache+pos-slice" => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
-            "apache+pos-log" => vec!["--log-only", "--slp", &slp, "--rw", &rw],
-            "apache+all20" => vec![
+        let Some((peer, kind)) = [Peer::Apache, Peer::PhpFpm].into_iter().find_map(|peer| {
+            let kind = name.strip_prefix(peer.name())?.strip_prefix('+')?;
+            Some((peer, kind))
+        }) else {
+            continue;
+        };
+        let flags: Vec<&str> = match kind {
+            "pos" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw],
+            "pos-slice" => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
+            "pos-log" => vec!["--log-only", "--slp", &slp, "--rw", &rw],
+            "pos-always" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw, "--always"],
+            "all20" => vec![
                 "--lever", "nice", "--slp", "0ms", "--rw", "100000", "--always",
             ],
             _ => continue,
         };
         let mut f = flags;
         f.extend(["--cpus", "1"]);
-        out.push(Variant::peer(Peer::Apache, p.hog).with_attach(name, &f));
+        out.push(Variant::peer(peer, p.hog).with_attach(name, &f));
     }
     out
 }
@@ -55,5 +223,18 @@ mod tests {
         assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));
         assert!(v[1].attach.as_ref().unwrap().contains(&"--log-only".into()));
         assert_eq!(v[0].peer_kind(), Some(Peer::Apache));
+        let php: Vec<String> = ["php-fpm+pos", "php-fpm+all20", "php-fpm+nothing"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let v = variants(&php, &p);
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].name, "php-fpm+pos");
+        assert_eq!(v[0].peer_kind(), Some(Peer::PhpFpm));
+        assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
+        assert_eq!(baseline_of("php-fpm+pos-slice"), Some("php-fpm"));
+        assert_eq!(baseline_of("apache+all20"), Some("apache"));
+        assert_eq!(baseline_of("apache"), None);
+        assert_eq!(baseline_of("pos-rw1"), None);
     }
 }

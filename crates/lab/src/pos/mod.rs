@@ -29,6 +29,7 @@ use crate::testbed::TestbedConfig;
 pub mod attach;
 pub mod cgi;
 pub mod opts;
+pub mod php;
 pub mod plan;
 pub mod report;
 pub mod run;
@@ -72,7 +73,9 @@ impl PosLab {
                 .map(|v| v.name)
                 .collect();
                 return Err(LabError::Config(format!(
-                    "--variants names {}, which exp {} does not have (its variants: {};                      also apache, apache+pos, apache+pos-slice, apache+pos-log, apache+all20,                      and the diagnostics named in docs/lab.md)",
+                    "--variants names {}, which exp {} does not have (its variants: {}; also \
+                     apache and php-fpm, each with +pos, +pos-slice, +pos-log, +pos-always, +all20, \
+                     and the diagnostics named in docs/lab.md)",
                     unknown.join(", "),
                     p.exp,
                     all.join(", ")
@@ -160,6 +163,10 @@ impl Experiment for PosLab {
                 site
             }
         };
+        if self.variants.iter().any(php::runs_php) {
+            let (page, image) = php::script_cpu(&self.o, self.p.quota);
+            php::write_scripts(&site.root, page, image)?;
+        }
         self.site = Some(site);
         Ok(())
     }
@@ -430,15 +437,27 @@ mod tests {
     #[test]
     fn a_variant_name_the_experiment_lacks_is_an_error_not_ignored() {
         let mut o = opts(1);
-        o.only = Some(vec!["fifo".into(), "php-fpm+pos".into()]);
+        o.only = Some(vec!["fifo".into(), "lighttpd+pos".into()]);
         let err = PosLab::new(o)
             .err()
             .expect("an unknown variant must be refused");
         let msg = err.to_string();
-        assert!(msg.contains("php-fpm+pos") && msg.contains("fifo"), "{msg}");
+        assert!(
+            msg.contains("lighttpd+pos") && msg.contains("fifo"),
+            "{msg}"
+        );
         let mut ok = opts(1);
         ok.only = Some(vec!["fifo".into(), "apache+pos".into()]);
         assert!(PosLab::new(ok).is_ok());
+        let mut php = opts(1);
+        php.only = Some(vec!["php-fpm".into(), "php-fpm+pos".into()]);
+        let names: Vec<String> = PosLab::new(php)
+            .unwrap()
+            .variants
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        assert_eq!(names, ["php-fpm", "php-fpm+pos"]);
     }
 
     #[test]
@@ -557,6 +576,8 @@ mod tests {
                 dropped: 3,
                 overlimits: 40,
             }),
+            daemon: None,
+            marking: None,
         }
     }
 
@@ -639,6 +660,81 @@ mod tests {
         assert!(pooled.goal.contains("pooled"), "{pooled:?}");
         assert!(pooled.met && pooled.detail.contains("ci95"), "{pooled:?}");
         assert!(s.goals[0].detail.contains("ci95"), "{:?}", s.goals[0]);
+    }
+
+    #[test]
+    fn attach_variants_are_compared_with_their_baseline_and_report_the_daemon() {
+        let mut o = opts(1);
+        o.quick = true;
+        o.only = Some(vec!["php-fpm".into(), "php-fpm+pos".into()]);
+        let p = resolve(&o).unwrap();
+        assert!(p.php_cpu_ms.is_some());
+        let tb = Testbed::new(TestbedConfig {
+            net: NetMode::Loopback,
+            ..Default::default()
+        })
+        .unwrap();
+        let daemon = crate::daemon_stats::DaemonStats {
+            logger: "bpf".into(),
+            cpu_s: 0.01,
+            cpu_share: 0.004,
+            marks: 9.0,
+            wake_to_lever_p99_us: Some(128.0),
+            ..Default::default()
+        };
+        let cells: Vec<Cell> = variants(&p, &o)
+            .iter()
+            .map(|v| {
+                let with = v.attach.is_some();
+                let mut r = outcome(if with { 0.6 } else { 1.0 });
+                r.daemon = with.then(|| daemon.clone());
+                Cell {
+                    variant: v.clone(),
+                    browsers: 9,
+                    runs: vec![(0, r.clone()), (1, r)],
+                }
+            })
+            .collect();
+        assert_eq!(cells.len(), 2);
+        let s = summarize(&o, &p, &env(&tb), &cells);
+        let pos = s.variants.iter().find(|v| v.name == "php-fpm+pos").unwrap();
+        let vb = pos.vs_baseline.as_ref().unwrap();
+        assert_eq!(vb.baseline, "php-fpm");
+        let t1 = vb.t1_mean_improvement.unwrap();
+        assert!((t1.value - 0.4).abs() < 1e-9, "{t1:?}");
+        assert!(t1.ci95.is_some());
+        assert_eq!(pos.daemon.as_ref().unwrap().marks, 9.0);
+        let base = s.variants.iter().find(|v| v.name == "php-fpm").unwrap();
+        assert!(base.vs_baseline.is_none() && base.daemon.is_none());
+        let g = s
+            .goals
+            .iter()
+            .find(|g| g.goal.starts_with("php-fpm + triage pos attach"))
+            .expect("the php-fpm goal");
+        assert!(g.met && g.goal.contains("30.0%"), "{g:?}");
+        assert!(
+            !s.goals.iter().any(|g| g.goal.starts_with("exp 1: POS")),
+            "no triage variant ran: {:?}",
+            s.goals
+        );
+        let d = s
+            .goals
+            .iter()
+            .find(|g| g.goal.contains("daemon's own CPU"))
+            .unwrap();
+        assert!(d.met && d.detail.contains("p99 <= 128 us"), "{d:?}");
+        // Without the baseline the goal is reported, not met.
+        let alone: Vec<Cell> = cells
+            .into_iter()
+            .filter(|c| c.variant.attach.is_some())
+            .collect();
+        let s = summarize(&o, &p, &env(&tb), &alone);
+        let g = s
+            .goals
+            .iter()
+            .find(|g| g.goal.starts_with("php-fpm + triage pos attach"))
+            .unwrap();
+        assert!(!g.met && g.detail.contains("not measured"), "{g:?}");
     }
 
     #[test]

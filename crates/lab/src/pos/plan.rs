@@ -73,6 +73,9 @@ pub struct Params {
     pub site_kind: SiteKind,
     /// `--site cgi`: CPU of the page script and of each image script (ms).
     pub script_cpu_ms: Option<(f64, f64)>,
+    /// The php-fpm variants: CPU of the page script and of each image script (ms), scaled to
+    /// the quota (`super::php::script_cpu`); null when no php-fpm variant runs.
+    pub php_cpu_ms: Option<(f64, f64)>,
 }
 
 /// The parameters of a run of `o`: the experiment's defaults where `o` says nothing, checked.
@@ -230,6 +233,14 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
             o.page_cpu.as_secs_f64() * 1e3,
             o.image_cpu.as_secs_f64() * 1e3,
         )),
+        php_cpu_ms: o
+            .only
+            .as_ref()
+            .is_some_and(|only| only.iter().any(|n| n.starts_with("php-fpm")))
+            .then(|| {
+                let (page, image) = super::php::script_cpu(o, Some(quota));
+                (page.as_secs_f64() * 1e3, image.as_secs_f64() * 1e3)
+            }),
     })
 }
 
@@ -365,6 +376,9 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         // named without `--peers`.
         if !o.peers && only.iter().any(|n| n == "apache") {
             v.push(Variant::peer(Peer::Apache, hog));
+        }
+        if only.iter().any(|n| n == "php-fpm") {
+            v.push(Variant::peer(Peer::PhpFpm, hog));
         }
         v.extend(super::attach::variants(only, p));
         v.retain(|x| only.iter().any(|n| n == &x.name));

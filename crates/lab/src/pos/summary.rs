@@ -268,6 +268,18 @@ pub struct VariantSummary {
     /// triage's gate view (mean over repetitions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateStats>,
+    /// The `+pos` variants: the `triage pos attach` daemon's own CPU, marks, raises and
+    /// wake-up-to-lever latency (mean over repetitions; the latency the worst run's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<crate::daemon_stats::DaemonStats>,
+    /// The `+pos` variants: improvements against the same server without the daemon (its
+    /// baseline, `apache` or `php-fpm`), with their intervals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_baseline: Option<super::attach::VsBaseline>,
+    /// The `+pos` variants of php-fpm: marked service episodes (from php-fpm's access log and
+    /// the daemon's decisions) and the share of them that served text, over all repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marking: Option<crate::marking::MarkingReport>,
     /// The link towards the browsers (server side tbf), mean per run; only with namespaces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkSummary>,
@@ -453,6 +465,19 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                 cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
                 server_cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
                 gate: mean_gate(&gates),
+                daemon: crate::daemon_stats::DaemonStats::mean(
+                    &c.runs
+                        .iter()
+                        .filter_map(|(_, r)| r.daemon.as_ref())
+                        .collect::<Vec<_>>(),
+                ),
+                vs_baseline: super::attach::vs_baseline(c, cells),
+                marking: c
+                    .runs
+                    .iter()
+                    .filter_map(|(_, r)| r.marking)
+                    .reduce(crate::marking::MarkingAccuracy::plus)
+                    .map(Into::into),
                 link: link_summary(&links),
                 t1_ratio_vs_nginx: None,
                 t1_ratio_vs_apache: None,
@@ -529,6 +554,7 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
         }
     }
     let mut goals = goals(p, &vs);
+    goals.extend(super::attach::goals(&vs));
     if p.exp == 4 {
         goals.push(pooled_goal(p, &vs, cells));
     }
@@ -792,6 +818,11 @@ fn goals(p: &Params, vs: &[VariantSummary]) -> Vec<Goal> {
         return random_goals(p, vs);
     }
     let pos: Vec<&VariantSummary> = vs.iter().filter(|v| v.name.starts_with("pos")).collect();
+    if pos.is_empty() && !vs.iter().any(|v| v.name == "fifo") {
+        // Only unmodified servers were named (`--variants apache,apache+pos,...`): their
+        // goals are the attach variants' (`super::attach::goals`).
+        return out;
+    }
     // The goal holds for a variant that meets both bounds: the best t1 among the variants that
     // do; if none does, the best t1 of all (reported as not met).
     let by_t1 = |a: &&&VariantSummary, b: &&&VariantSummary| {

@@ -72,6 +72,10 @@ pub struct Args {
     /// Directory of the journal of raised tasks (crash recovery).
     #[arg(long, default_value = os::lever::STATE_DIR)]
     state_dir: PathBuf,
+    /// Write every decision (`<Unix ns> raise|lower <tid>`, also with --log-only) to FILE, to
+    /// match against a server's access log (marking accuracy).
+    #[arg(long, value_name = "FILE")]
+    actions_log: Option<PathBuf>,
 }
 
 const AFTER: &str = "\
@@ -117,6 +121,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.report_every = Some(a.report_every.0);
     cfg.force = a.force;
     cfg.state_dir = a.state_dir;
+    cfg.actions_log = a.actions_log;
     attach::signals::install()?;
     let mut out = std::io::stdout();
     attach::run(&cfg, &mut out, &attach::signals::stopped)?;
