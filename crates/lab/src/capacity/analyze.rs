@@ -40,6 +40,50 @@ pub fn busy_range(
         .collect()
 }
 
+/// Which points the prediction was fitted on ([`prediction_fit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Range {
+    /// The busy range: at or above the cut, saturated points left out.
+    Busy,
+    /// Every unsaturated point (no cut, or too few points above it).
+    Unsaturated,
+    /// Every point (too few unsaturated ones).
+    All,
+}
+
+impl Range {
+    /// How a report names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Range::Busy => "busy range",
+            Range::Unsaturated => "every unsaturated point",
+            Range::All => "every point",
+        }
+    }
+}
+
+/// The fit the prediction is read from: the busy range ([`busy_range`]) when it holds a line
+/// (at least [`MIN_POINTS`] points with spread in rate), else every unsaturated point, else
+/// every point; the lab and `triage capacity` both predict through it.
+pub fn prediction_fit(
+    points: &[(f64, f64, f64, f64)],
+    cut: Option<f64>,
+    saturated_idle_pct: f64,
+) -> (Range, Fits) {
+    if let Some(c) = cut {
+        let f = fits_of(&busy_range(points, c, saturated_idle_pct));
+        if f.idle.is_some() {
+            return (Range::Busy, f);
+        }
+    }
+    let f = fits_of(&busy_range(points, f64::NEG_INFINITY, saturated_idle_pct));
+    if f.idle.is_some() {
+        return (Range::Unsaturated, f);
+    }
+    (Range::All, fits_of(points))
+}
+
 /// The three lines of one set of buckets (`None`: too few buckets or no spread in rate).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fits {
@@ -109,8 +153,10 @@ pub struct Analysis {
     pub above_cut: Option<(f64, Fits)>,
     /// Buckets at or above the cut left out as saturated.
     pub saturated_buckets: usize,
-    /// The predicted peak rate (req/s): the idle X-intercept over the busy range when a cut is
-    /// given, else over all buckets.
+    /// The buckets the prediction was fitted on ([`prediction_fit`]).
+    pub prediction_range: Range,
+    /// The predicted peak rate (req/s): the idle X-intercept of [`prediction_fit`] (the busy
+    /// range when a cut is given and it holds a line).
     pub predicted_peak_rps: Option<f64>,
     /// The busiest bucket's rate (req/s).
     pub busiest_rps: f64,
@@ -143,10 +189,8 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
         .copied();
     let busiest_rps = busiest.map_or(0.0, |x| x.rate);
     let busiest_cpu_pct = busiest.map_or(0.0, |x| 100.0 - x.idle_pct);
-    let (line, predicted) = match &above_cut {
-        Some((_, f)) => (f.idle, f.predicted_peak_rps),
-        None => (all.idle, all.predicted_peak_rps),
-    };
+    let (range, pf) = prediction_fit(&pts, o.low_rate_cut, o.saturated_idle_pct);
+    let (line, predicted) = (pf.idle, pf.predicted_peak_rps);
     let headroom_pct = predicted
         .filter(|_| busiest_rps > 0.0)
         .map(|p| (p - busiest_rps) / busiest_rps * 100.0);
@@ -208,6 +252,7 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
         all,
         above_cut,
         saturated_buckets,
+        prediction_range: range,
         predicted_peak_rps: predicted,
         busiest_rps,
         busiest_cpu_pct,
@@ -277,11 +322,7 @@ pub fn text(a: &Analysis) -> String {
             f,
         ));
     }
-    let over = if a.above_cut.is_some() {
-        "busy range"
-    } else {
-        "all buckets"
-    };
+    let over = a.prediction_range.describe();
     match a.predicted_peak_rps {
         Some(p) => {
             let _ = writeln!(
@@ -413,20 +454,28 @@ mod tests {
             (a.predicted_peak_rps.unwrap() - 100.0).abs() < 1e-6,
             "{a:?}"
         );
-        // All buckets: a shallower line, a different figure, and no cut: that one predicts.
+        assert_eq!(a.prediction_range, Range::Busy);
+        // All buckets: a shallower line, a different figure.
         let all = a.all.predicted_peak_rps.unwrap();
         assert!((all - 100.0).abs() > 5.0, "{all}");
-        let none = analyze(
-            &bucketed(b),
-            0,
-            "",
-            &Options {
-                low_rate_cut: None,
-                ..O
-            },
-        );
-        assert_eq!(none.predicted_peak_rps, Some(all));
-        assert_eq!(none.saturated_buckets, 0);
         assert!(text(&a).contains("busy range"), "{}", text(&a));
+        // No cut: every unsaturated bucket (the wake-up points included), not the saturated.
+        let no_cut = Options {
+            low_rate_cut: None,
+            ..O
+        };
+        let none = analyze(&bucketed(b.clone()), 0, "", &no_cut);
+        assert_eq!(none.prediction_range, Range::Unsaturated);
+        assert_eq!(none.saturated_buckets, 0);
+        let p = none.predicted_peak_rps.unwrap();
+        assert!(p != all && (p - 100.0).abs() > 1.0, "{p}");
+        // A cut above all but two unsaturated buckets: no busy line, the fallback is used.
+        let high_cut = Options {
+            low_rate_cut: Some(60.0),
+            ..O
+        };
+        let high = analyze(&bucketed(b), 0, "", &high_cut);
+        assert_eq!(high.prediction_range, Range::Unsaturated);
+        assert_eq!(high.predicted_peak_rps, Some(p));
     }
 }

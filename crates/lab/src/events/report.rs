@@ -179,9 +179,9 @@ pub fn report(s: &Summary) -> String {
                     .map(|m| (m.rps, if idle { m.idle_pct } else { m.kernel_pct }))
                     .collect();
                 let line = if idle {
-                    f.above_cut.idle
+                    f.prediction.idle
                 } else {
-                    f.above_cut.kernel
+                    f.prediction.kernel
                 };
                 (
                     format!("{} cold {}", f.server, f.cold_held),
@@ -211,7 +211,8 @@ pub fn report(s: &Summary) -> String {
     r.p(&format!(
         "The prediction is the idle line's X-intercept over the busy range (Table 5: rates at \
          or above the cut, those with less than {KNEE_IDLE_PCT}% idle left out as saturated; \
-         the range fitted is given), against the measured saturation: what the same open loop \
+         with fewer than 3 such rates, every unsaturated rate; the range fitted is given), \
+         against the measured saturation: what the same open loop \
          served when offered 1.25x wrk's peak. Seed 002's reading over every rate (Table 4) \
          is given beside it: a straight idle line assumes a constant CPU cost per request, \
          and at a low rate every request wakes an idle server (the column 'CPU/req' gives the \
@@ -230,8 +231,12 @@ pub fn report(s: &Summary) -> String {
                 f.rep.to_string(),
                 format!("{:.0}", f.wrk_peak_rps),
                 format!("{:.0} ({:.0}% idle)", f.measured_rps, f.measured_idle_pct),
-                f.fitted_rps
-                    .map_or("-".into(), |(a, b)| format!("{a:.0}-{b:.0}")),
+                format!(
+                    "{}: {}",
+                    f.prediction_range.describe(),
+                    f.fitted_rps
+                        .map_or("-".into(), |(a, b)| format!("{a:.0}-{b:.0}"))
+                ),
                 f.saturated_points.to_string(),
                 o(f.predicted_rps, 0),
                 o(f.error_pct, 1),
@@ -262,7 +267,7 @@ pub fn report(s: &Summary) -> String {
             "measured saturation",
             "rates fitted",
             "saturated left out",
-            "predicted (Table 5)",
+            "predicted",
             "error %",
             "idle r",
             "every rate (Table 4)",

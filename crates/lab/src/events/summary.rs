@@ -13,7 +13,9 @@ use serde::Serialize;
 
 use super::plan::{Params, Server};
 use super::run::Measured;
-use crate::capacity::analyze::{busy_range, fits_of, Fits, Options, DEFAULT_MIN_R};
+use crate::capacity::analyze::{
+    busy_range, fits_of, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
+};
 use crate::harness::Env;
 use crate::results::Goal;
 use crate::stats::{mean_ci95, Ci95};
@@ -52,7 +54,12 @@ pub struct FitRow {
     pub above_cut: Fits,
     /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]).
     pub saturated_points: usize,
-    /// The prediction: the busy range's idle X-intercept (req/s).
+    /// The points the prediction was fitted on: the busy range, else (fewer than 3 points
+    /// there) every unsaturated rate, else every rate.
+    pub prediction_range: Range,
+    /// The prediction's lines.
+    pub prediction: Fits,
+    /// The prediction: the idle X-intercept of that fit (req/s).
     pub predicted_rps: Option<f64>,
     /// The measured saturation: what the open loop served when offered more (req/s).
     pub measured_rps: f64,
@@ -236,11 +243,21 @@ pub fn fit_row(
     let cut = CUT_FRAC * measured;
     let busy = busy_range(&pts, cut, KNEE_IDLE_PCT);
     let above_cut = fits_of(&busy);
-    let predicted = above_cut.predicted_peak_rps;
+    let (range, prediction) = prediction_fit(&pts, Some(cut), KNEE_IDLE_PCT);
+    let predicted = prediction.predicted_peak_rps;
     let err = |p: f64| (p - measured) / measured * 100.0;
-    let fitted = above_cut.idle.and_then(|_| {
-        let lo = busy.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
-        let hi = busy.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let used: Vec<f64> = pts
+        .iter()
+        .filter(|p| match range {
+            Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
+            Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
+            Range::All => true,
+        })
+        .map(|p| p.0)
+        .collect();
+    let fitted = prediction.idle.and_then(|_| {
+        let lo = used.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = used.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         (lo <= hi).then_some((lo, hi))
     });
     let lowest = rates
@@ -259,6 +276,8 @@ pub fn fit_row(
         cut_rps: cut,
         saturated_points: pts.iter().filter(|p| p.0 >= cut).count() - busy.len(),
         above_cut,
+        prediction_range: range,
+        prediction,
         predicted_rps: predicted,
         measured_rps: measured,
         measured_idle_pct: over.map_or(sat.idle_pct, |m| m.idle_pct),
@@ -287,7 +306,14 @@ pub fn fit_row(
             match crate::capacity::analyze_files(&sat.access_log, &csv, bucket_s, &o) {
                 Ok(a) => {
                     row.tool_predicted_rps = a.predicted_peak_rps;
-                    let fits = a.above_cut.map_or(a.all, |(_, f)| f);
+                    let (_, fits) = prediction_fit(
+                        &a.buckets
+                            .iter()
+                            .map(|b| (b.rate, b.user_pct, b.kernel_pct, b.idle_pct))
+                            .collect::<Vec<_>>(),
+                        Some(cut),
+                        KNEE_IDLE_PCT,
+                    );
                     row.tool_r = fits.idle.map(|f| f.r);
                     row.tool_buckets = Some(fits.buckets);
                     row.tool_vs_lab_pct = match (a.predicted_peak_rps, predicted) {
@@ -418,7 +444,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         .map(|f| {
             format!(
                 "{} at {} cold (rep {}): {} unsaturated rate(s) at or above the cut ({:.0} \
-                 req/s), {} saturated (idle < {KNEE_IDLE_PCT}%): no busy-range line",
+                 req/s), {} saturated (idle < {KNEE_IDLE_PCT}%): no idle line falling to zero",
                 f.server, f.cold_held, f.rep, f.above_cut.buckets, f.cut_rps, f.saturated_points
             )
         })
@@ -752,6 +778,7 @@ mod tests {
             "{row:?}"
         );
         assert!(row.error_pct.unwrap().abs() < 1e-6);
+        assert_eq!(row.prediction_range, Range::Busy);
         assert_eq!((row.measured_rps, row.wrk_peak_rps), (1000.0, 1300.0));
         assert_eq!((row.above_cut.buckets, row.saturated_points), (4, 1));
         assert_eq!(row.all.buckets, 6);
