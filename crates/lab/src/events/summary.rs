@@ -226,6 +226,27 @@ pub fn knee(points: &[(f64, f64, f64, f64)]) -> Option<f64> {
     Some(x0 + t * (x1 - x0))
 }
 
+/// CPU per request of a server against its twin from `pairs` of (server, twin) us per request:
+/// the mean of the pairs' ratios and its seeded bootstrap 95% interval (`None` with fewer
+/// than two pairs).
+pub fn paired_ratio(pairs: &[(f64, f64)], seed: u64) -> (Option<f64>, Option<Ci95>) {
+    let r: Vec<f64> = pairs
+        .iter()
+        .filter(|(a, b)| a.is_finite() && b.is_finite() && *b > 0.0)
+        .map(|(a, b)| a / b)
+        .collect();
+    if r.is_empty() {
+        return (None, None);
+    }
+    let mean = r.iter().sum::<f64>() / r.len() as f64;
+    let ci = if r.len() >= 2 {
+        mean_ci95(&r, seed)
+    } else {
+        None
+    };
+    (Some(mean), ci)
+}
+
 /// The regressions of one group of points: wrk's saturation run `sat`, the overload run
 /// `over` (the measured saturation; `sat` stands in without one) and the rates.
 pub fn fit_row(
@@ -377,9 +398,8 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 .flat_map(|m| m.pairs.iter().copied())
                 .filter(|(a, b)| a.is_finite() && b.is_finite() && *b > 0.0)
                 .collect();
-            let pair_ratios: Vec<f64> = pairs.iter().map(|(a, b)| a / b).collect();
             let seed = 2002 + cold as u64;
-            let (ratio, ci95) = if pair_ratios.is_empty() {
+            let (ratio, ci95) = if pairs.is_empty() {
                 let ci = if ratios.len() >= 2 {
                     mean_ci95(&ratios, seed)
                 } else {
@@ -387,7 +407,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 };
                 (unpaired, ci)
             } else {
-                (mean(&pair_ratios), mean_ci95(&pair_ratios, seed))
+                paired_ratio(&pairs, seed)
             };
             if cold > 0 {
                 if let Some(r) = ratio {
@@ -744,6 +764,28 @@ mod tests {
             pairs: Vec::new(),
             note: None,
         }
+    }
+
+    #[test]
+    fn pairs_give_the_mean_ratio_and_an_interval_around_it() {
+        // Ratios 1.1, 0.9, 1.2, 1.0: mean 1.05; a pair whose twin measured nothing is left out.
+        let pairs = [
+            (22.0, 20.0),
+            (18.0, 20.0),
+            (24.0, 20.0),
+            (20.0, 20.0),
+            (5.0, 0.0),
+        ];
+        let (m, ci) = paired_ratio(&pairs, 7);
+        assert!((m.unwrap() - 1.05).abs() < 1e-12);
+        let ci = ci.unwrap();
+        assert!(
+            ci.low < 1.05 && 1.05 < ci.high && ci.low >= 0.9 && ci.high <= 1.2,
+            "{ci:?}"
+        );
+        assert_eq!(paired_ratio(&pairs, 7), (m, Some(ci)), "seeded");
+        assert_eq!(paired_ratio(&[(1.0, 1.0)], 7), (Some(1.0), None));
+        assert_eq!(paired_ratio(&[], 7), (None, None));
     }
 
     #[test]
