@@ -2,15 +2,11 @@
 //! handing each request to the router, and a watchdog closing the connection when a timeout
 //! passes (one timer per connection, none per request).
 //!
-//! **Parking.** An idle connection costs almost nothing: once it has had no request in progress
-//! for [`PARK_AFTER`] (accepted and nothing sent yet, or kept alive between requests) it is
-//! *parked*, a bare socket awaiting readiness with no HTTP state and no buffers (hyper keeps an
-//! 8 KiB read buffer and an 8 KiB write buffer per connection). hyper's connection is built
-//! when bytes arrive and dropped again when it asks for a request head that has not arrived
-//! and the connection has been at rest that long (a busy keep-alive connection, whose next
-//! request follows within milliseconds, keeps its HTTP state: rebuilding it for every request
-//! cost an allocation of hyper's connection and buffers per request, which with ten thousand
-//! parked connections' state in the heap cost glibc's allocator 10-15% more per request):
+//! **Parking.** An idle connection costs almost nothing: while it has no request in progress
+//! (accepted and nothing sent yet, or kept alive between requests) it is *parked*, a bare
+//! socket awaiting readiness with no HTTP state and no buffers (hyper keeps an 8 KiB read
+//! buffer and an 8 KiB write buffer per connection). hyper's connection is built when bytes
+//! arrive and dropped again when it next asks for a request head that has not arrived:
 //! [`ConnIo`] answers that read with an error of its own instead of waiting (only when the
 //! connection is at rest, the last request had no body hyper could still be reading, and no
 //! write of hyper's is waiting for room, so that nothing of a response is left unsent), and
@@ -42,11 +38,6 @@ use crate::body::ServeBody;
 use crate::ctx::{Conn, Ctx, Timeouts};
 use crate::reclaim::Reclaim;
 use crate::request_line::{LineScan, Verdict};
-
-/// How long a connection stays at rest before it is parked (see the module docs): long
-/// enough that a keep-alive client's next request usually finds hyper's state still built,
-/// short enough that idle connections give their buffers back at once for a person's eye.
-pub const PARK_AFTER: Duration = Duration::from_millis(100);
 
 /// The socket, telling its [`Conn`] when a request head starts arriving and when writes
 /// progress (what the watchdog reads), and checking each request line as it arrives
@@ -136,9 +127,7 @@ impl AsyncRead for ConnIo {
         let starting = this.conn.at_rest();
         // At rest, hyper reads only for a request head (the previous response is over, and
         // with no request body its reading side is done).
-        let park = !this.write_blocked
-            && this.conn.parkable()
-            && this.now() >= this.conn.idle_since() + PARK_AFTER.as_nanos() as u64;
+        let park = !this.write_blocked && this.conn.parkable();
         let before = buf.filled().len();
         let r = Pin::new(&mut this.stream).poll_read(cx, buf);
         if park && r.is_pending() {
@@ -321,10 +310,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         // The watchdog wakes at the current deadline but at least every `min` (a state change
         // can move the deadline earlier), so a timeout fires between 1x and 2x its value.
         let min = t.header.min(t.keepalive).min(t.send).max(1_000_000);
-        // An active connection's watchdog also wakes every `PARK_AFTER`, so that one at rest
-        // that long is parked (the loop polls hyper again, whose read then parks it).
-        let park_ns = PARK_AFTER.as_nanos() as u64;
-        let active_next = |now: u64| at(conn.deadline(&t).min(now + min).min(now + park_ns));
+        let next = |now: u64| at(conn.deadline(&t).min(now + min));
         // A parked connection's deadline cannot move earlier until bytes arrive (the
         // unparking re-arms the watchdog): it sleeps until the deadline itself, so that ten
         // thousand idle connections do not wake the server every `min`.
@@ -342,7 +328,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                         m.conn_unparked();
                         counted = false;
                         phase = activate(stream, Bytes::new(), stopping);
-                        watchdog.as_mut().reset(active_next(ctx.now()));
+                        watchdog.as_mut().reset(next(ctx.now()));
                     }
                     Step::Readable(Err(e)) => {
                         tracing::debug!(error = %e, "parked connection failed");
@@ -405,7 +391,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                     }
                     let again = match phase {
                         Phase::Parked(_) => parked_until(),
-                        Phase::Active(_) => active_next(now),
+                        Phase::Active(_) => next(now),
                     };
                     watchdog.as_mut().reset(again);
                 }
