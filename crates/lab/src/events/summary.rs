@@ -698,7 +698,7 @@ pub fn print_table(s: &Summary) {
             r.measured_rps,
             o(r.predicted_rps, 0),
             o(r.error_pct, 1),
-            o(r.above_cut.idle.map(|f| f.r), 3),
+            o(r.prediction.idle.map(|f| f.r), 3),
             o(r.all_points_error_pct, 1),
             o(r.all.idle.map(|f| f.r), 3),
             o(r.knee_rps, 0),
