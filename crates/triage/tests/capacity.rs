@@ -176,7 +176,10 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     ]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success());
-    assert!(text.contains("Linear regressions") && text.contains("Above 100 requests/s"));
+    assert!(
+        text.contains("Linear regressions") && text.contains("at or above 100 requests/s"),
+        "{text}"
+    );
     assert!(text.contains("predicted peak rate"), "{text}");
 
     // Malformed lines: counted, skipped, reported.
@@ -271,6 +274,8 @@ fn lab_events_tiny_writes_the_summary_keys() {
                 "1s",
                 "--reps",
                 "1",
+                "--pairs",
+                "2",
                 "--servers",
                 "triage,lighttpd-poll",
                 "--out",
@@ -312,8 +317,15 @@ fn lab_events_tiny_writes_the_summary_keys() {
         );
     }
     let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
-    // Per server: 2 cold counts x (saturation + 3 rates).
-    assert_eq!(raw.lines().count(), 1 + fits.len() * 4, "{raw}");
+    // Per server: 2 cold counts x (saturation, overload, 3 rates), and the pairs at 200.
+    assert_eq!(raw.lines().count(), 1 + fits.len() / 2 * 11, "{raw}");
+    // The pairs against the twin give the ratio at 200 cold connections.
+    let cpr = s["cpu_per_req"].as_array().unwrap();
+    assert!(
+        cpr.iter()
+            .any(|c| c["server"] == "triage" && c["pairs"] == 2),
+        "{cpr:?}"
+    );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Fig. 9") && html.contains("Table 4") && html.contains("Table 5"));
     assert!(out.join("logs").read_dir().unwrap().count() >= 1);

@@ -1,7 +1,10 @@
 //! Seed 002's method on any server: buckets of (rate, user%, kernel%, idle%), linear
-//! regressions of each share against the rate over all buckets and above a low-rate cut, the
-//! idle line's X-intercept as the predicted peak rate, the headroom left above the busiest
-//! bucket, and warnings when the figures should not be trusted. Pure.
+//! regressions of each share against the rate over all buckets and over the busy range (at or
+//! above a low-rate cut, saturated buckets left out: [`busy_range`]), the idle line's
+//! X-intercept as the predicted peak rate (from the busy range when a cut is given), the
+//! headroom left above the busiest bucket, and warnings when the figures should not be
+//! trusted. Pure. `triage lab events` predicts with the same functions, so the lab and the
+//! tool differ only in how their points were made (rate windows against time buckets).
 
 use std::fmt::Write as _;
 
@@ -13,6 +16,73 @@ use super::regress::{fit, Fit, MIN_POINTS};
 /// Below this |r| the idle line is too weak to predict anything (the seed's full-day idle fits
 /// had r = -0.85 and -0.90).
 pub const DEFAULT_MIN_R: f64 = 0.8;
+
+/// A point (bucket or rate window) whose idle share is below this (%) has run out of CPU: its
+/// rate is what the server could do there, not a point on the idle line (which would go on
+/// below zero), so the busy-range fit leaves it out (censored), as it leaves out the rates
+/// below the cut.
+pub const SATURATED_IDLE_PCT: f64 = 3.0;
+
+/// The busy range of `points` (rate, user %, kernel %, idle %): those at or above `cut`
+/// requests/s whose idle share is at least `saturated_idle_pct`. At low rates the cost of a
+/// request is dominated by waking an idle server (seed 002's night-time housekeeping played
+/// the same part), and a saturated point lies off the line: the idle line's slope near the
+/// peak is measured between the two.
+pub fn busy_range(
+    points: &[(f64, f64, f64, f64)],
+    cut: f64,
+    saturated_idle_pct: f64,
+) -> Vec<(f64, f64, f64, f64)> {
+    points
+        .iter()
+        .copied()
+        .filter(|p| p.0 >= cut && p.3 >= saturated_idle_pct)
+        .collect()
+}
+
+/// Which points the prediction was fitted on ([`prediction_fit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Range {
+    /// The busy range: at or above the cut, saturated points left out.
+    Busy,
+    /// Every unsaturated point (no cut, or too few points above it).
+    Unsaturated,
+    /// Every point (too few unsaturated ones).
+    All,
+}
+
+impl Range {
+    /// How a report names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Range::Busy => "busy range",
+            Range::Unsaturated => "every unsaturated point",
+            Range::All => "every point",
+        }
+    }
+}
+
+/// The fit the prediction is read from: the busy range ([`busy_range`]) when it holds a line
+/// (at least [`MIN_POINTS`] points with spread in rate), else every unsaturated point, else
+/// every point; the lab and `triage capacity` both predict through it.
+pub fn prediction_fit(
+    points: &[(f64, f64, f64, f64)],
+    cut: Option<f64>,
+    saturated_idle_pct: f64,
+) -> (Range, Fits) {
+    if let Some(c) = cut {
+        let f = fits_of(&busy_range(points, c, saturated_idle_pct));
+        if f.idle.is_some() {
+            return (Range::Busy, f);
+        }
+    }
+    let f = fits_of(&busy_range(points, f64::NEG_INFINITY, saturated_idle_pct));
+    if f.idle.is_some() {
+        return (Range::Unsaturated, f);
+    }
+    (Range::All, fits_of(points))
+}
 
 /// The three lines of one set of buckets (`None`: too few buckets or no spread in rate).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -54,8 +124,11 @@ fn points(b: &[Bucket]) -> Vec<(f64, f64, f64, f64)> {
 /// How to analyse.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
-    /// Also fit only the buckets at or above this rate (requests/s), as the seed's Table 5.
+    /// Also fit the busy range: the buckets at or above this rate (requests/s), as the seed's
+    /// Table 5, less the saturated ones; when given, the prediction comes from that fit.
     pub low_rate_cut: Option<f64>,
+    /// Buckets with less idle than this (%) are saturated: left out of the busy-range fit.
+    pub saturated_idle_pct: f64,
     /// Warn when the idle line's |r| is below this.
     pub min_r: f64,
 }
@@ -75,9 +148,15 @@ pub struct Analysis {
     pub malformed_lines: u64,
     /// Regressions over every bucket (the seed's Table 4).
     pub all: Fits,
-    /// The cut and the regressions above it (Table 5).
+    /// The cut and the regressions over the busy range (Table 5: at or above the cut, the
+    /// saturated buckets left out).
     pub above_cut: Option<(f64, Fits)>,
-    /// The predicted peak rate (req/s): the idle X-intercept over all buckets.
+    /// Buckets at or above the cut left out as saturated.
+    pub saturated_buckets: usize,
+    /// The buckets the prediction was fitted on ([`prediction_fit`]).
+    pub prediction_range: Range,
+    /// The predicted peak rate (req/s): the idle X-intercept of [`prediction_fit`] (the busy
+    /// range when a cut is given and it holds a line).
     pub predicted_peak_rps: Option<f64>,
     /// The busiest bucket's rate (req/s).
     pub busiest_rps: f64,
@@ -93,15 +172,15 @@ pub struct Analysis {
 
 /// Analyse bucketed data; `malformed` lines of the log were skipped (`note` says how).
 pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) -> Analysis {
-    let all = fits_of(&points(&b.buckets));
-    let above_cut = o.low_rate_cut.map(|cut| {
-        let kept: Vec<Bucket> = b
-            .buckets
-            .iter()
-            .filter(|x| x.rate >= cut)
-            .copied()
-            .collect();
-        (cut, fits_of(&points(&kept)))
+    let pts = points(&b.buckets);
+    let all = fits_of(&pts);
+    let above_cut = o
+        .low_rate_cut
+        .map(|cut| (cut, fits_of(&busy_range(&pts, cut, o.saturated_idle_pct))));
+    let saturated_buckets = o.low_rate_cut.map_or(0, |cut| {
+        pts.iter()
+            .filter(|p| p.0 >= cut && p.3 < o.saturated_idle_pct)
+            .count()
     });
     let busiest = b
         .buckets
@@ -110,12 +189,13 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
         .copied();
     let busiest_rps = busiest.map_or(0.0, |x| x.rate);
     let busiest_cpu_pct = busiest.map_or(0.0, |x| 100.0 - x.idle_pct);
-    let predicted = all.predicted_peak_rps;
+    let (range, pf) = prediction_fit(&pts, o.low_rate_cut, o.saturated_idle_pct);
+    let (line, predicted) = (pf.idle, pf.predicted_peak_rps);
     let headroom_pct = predicted
         .filter(|_| busiest_rps > 0.0)
         .map(|p| (p - busiest_rps) / busiest_rps * 100.0);
     let mut warnings = Vec::new();
-    match all.idle {
+    match line {
         None => warnings.push(format!(
             "no idle line: the {} buckets all have the same rate",
             b.buckets.len()
@@ -148,7 +228,7 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
     if let Some((cut, f)) = &above_cut {
         if f.buckets < MIN_POINTS {
             warnings.push(format!(
-                "only {} bucket(s) at or above {cut} req/s: no fit above the cut",
+                "only {} unsaturated bucket(s) at or above {cut} req/s: no fit above the cut",
                 f.buckets
             ));
         }
@@ -171,6 +251,8 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
         buckets: b.buckets.clone(),
         all,
         above_cut,
+        saturated_buckets,
+        prediction_range: range,
         predicted_peak_rps: predicted,
         busiest_rps,
         busiest_cpu_pct,
@@ -231,11 +313,22 @@ pub fn text(a: &Analysis) -> String {
         &a.all,
     ));
     if let Some((cut, f)) = &a.above_cut {
-        s.push_str(&table(&format!("Above {cut} requests/s"), f));
+        s.push_str(&table(
+            &format!(
+                "Busy range: at or above {cut} requests/s, {} saturated bucket(s) (idle < {}%) \
+                 left out",
+                a.saturated_buckets, SATURATED_IDLE_PCT
+            ),
+            f,
+        ));
     }
+    let over = a.prediction_range.describe();
     match a.predicted_peak_rps {
         Some(p) => {
-            let _ = writeln!(s, "predicted peak rate (idle X-intercept): {p:.1} req/s");
+            let _ = writeln!(
+                s,
+                "predicted peak rate (idle X-intercept, {over}): {p:.1} req/s"
+            );
         }
         None => {
             let _ = writeln!(s, "predicted peak rate: none (see the warnings)");
@@ -285,6 +378,7 @@ mod tests {
     const O: Options = Options {
         low_rate_cut: Some(20.0),
         min_r: DEFAULT_MIN_R,
+        saturated_idle_pct: SATURATED_IDLE_PCT,
     };
 
     #[test]
@@ -339,5 +433,49 @@ mod tests {
             .iter()
             .any(|w| w.contains("above 20") || w.contains("at or above 20")));
         assert!(text(&a).contains("none (see the warnings)"));
+    }
+
+    #[test]
+    fn the_busy_range_predicts_from_above_the_cut_without_saturated_buckets() {
+        // Waking an idle server costs extra at low rates (idle 90 -> 70 from 1 to 10 req/s),
+        // then idle = 100 - 1.0 * rate: X-intercept 100; two saturated buckets at 100 and 110
+        // req/s with idle 0 would bend the line.
+        let mut b = vec![bucket(1.0, 90.0), bucket(10.0, 70.0)];
+        b.extend([30.0, 50.0, 70.0, 90.0].map(|r| bucket(r, 100.0 - r)));
+        b.extend([bucket(100.0, 0.0), bucket(110.0, 1.0)]);
+        let o = Options {
+            low_rate_cut: Some(25.0),
+            ..O
+        };
+        let a = analyze(&bucketed(b.clone()), 0, "", &o);
+        let (_, f) = a.above_cut.unwrap();
+        assert_eq!((f.buckets, a.saturated_buckets), (4, 2));
+        assert!(
+            (a.predicted_peak_rps.unwrap() - 100.0).abs() < 1e-6,
+            "{a:?}"
+        );
+        assert_eq!(a.prediction_range, Range::Busy);
+        // All buckets: a shallower line, a different figure.
+        let all = a.all.predicted_peak_rps.unwrap();
+        assert!((all - 100.0).abs() > 5.0, "{all}");
+        assert!(text(&a).contains("busy range"), "{}", text(&a));
+        // No cut: every unsaturated bucket (the wake-up points included), not the saturated.
+        let no_cut = Options {
+            low_rate_cut: None,
+            ..O
+        };
+        let none = analyze(&bucketed(b.clone()), 0, "", &no_cut);
+        assert_eq!(none.prediction_range, Range::Unsaturated);
+        assert_eq!(none.saturated_buckets, 0);
+        let p = none.predicted_peak_rps.unwrap();
+        assert!(p != all && (p - 100.0).abs() > 1.0, "{p}");
+        // A cut above all but two unsaturated buckets: no busy line, the fallback is used.
+        let high_cut = Options {
+            low_rate_cut: Some(60.0),
+            ..O
+        };
+        let high = analyze(&bucketed(b), 0, "", &high_cut);
+        assert_eq!(high.prediction_range, Range::Unsaturated);
+        assert_eq!(high.predicted_peak_rps, Some(p));
     }
 }

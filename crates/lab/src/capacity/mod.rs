@@ -118,6 +118,11 @@ pub fn run_analyze(o: &AnalyzeOpts) -> Result<Analysis, CapacityError> {
     if !(0.0..=1.0).contains(&o.min_r) {
         return Err(CapacityError::Config("--min-r must be within 0..1".into()));
     }
+    if !(0.0..100.0).contains(&o.saturated_idle_pct) {
+        return Err(CapacityError::Config(
+            "--saturated-idle must be a percentage within 0..100".into(),
+        ));
+    }
     if o.low_rate_cut.is_some_and(|c| !(c.is_finite() && c >= 0.0)) {
         return Err(CapacityError::Config(
             "--low-rate-cut must be a rate in requests/s, 0 or more".into(),
@@ -135,6 +140,7 @@ pub fn run_analyze(o: &AnalyzeOpts) -> Result<Analysis, CapacityError> {
         &Options {
             low_rate_cut: o.low_rate_cut,
             min_r: o.min_r,
+            saturated_idle_pct: o.saturated_idle_pct,
         },
     )?;
     if o.json {
@@ -252,6 +258,7 @@ mod tests {
         let o = Options {
             low_rate_cut: Some(30.0),
             min_r: 0.8,
+            saturated_idle_pct: analyze::SATURATED_IDLE_PCT,
         };
         let a = analyze_files(&log, &cpu, 60, &o).unwrap();
         assert_eq!(a.buckets.len(), 9);

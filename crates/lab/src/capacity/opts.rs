@@ -16,10 +16,16 @@ pub struct AnalyzeOpts {
     /// Bucket width, whole seconds with a unit (seed 002 used 15m).
     #[arg(long, value_parser = units::parse_positive_duration, default_value = "15m")]
     pub bucket: Duration,
-    /// Also fit only the buckets at or above this many requests/s (seed 002's Table 5 cut
-    /// 20): night-time housekeeping at low rates bends the idle line.
+    /// Also fit the busy range, the buckets at or above this many requests/s (seed 002's
+    /// Table 5 cut 20: night-time housekeeping at low rates bends the idle line; on a fast
+    /// server waking it from idle does), less the saturated ones; the prediction then comes
+    /// from that fit.
     #[arg(long = "low-rate-cut", value_name = "REQ_PER_S")]
     pub low_rate_cut: Option<f64>,
+    /// Buckets with less idle CPU than this (%) ran out of CPU: the busy-range fit leaves them
+    /// out (their rate is what the server could do, not a point on the idle line).
+    #[arg(long = "saturated-idle", value_name = "PERCENT", default_value_t = super::analyze::SATURATED_IDLE_PCT)]
+    pub saturated_idle_pct: f64,
     /// Warn when the idle line's |r| is below this.
     #[arg(long = "min-r", default_value_t = super::analyze::DEFAULT_MIN_R)]
     pub min_r: f64,

@@ -221,6 +221,8 @@ impl Experiment for EventsLab {
     fn label(&self, pt: &EvPoint) -> String {
         let step = match pt.step {
             plan::Step::Saturate => "saturate".to_string(),
+            plan::Step::Overload => "overload".to_string(),
+            plan::Step::Pairs => format!("{} pairs with the twin", self.p.pairs),
             plan::Step::Rate { frac, .. } => format!("rate {:.0}%", frac * 100.0),
         };
         format!(
@@ -244,6 +246,19 @@ impl Experiment for EventsLab {
     }
 
     fn describe(&self, _: &Env<'_>, m: &Measured) -> String {
+        if !m.pairs.is_empty() {
+            let r: Vec<String> = m
+                .pairs
+                .iter()
+                .map(|(a, b)| format!("{:.3}", a / b))
+                .collect();
+            return format!(
+                "{:.1} us/req against the twin's {:.1}: ratios {}",
+                m.pairs.iter().map(|p| p.0).sum::<f64>() / m.pairs.len() as f64,
+                m.pairs.iter().map(|p| p.1).sum::<f64>() / m.pairs.len() as f64,
+                r.join(" ")
+            );
+        }
         format!(
             "{:.0} req/s (held {}), user {:.0}% kernel {:.0}% idle {:.0}%, {:.1} us CPU/req, p99 {:.2} ms",
             m.rps, m.cold_held, m.user_pct, m.kernel_pct, m.idle_pct, m.cpu_per_req_us, m.p99_ms

@@ -8,7 +8,7 @@ use crate::util::{clap_defaults, parse_quota};
 /// What `triage lab events` was asked for.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EventsOpts {
-    /// A run of about four minutes: cold counts 0 and 10000, six rates of 3 s, one
+    /// A run of about six minutes: cold counts 0 and 10000, six rates of 3 s, one
     /// repetition, no select.
     #[arg(long)]
     pub quick: bool,
@@ -20,8 +20,8 @@ pub struct EventsOpts {
     /// lighttpd-select when the build has it].
     #[arg(long, value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
-    /// Rates per cold count, spread evenly from 10% to 85% of the measured peak [default: 8;
-    /// --quick 6].
+    /// Rates per cold count, spread evenly from 10% to 95% of the measured saturation (the
+    /// open loop's served rate when offered 1.25x wrk's peak) [default: 8; --quick 6].
     #[arg(long)]
     pub rates: Option<usize>,
     /// Length of each rate point and of the saturation run, whole seconds [default: 3s].
@@ -30,6 +30,11 @@ pub struct EventsOpts {
     /// Repetitions, interleaved by server [default: 3; --quick 1].
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Pairs of short wrk runs at each cold count above 0, alternating between the server
+    /// holding the cold connections and its twin holding none (same binary, same
+    /// configuration, same cgroup): CPU per request compared seconds apart, not minutes.
+    #[arg(long, default_value_t = 8)]
+    pub pairs: usize,
     /// Connections of the hot clients (open loop, each with one request in flight at most).
     #[arg(long = "hot-conns", default_value_t = 16)]
     pub hot_conns: usize,
@@ -77,7 +82,7 @@ mod tests {
         assert_eq!(o.window, Some(Duration::from_secs(1)));
         assert!((o.quota - 0.3).abs() < 1e-12);
         let d = EventsOpts::new(PathBuf::from("/bin/true"));
-        assert_eq!((d.hot_conns, d.quota), (16, 0.1));
+        assert_eq!((d.hot_conns, d.quota, d.pairs), (16, 0.1, 8));
         assert!(cmd.try_get_matches_from(["--window", "2"]).is_err());
     }
 }

@@ -1,7 +1,9 @@
 //! The lab's parameters resolved from its options ([`Params`]), the servers ([`Server`]) and
 //! the measuring order ([`sessions`]): per server and repetition one session; within it, per
-//! cold count (ascending, so cold connections are only ever added), a saturation run and then
-//! the rates from low to high.
+//! cold count (ascending, so cold connections are only ever added), wrk's saturation run, the
+//! open loop's overload run (the measured saturation of the traffic the rates send), the
+//! rates from low to high, and at a cold count above 0 the paired CPU-per-request runs
+//! against a twin server holding none.
 
 use std::time::Duration;
 
@@ -81,13 +83,19 @@ impl Server {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Step {
-    /// Closed loop as fast as the server goes: the measured peak rate.
+    /// wrk's closed loop as fast as the server goes: the rate grid's first reference.
     Saturate,
+    /// The open loop offered [`OVERLOAD`] times wrk's peak: what it serves is the saturation
+    /// of the rates' own traffic, the rate the prediction is checked against.
+    Overload,
+    /// Alternating short wrk runs against this server (cold connections held) and its twin
+    /// (none), in the same cgroup: CPU per request in pairs, seconds apart.
+    Pairs,
     /// Open loop at `frac` of the peak just measured (rate number `idx`, from 0).
     Rate {
         /// Which rate, from 0.
         idx: usize,
-        /// Fraction of the measured peak.
+        /// Fraction of the measured saturation (the overload run's served rate).
         frac: f64,
     },
 }
@@ -114,6 +122,10 @@ pub struct Params {
     pub fracs: Vec<f64>,
     /// Window of each point (s).
     pub window_s: u64,
+    /// Pairs of CPU-per-request runs at each cold count above 0 (0: none, no twin).
+    pub pairs: usize,
+    /// Window of each run of a pair (s).
+    pub pair_window_s: u64,
     /// Repetitions.
     pub reps: usize,
     /// Hot connections.
@@ -136,8 +148,15 @@ impl Params {
     }
 }
 
-/// Lowest and highest rate, as fractions of the measured peak.
-pub const FRAC_RANGE: (f64, f64) = (0.10, 0.85);
+/// Lowest and highest rate, as fractions of the measured saturation.
+pub const FRAC_RANGE: (f64, f64) = (0.10, 0.95);
+
+/// The overload run offers this many times wrk's peak (the open loop's traffic costs the
+/// servers more per request than wrk's, so its saturation lies below wrk's peak).
+pub const OVERLOAD: f64 = 1.25;
+
+/// Window of each run of a pair (s).
+pub const PAIR_WINDOW_S: u64 = 1;
 
 /// `n` fractions spread evenly over [`FRAC_RANGE`].
 pub fn fracs(n: usize) -> Vec<f64> {
@@ -176,6 +195,7 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
         return bad("--window must be whole seconds".into());
     }
     let reps = o.reps.unwrap_or(if o.quick { 1 } else { 3 });
+    let pairs = o.pairs;
     if reps == 0 || o.hot_conns == 0 {
         return bad("--reps and --hot-conns must be at least 1".into());
     }
@@ -201,6 +221,8 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
         cold,
         fracs: fracs(rates),
         window_s: window.as_secs(),
+        pairs,
+        pair_window_s: PAIR_WINDOW_S,
         reps,
         hot_conns: o.hot_conns,
         quota: o.quota,
@@ -216,19 +238,19 @@ pub fn sessions(p: &Params) -> Vec<Session<EvPoint>> {
         for &server in &p.servers {
             let mut points = Vec::new();
             for &cold in &p.cold {
-                points.push(EvPoint {
+                let pt = |step| EvPoint {
                     server,
                     rep,
                     cold,
-                    step: Step::Saturate,
-                });
+                    step,
+                };
+                points.push(pt(Step::Saturate));
+                points.push(pt(Step::Overload));
                 for (idx, &frac) in p.fracs.iter().enumerate() {
-                    points.push(EvPoint {
-                        server,
-                        rep,
-                        cold,
-                        step: Step::Rate { idx, frac },
-                    });
+                    points.push(pt(Step::Rate { idx, frac }));
+                }
+                if cold > 0 && p.pairs > 0 {
+                    points.push(pt(Step::Pairs));
                 }
             }
             out.push(Session {
@@ -253,7 +275,8 @@ mod tests {
         assert_eq!(p.cold, [0, 1000, 5000, 10000]);
         assert_eq!((p.fracs.len(), p.window_s, p.reps), (8, 3, 3));
         assert_eq!(p.servers.len(), 5);
-        assert!((p.fracs[0] - 0.10).abs() < 1e-12 && (p.fracs[7] - 0.85).abs() < 1e-12);
+        assert!((p.fracs[0] - 0.10).abs() < 1e-12 && (p.fracs[7] - 0.95).abs() < 1e-12);
+        assert_eq!(p.pairs, 8);
         o.quick = true;
         let p = resolve(&o).unwrap();
         assert_eq!(p.cold, [0, 10000]);
@@ -269,9 +292,15 @@ mod tests {
         let s = sessions(&p);
         assert_eq!(s.len(), 4);
         assert_eq!((p.fracs.len(), p.window_s), (6, 3));
-        assert_eq!(s[0].points.len(), 2 * 7);
+        // 0 cold: saturate, overload, 6 rates; 10000: the same and the pairs.
+        assert_eq!(s[0].points.len(), 8 + 9);
         assert_eq!(s[0].points[0].step, Step::Saturate);
-        assert_eq!(s[0].points[7].cold, 10000);
+        assert_eq!(s[0].points[1].step, Step::Overload);
+        assert_eq!(s[0].points[8].cold, 10000);
+        assert_eq!(s[0].points[16].step, Step::Pairs);
+        o.pairs = 0;
+        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 16);
+        o.pairs = 8;
         assert_eq!(s[3].dir, "lighttpd-poll-r0");
         o.servers = Some(vec!["apache".into()]);
         assert!(resolve(&o)

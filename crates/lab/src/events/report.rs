@@ -139,9 +139,11 @@ pub fn report(s: &Summary) -> String {
          slower CPU the client side can saturate; CPU shares below are of that capacity, from \
          the cgroup's accounting). Per cold count (connected keep-alive connections, each served \
          one request, then idle), wrk measures the peak with {} connections (closed loop, {} s), \
-         then loadgen's open loop (coordinated omission corrected) runs {} rates from {:.0}% to \
-         {:.0}% of that peak for {} s each. Servers: {}. Figures are noisy: other jobs share \
-         the machine.",
+         loadgen's open loop (coordinated omission corrected) offered 1.25x that peak measures \
+         the saturation of its own traffic, then runs {} rates from {:.0}% to {:.0}% of that \
+         saturation for {} s each; at a cold count above 0, {} pairs of {} s wrk runs alternate \
+         between the server and its twin (same configuration, same cgroup, no cold \
+         connection). Servers: {}. Figures are noisy: other jobs share the machine.",
         s.testbed.server_cpu.map_or("any".into(), |c| c.to_string()),
         p.quota * 100.0,
         p.hot_conns,
@@ -150,6 +152,8 @@ pub fn report(s: &Summary) -> String {
         p.fracs.first().copied().unwrap_or(0.0) * 100.0,
         p.fracs.last().copied().unwrap_or(0.0) * 100.0,
         p.window_s,
+        p.pairs,
+        p.pair_window_s,
         p.servers
             .iter()
             .map(|s| s.name())
@@ -174,7 +178,11 @@ pub fn report(s: &Summary) -> String {
                     })
                     .map(|m| (m.rps, if idle { m.idle_pct } else { m.kernel_pct }))
                     .collect();
-                let line = if idle { f.all.idle } else { f.all.kernel };
+                let line = if idle {
+                    f.prediction.idle
+                } else {
+                    f.prediction.kernel
+                };
                 (
                     format!("{} cold {}", f.server, f.cold_held),
                     pts,
@@ -185,26 +193,33 @@ pub fn report(s: &Summary) -> String {
         r.figure(
             &scatter_lines(title, "requests/s", &series, !idle),
             &format!(
-                "{title} against the rate, one point per rate, lines are the regressions (seed \
-                 002 Fig. 9: circles idle, squares kernel)."
+                "{title} against the rate, one point per rate, lines are the busy-range \
+                 regressions (seed 002 Fig. 9: circles idle, squares kernel)."
             ),
         );
     }
     r.h2("Table 4: regressions over all rates");
     let all: Vec<&FitRow> = s.fits.iter().collect();
     table45(&mut r, &all, false);
-    r.h2("Table 5: regressions above the cut (25% of the peak)");
+    r.h2(&format!(
+        "Table 5: regressions over the busy range ({:.0}% of the measured saturation and \
+         above, saturated rates left out)",
+        super::summary::CUT_FRAC * 100.0
+    ));
     table45(&mut r, &all, true);
     r.h2("Predicted against measured peak");
     r.p(&format!(
-        "The prediction is seed 002's: the idle line's X-intercept over all rates (Table 4; the \
-         range fitted is given) and above the cut (Table 5). A straight idle line assumes a \
-         constant CPU cost per request; the last column gives the cost at the lowest rate \
-         against saturation. At a low rate every request wakes an idle server; near the peak \
-         one wake-up serves several requests and a server held at its quota batches, so the \
-         cost falls and the line reaches zero idle before the closed-loop peak (seed 002's own \
-         one-second peaks were 1.7-1.8x its extrapolation). 'Idle ran out at' is the rate at \
-         which the open loop's idle CPU fell below {KNEE_IDLE_PCT}%, interpolated."
+        "The prediction is the idle line's X-intercept over the busy range (Table 5: rates at \
+         or above the cut, those with less than {KNEE_IDLE_PCT}% idle left out as saturated; \
+         with fewer than 3 such rates, every unsaturated rate; the range fitted is given), \
+         against the measured saturation: what the same open loop \
+         served when offered 1.25x wrk's peak. Seed 002's reading over every rate (Table 4) \
+         is given beside it: a straight idle line assumes a constant CPU cost per request, \
+         and at a low rate every request wakes an idle server (the column 'CPU/req' gives the \
+         cost at the lowest rate against wrk's saturation), which bends the line over every \
+         rate. wrk's peak is a cheaper traffic (its one thread serves many responses per \
+         wake-up) and is not what the rates' line extrapolates to. 'Idle ran out at' is the \
+         rate at which the open loop's idle CPU fell below {KNEE_IDLE_PCT}%, interpolated."
     ));
     let rows: Vec<Vec<String>> = s
         .fits
@@ -214,15 +229,21 @@ pub fn report(s: &Summary) -> String {
                 f.server.clone(),
                 f.cold_held.to_string(),
                 f.rep.to_string(),
-                format!("{:.0}", f.measured_rps),
-                f.fitted_rps
-                    .map_or("-".into(), |(a, b)| format!("{a:.0}-{b:.0}")),
+                format!("{:.0}", f.wrk_peak_rps),
+                format!("{:.0} ({:.0}% idle)", f.measured_rps, f.measured_idle_pct),
+                format!(
+                    "{}: {}",
+                    f.prediction_range.describe(),
+                    f.fitted_rps
+                        .map_or("-".into(), |(a, b)| format!("{a:.0}-{b:.0}"))
+                ),
+                f.saturated_points.to_string(),
                 o(f.predicted_rps, 0),
                 o(f.error_pct, 1),
-                o(f.all.idle.map(|x| x.r), 3),
-                o(f.above_cut_predicted_rps, 0),
-                o(f.above_cut_error_pct, 1),
                 o(f.above_cut.idle.map(|x| x.r), 3),
+                o(f.all_points_predicted_rps, 0),
+                o(f.all_points_error_pct, 1),
+                o(f.all.idle.map(|x| x.r), 3),
                 o(f.knee_rps, 0),
                 o(f.predicted_vs_knee_pct, 1),
                 format!(
@@ -242,17 +263,19 @@ pub fn report(s: &Summary) -> String {
             "server",
             "cold held",
             "rep",
-            "measured peak",
+            "wrk peak",
+            "measured saturation",
             "rates fitted",
-            "predicted (Table 4)",
+            "saturated left out",
+            "predicted",
             "error %",
             "idle r",
-            "above the cut (Table 5)",
+            "every rate (Table 4)",
             "error %",
             "idle r",
             "idle ran out at",
             "predicted vs that %",
-            "CPU/req us: lowest rate / saturation",
+            "CPU/req us: lowest rate / wrk's saturation",
             "triage capacity (log)",
             "its r",
             "tool vs lab %",
@@ -260,7 +283,13 @@ pub fn report(s: &Summary) -> String {
         ],
         &rows,
     );
-    r.h2("CPU per request at saturation, against no cold connection");
+    r.h2("CPU per request against no cold connection");
+    r.p(
+        "From the pairs: short wrk runs alternating (ABBA) between the server holding the cold \
+         connections and its twin holding none, seconds apart in the same cgroup; the ratio is \
+         the mean of the pairs' ratios with its seeded bootstrap ci95. 'Unpaired' divides wrk's \
+         saturation runs at the two counts, measured minutes apart, as the lab did before.",
+    );
     let rows: Vec<Vec<String>> = s
         .cpu_per_req
         .iter()
@@ -271,9 +300,16 @@ pub fn report(s: &Summary) -> String {
                 c.cold_held.to_string(),
                 format!("{:.0}", c.peak_rps),
                 format!("{:.2}", c.cpu_per_req_us),
+                format!(
+                    "{} / {}",
+                    o(c.paired_cpu_per_req_us, 2),
+                    o(c.twin_cpu_per_req_us, 2)
+                ),
+                c.pairs.to_string(),
                 o(c.ratio_vs_0, 3),
                 c.ci95
                     .map_or("-".into(), |x| format!("[{:.3}, {:.3}]", x.low, x.high)),
+                o(c.unpaired_ratio_vs_0, 3),
             ]
         })
         .collect();
@@ -283,9 +319,12 @@ pub fn report(s: &Summary) -> String {
             "cold",
             "held",
             "peak req/s",
-            "CPU/req us",
+            "CPU/req us (wrk's saturation)",
+            "pairs: CPU/req us server / twin",
+            "pairs",
             "x at 0",
             "ci95",
+            "unpaired x",
         ],
         &rows,
     );

@@ -1,8 +1,10 @@
-//! One server started for the lab ([`start`]) and one point measured against it
-//! ([`measure`]): cold connections grown to the point's count, then either the saturation run
-//! (wrk, closed loop: the measured peak) or one open-loop rate (loadgen's rate mode, latency
-//! from the scheduled send) with the server side's user and kernel CPU from its cgroup and
-//! its resident memory. Over each cold count's rates a thread records CPU samples as
+//! One server started for the lab ([`start`], with its twin when pairs are asked for) and one
+//! point measured against it ([`measure`]): cold connections grown to the point's count, then
+//! wrk's saturation run (closed loop: the rate grid's reference), the open loop's overload run
+//! (the measured saturation), one open-loop rate (loadgen's rate mode, latency from the
+//! scheduled send), or the pairs (alternating short wrk runs against the server and its twin,
+//! which holds no cold connection), with the server side's user and kernel CPU from its cgroup
+//! and its resident memory. Over each cold count's rates a thread records CPU samples as
 //! `triage capacity sample` does, for the tool's own prediction from the access log.
 
 use std::ffi::OsString;
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::cold::Cold;
-use super::plan::{EvPoint, Params, Server, Step, FD_SETSIZE};
+use super::plan::{EvPoint, Params, Server, Step, FD_SETSIZE, OVERLOAD};
 use crate::capacity::sample::{record_while, Reader, Source};
 use crate::error::{LabError, Result};
 use crate::peers::{LighttpdTuning, NginxTuning, Peer, PeerSite, PeerTuning};
@@ -111,8 +113,13 @@ pub struct Running {
     pub access_log: PathBuf,
     /// The cold connections held against it.
     pub cold: Cold,
-    /// The peak just measured at the current cold count (req/s).
+    /// wrk's peak just measured at the current cold count (req/s).
     pub peak: f64,
+    /// The open loop's saturation just measured at the current cold count (req/s): the rates
+    /// are fractions of it.
+    pub sat_rps: f64,
+    /// The same server with the same configuration holding no cold connection, for the pairs.
+    pub twin: Option<Twin>,
     /// The last growth of the cold connections and the memory it took.
     pub cold_step: Option<ColdStep>,
     /// Why the cold count is limited, when it is.
@@ -121,16 +128,57 @@ pub struct Running {
     recorder: Option<Recorder>,
 }
 
-/// Start `server` with its configuration and logs in `dir`.
+/// The twin of a server under test: started with the same configuration on its own port, in
+/// the same cgroup, holding no cold connection. The pairs measure both seconds apart.
+pub struct Twin {
+    /// The process.
+    pub child: Managed,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+/// Start `server` with its configuration and logs in `dir` (and its twin when the lab asks
+/// for pairs at a cold count above 0).
 pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
-    let tb = s.tb;
-    let addr = tb.server_addr()?;
-    let log = Some(dir.join("server.log"));
     let access_log = s.log_dir.join(format!(
         "{}.access.log",
         dir.file_name()
             .map_or("server".into(), |n| n.to_string_lossy())
     ));
+    let (child, addr) = spawn(s, server, dir, "", &access_log)?;
+    let twin = if s.p.pairs > 0 && s.p.max_cold() > 0 {
+        let (child, addr) = spawn(s, server, dir, "-twin", &dir.join("twin.access.log"))?;
+        Some(Twin { child, addr })
+    } else {
+        None
+    };
+    Ok(Running {
+        server,
+        child,
+        addr,
+        access_log,
+        cold: Cold::default(),
+        peak: 0.0,
+        sat_rps: 0.0,
+        twin,
+        cold_step: None,
+        limit_note: None,
+        recorder: None,
+    })
+}
+
+/// Start one process of `server` (`tag` tells the twin apart) and wait until it listens.
+fn spawn(
+    s: &Setup<'_>,
+    server: Server,
+    dir: &Path,
+    tag: &str,
+    access_log: &Path,
+) -> Result<(Managed, SocketAddr)> {
+    let tb = s.tb;
+    let addr = tb.server_addr()?;
+    let log = Some(dir.join(format!("server{tag}.log")));
+    let access_log = access_log.to_owned();
     let conns = s.p.max_cold() + s.p.hot_conns + SPARE;
     let mut child = match server.peer() {
         None => {
@@ -154,7 +202,7 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
             .iter()
             .map(OsString::from)
             .collect();
-            tb.spawn_server_side("triage", s.triage_bin, &args, log)?
+            tb.spawn_server_side(&format!("triage{tag}"), s.triage_bin, &args, log)?
         }
         Some(peer) => {
             let extra = match peer {
@@ -193,23 +241,14 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
                 },
                 ..PeerTuning::default()
             };
-            let p = peer.prepare_tuned(&dir.join(server.name()), &site, &tuning)?;
+            let name = format!("{}{tag}", server.name());
+            let p = peer.prepare_tuned(&dir.join(&name), &site, &tuning)?;
             crate::peers::validate(&p)?;
-            tb.spawn_server_side(server.name(), &p.program, &p.args, log)?
+            tb.spawn_server_side(&name, &p.program, &p.args, log)?
         }
     };
     tb.wait_listening(addr, &mut child, Duration::from_secs(15))?;
-    Ok(Running {
-        server,
-        child,
-        addr,
-        access_log,
-        cold: Cold::default(),
-        peak: 0.0,
-        cold_step: None,
-        limit_note: None,
-        recorder: None,
-    })
+    Ok((child, addr))
 }
 
 /// One growth of the cold connections: how many were added and the server's resident memory
@@ -242,11 +281,12 @@ pub struct Measured {
     pub cold: usize,
     /// Cold connections held during the point.
     pub cold_held: usize,
-    /// `saturate` or `rate`.
+    /// `saturate`, `overload`, `rate` or `pairs`.
     pub step: String,
-    /// Fraction of the peak asked for (rate points).
+    /// Fraction of the measured saturation asked for (rate points).
     pub frac: Option<f64>,
-    /// The rate asked for (req/s; the measured peak for a saturation run).
+    /// The rate asked for (req/s; wrk's peak for a saturation run, the rate offered for the
+    /// overload run).
     pub target_rps: f64,
     /// The rate served: completed requests per second of the window.
     pub rps: f64,
@@ -285,6 +325,9 @@ pub struct Measured {
     pub cpu_csv: Option<PathBuf>,
     /// The server's access log.
     pub access_log: PathBuf,
+    /// The pairs (pairs point): CPU per request of the server with its cold connections and
+    /// of its twin with none (us), each pair measured seconds apart.
+    pub pairs: Vec<(f64, f64)>,
     /// Why fewer cold connections are held than asked, if so.
     pub note: Option<String>,
 }
@@ -366,6 +409,9 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         });
     }
     ensure_cold(s, r, pt)?;
+    if pt.step == Step::Pairs {
+        return measure_pairs(s, r, pt);
+    }
     let window = s.p.window();
     let cap = s.p.quota;
     let url = format!("http://{}{FILE}", r.addr);
@@ -387,13 +433,17 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 None,
             )
         }
-        Step::Rate { idx, frac } => {
-            if r.peak <= 0.0 {
+        Step::Overload | Step::Rate { .. } => {
+            let (rate, frac) = match pt.step {
+                Step::Rate { frac, .. } => (frac * r.sat_rps, Some(frac)),
+                _ => (OVERLOAD * r.peak, None),
+            };
+            if rate <= 0.0 {
                 return Err(LabError::Results(
-                    "no peak measured before the rates".into(),
+                    "no peak or saturation measured before the rates".into(),
                 ));
             }
-            if idx == 0 {
+            if let Step::Rate { idx: 0, .. } = pt.step {
                 let dir =
                     s.tb.server_cgroup()
                         .and_then(|c| c.accounting_dir())
@@ -408,7 +458,6 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 // outside the tool's buckets (counted as such), as they would be in production.
                 r.recorder = Some(Recorder::start(dir, cap, path)?);
             }
-            let rate = frac * r.peak;
             let mut cfg = loadgen::LoadConfig::new(url);
             cfg.plain = true;
             cfg.arrival = loadgen::Arrival::Rate {
@@ -417,7 +466,13 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
             };
             cfg.duration = Some(window);
             cfg.timeout = Duration::from_secs(5);
-            cfg.drain = Some(Duration::from_secs(2));
+            // Overloaded, the requests still queued at the end are not sent (counted as
+            // unsent, not served): a short drain, so that the window is the served time.
+            cfg.drain = Some(if frac.is_none() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(2)
+            });
             cfg.progress = false;
             cfg.seed = 2 + pt.rep as u64;
             let rep = loadgen::run_blocking(cfg, 1).map_err(|e| LabError::Process {
@@ -433,12 +488,16 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 pct(m.t1.median_ms),
                 pct(m.t1.p90_ms),
                 pct(m.t1.p99_ms),
-                Some(frac),
+                frac,
             )
         }
+        Step::Pairs => unreachable!("measured above"),
     };
     let dt = t0.elapsed().as_secs_f64();
     let c1 = cpu_now(s.tb)?;
+    if pt.step == Step::Overload {
+        r.sat_rps = requests as f64 / dt;
+    }
     // The precise total, split by the ratio of the (coarser) user and system counters.
     let busy = c1.total - c0.total;
     let (tu, tk) = (c1.user - c0.user, c1.system - c0.system);
@@ -463,10 +522,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         rep: pt.rep,
         cold: pt.cold,
         cold_held: r.cold.held(),
-        step: match pt.step {
-            Step::Saturate => "saturate".into(),
-            Step::Rate { .. } => "rate".into(),
-        },
+        step: step_name(pt.step).into(),
         frac,
         target_rps: target,
         rps: requests as f64 / dt,
@@ -491,6 +547,102 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         cold_alive: last_rate.then(|| r.cold.alive()),
         cpu_csv,
         access_log: r.access_log.clone(),
+        pairs: Vec::new(),
+        note: r.limit_note.clone(),
+    })
+}
+
+/// A step's name in raw.csv and summary.json.
+pub fn step_name(s: Step) -> &'static str {
+    match s {
+        Step::Saturate => "saturate",
+        Step::Overload => "overload",
+        Step::Rate { .. } => "rate",
+        Step::Pairs => "pairs",
+    }
+}
+
+/// One short wrk run against `addr`: requests served, the server side's CPU (s) and the
+/// window (s).
+fn wrk_cpu(s: &Setup<'_>, addr: SocketAddr, label: &str) -> Result<(u64, f64, f64)> {
+    let mut spec = WrkSpec::new(
+        format!("http://{addr}{FILE}"),
+        s.p.hot_conns,
+        Duration::from_secs(s.p.pair_window_s),
+    );
+    spec.timeout = Some(Duration::from_secs(5));
+    let c0 = cpu_now(s.tb)?;
+    let t0 = Instant::now();
+    let w = Wrk::run(s.tb, label, &spec)?;
+    let dt = t0.elapsed().as_secs_f64();
+    let c1 = cpu_now(s.tb)?;
+    if w.requests == 0 {
+        return Err(LabError::Results(format!(
+            "{label}: wrk completed no request"
+        )));
+    }
+    Ok((w.requests, c1.total - c0.total, dt))
+}
+
+/// The pairs: per pair one short wrk run against the server (its cold connections held) and
+/// one against its twin (none), in alternating order (ABBA), so that what changes on the
+/// machine over seconds falls on both alike. The point's own figures are the server's side.
+fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured> {
+    let twin = r
+        .twin
+        .as_ref()
+        .ok_or_else(|| LabError::Results("pairs asked for without a twin".into()))?
+        .addr;
+    let name = r.server.name();
+    let (mut requests, mut cpu_s, mut window_s) = (0u64, 0.0, 0.0);
+    let mut pairs = Vec::with_capacity(s.p.pairs);
+    for i in 0..s.p.pairs {
+        let mut got = [0.0f64; 2];
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
+            let (addr, label) = if k == 0 {
+                (r.addr, format!("wrk-{name}"))
+            } else {
+                (twin, format!("wrk-{name}-twin"))
+            };
+            let (n, c, dt) = wrk_cpu(s, addr, &label)?;
+            got[k] = c / n as f64 * 1e6;
+            if k == 0 {
+                requests += n;
+                cpu_s += c;
+                window_s += dt;
+            }
+        }
+        pairs.push((got[0], got[1]));
+    }
+    let busy_pct = 100.0 * cpu_s / (s.p.quota * window_s);
+    Ok(Measured {
+        server: name.into(),
+        rep: pt.rep,
+        cold: pt.cold,
+        cold_held: r.cold.held(),
+        step: step_name(pt.step).into(),
+        frac: None,
+        target_rps: 0.0,
+        rps: requests as f64 / window_s,
+        requests,
+        errors: 0,
+        window_s,
+        cpu_s,
+        user_pct: f64::NAN,
+        kernel_pct: f64::NAN,
+        idle_pct: 100.0 - busy_pct,
+        throttled_pct: None,
+        cpu_per_req_us: cpu_s / requests as f64 * 1e6,
+        p50_ms: f64::NAN,
+        p90_ms: f64::NAN,
+        p99_ms: f64::NAN,
+        rss_kib: rss(r)?,
+        cold_step: r.cold_step,
+        cold_alive: Some(r.cold.alive()),
+        cpu_csv: None,
+        access_log: r.access_log.clone(),
+        pairs,
         note: r.limit_note.clone(),
     })
 }
@@ -503,6 +655,9 @@ pub fn stop(mut r: Running) -> String {
     r.cold.clear();
     let log = r.child.log_tail(1500);
     r.child.stop(Duration::from_secs(5));
+    if let Some(mut t) = r.twin.take() {
+        t.child.stop(Duration::from_secs(5));
+    }
     log
 }
 
