@@ -31,18 +31,25 @@ fn cpu_cgroup_lines() {
 fn targets_resolve_and_name_what_is_missing() {
     let mut child = spawn("sleep 5 & sleep 5 & wait");
     let pid = child.id() as i32;
+    // A forked child is named after the shell until it has exec'd `sleep`: wait for both the
+    // three processes and the two names (a loaded machine can take a while between the two).
     let mut found = Vec::new();
-    for _ in 0..200 {
+    let mut by_name = Vec::new();
+    for _ in 0..500 {
         found = targets::processes(&Target::Pid(pid)).unwrap();
-        if found.len() == 3 {
+        by_name = targets::processes(&Target::Exe("sleep".into())).unwrap_or_default();
+        if found.len() == 3 && found[1..].iter().all(|p| by_name.contains(p)) {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(found.len(), 3, "the shell and its two sleeps: {found:?}");
     assert_eq!(found[0], pid);
-    let by_name = targets::processes(&Target::Exe("sleep".into())).unwrap();
-    assert!(found[1..].iter().all(|p| by_name.contains(p)));
+    assert!(
+        found[1..].iter().all(|p| by_name.contains(p)),
+        "the two sleeps {:?} found by name: {by_name:?}",
+        &found[1..]
+    );
     let err = targets::processes(&Target::Pid(i32::MAX)).unwrap_err();
     assert!(err.to_string().contains("no process"), "{err}");
     let err = targets::processes(&Target::Cgroup("/nonexistent/cg".into())).unwrap_err();
