@@ -8,7 +8,8 @@
 //! (`policy::balance::place`), and its bursts touch only that lane's lock, which no other
 //! thread wants most of the time. Slots move between lanes to follow queued work
 //! (`policy::balance::lender` when a lane's worker is queued with no free slot,
-//! `policy::balance::receiver` when a burst ends); workers never move. POS's learning stays
+//! `policy::balance::receiver` when a burst ends), unless [`Gate::with_balance`] turned that off
+//! (one serving thread per lane); workers never move. POS's learning stays
 //! global: every period each lane hands over its observations, lane 0 predicts SLP and RW from
 //! all of them and the other lanes take its predictions ([`Gate::tick`]). The bottleneck test
 //! is per lane. One lane (`Gate::new`) is the shared gate as it was.

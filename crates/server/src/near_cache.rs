@@ -28,10 +28,13 @@ pub const NEAR_MAX_FILE: u64 = 16 * 1024;
 /// Bytes one thread's shard holds at most.
 pub const NEAR_BUDGET: u64 = 1024 * 1024;
 
+/// One home's cache, on a cache line of its own.
+type Shard<K, V> = Padded<Mutex<BodyCache<K, V>>>;
+
 /// One cache per home. See the module docs.
 pub struct NearCache<K, V> {
-    /// Indexed by the calling thread's home modulo [`CELLS`]; each padded to its own line.
-    shards: Box<[Padded<Mutex<BodyCache<K, V>>>]>,
+    /// Indexed by the calling thread's home modulo [`CELLS`].
+    shards: Box<[Shard<K, V>]>,
 }
 
 impl<K, V> std::fmt::Debug for NearCache<K, V> {
