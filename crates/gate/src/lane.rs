@@ -112,9 +112,16 @@ impl Lane {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Forget whether the lane was spare or starved (the gate's counts start again at zero).
+    pub(crate) fn forget_flags(&self) {
+        self.load.spare.store(false, Relaxed);
+        self.load.starved.store(false, Relaxed);
+    }
+
     /// Publish the lane's load after a change (call with its lock held); keeps `counts` in
-    /// step. Returns whether the lane is spare and starved now.
-    pub(crate) fn publish(&self, g: &Inner, counts: &Counts) -> (bool, bool) {
+    /// step, if given (only a balancing gate keeps them). Returns whether the lane is spare and
+    /// starved now.
+    pub(crate) fn publish(&self, g: &Inner, counts: Option<&Counts>) -> (bool, bool) {
         let (slots, busy, queued) = (g.sched.slots(), g.sched.busy(), g.sched.queued());
         self.load.slots.store(slots, Relaxed);
         self.load.busy.store(busy, Relaxed);
@@ -126,6 +133,9 @@ impl Lane {
             ..LaneLoad::default()
         };
         let (spare, starved) = (l.spare(), l.starved());
+        let Some(counts) = counts else {
+            return (spare, starved);
+        };
         if self.load.spare.load(Relaxed) != spare {
             self.load.spare.store(spare, Relaxed);
             if spare {

@@ -8,7 +8,8 @@
 //! (`policy::balance::place`), and its bursts touch only that lane's lock, which no other
 //! thread wants most of the time. Slots move between lanes to follow queued work
 //! (`policy::balance::lender` when a lane's worker is queued with no free slot,
-//! `policy::balance::receiver` when a burst ends); workers never move. POS's learning stays
+//! `policy::balance::receiver` when a burst ends), unless [`Gate::with_balance`] turned that off
+//! (one serving thread per lane); workers never move. POS's learning stays
 //! global: every period each lane hands over its observations, lane 0 predicts SLP and RW from
 //! all of them and the other lanes take its predictions ([`Gate::tick`]). The bottleneck test
 //! is per lane. One lane (`Gate::new`) is the shared gate as it was.
@@ -26,7 +27,8 @@
 //! Fast path without rounds: when a slot is free and the queue empty, acquiring is one
 //! uncontended lock and two `Sched` transitions; nothing is allocated per burst (the `Vec`
 //! returned by `Sched::wait` only allocates when it starts another worker). With lanes, a
-//! burst also publishes its lane's load (three relaxed stores) and reads one shared counter.
+//! burst also publishes its lane's load (three relaxed stores) and, while slots move between
+//! lanes, reads one shared counter ([`Gate::with_balance`] turns the moves off).
 //!
 //! **A panicking burst** drops its [`Permit`] while unwinding, which releases the slot; a lock
 //! poisoned by a panic is taken over. So a worker whose burst panics takes neither its slot nor
@@ -105,7 +107,11 @@ pub struct Gate {
     epoch: Clock,
     slots: usize,
     lanes: Box<[Lane]>,
-    /// How many lanes are spare and starved (see [`crate::lane::Published`]).
+    /// Whether slots move between lanes ([`Gate::with_balance`]): off when every lane has a
+    /// serving thread of its own, where a lent slot only idles the lender's thread.
+    balance: bool,
+    /// How many lanes are spare and starved (see [`crate::lane::Published`]); kept (and read)
+    /// only while balancing, so that without it no burst writes this line shared by all lanes.
     counts: Counts,
     /// The counters bumped per burst are per thread ([`crate::shard`]): one atomic that every
     /// core writes per burst would bounce its cache line between them.
@@ -164,6 +170,7 @@ impl Gate {
             epoch: Clock::now(),
             slots: lanes.iter().map(|l| l.nominal).sum(),
             lanes: lanes.into_boxed_slice(),
+            balance: true,
             counts: Counts::default(),
             bursts: Counter::default(),
             queued_bursts: Counter::default(),
@@ -176,9 +183,35 @@ impl Gate {
         };
         for l in g.lanes.iter() {
             let inner = l.lock();
-            l.publish(&inner, &g.counts);
+            l.publish(&inner, g.counts());
         }
         g
+    }
+
+    /// Move slots between lanes to follow queued work (`true`, the default) or keep every
+    /// lane's share where it is (`false`). With one serving thread per lane (each thread runs
+    /// only its own lane's workers) a slot lent to another lane cannot make that lane's
+    /// thread run two bursts at once: it only leaves the lender short when its own work
+    /// arrives, and every move and every starved/spare change writes memory all lanes share.
+    pub fn with_balance(mut self, balance: bool) -> Self {
+        self.balance = balance;
+        self.counts = Counts::default();
+        for l in self.lanes.iter() {
+            let inner = l.lock();
+            l.forget_flags();
+            l.publish(&inner, self.counts());
+        }
+        self
+    }
+
+    /// Whether slots move between lanes ([`Gate::with_balance`]; never with one lane).
+    pub fn balances(&self) -> bool {
+        self.balance && self.lanes.len() > 1
+    }
+
+    /// The spare/starved counts to keep, when balancing.
+    fn counts(&self) -> Option<&Counts> {
+        self.balances().then_some(&self.counts)
     }
 
     /// Collect scheduling rounds (`true`, the default) or grant a free slot to the first worker
@@ -351,7 +384,7 @@ impl Gate {
                         others.extend(w.waker.take());
                     }
                 }
-                lane.publish(&g, &self.counts);
+                lane.publish(&g, self.counts());
             }
             let w = &mut g.wake[wi];
             let granted = std::mem::take(&mut w.granted);
@@ -399,7 +432,7 @@ impl Gate {
             Grant::RunNow => {
                 marked = g.wake[wi].boosting;
                 if self.lanes.len() > 1 {
-                    lane.publish(&g, &self.counts);
+                    lane.publish(&g, self.counts());
                 }
             }
             Grant::Queued => {
@@ -407,7 +440,7 @@ impl Gate {
                 w.granted = false;
                 w.waker = Some(cx.waker().clone());
                 state.queued = true;
-                let (_, starved) = lane.publish(&g, &self.counts);
+                let (_, starved) = lane.publish(&g, self.counts());
                 drop(g);
                 if open_round {
                     state.round = true;
@@ -416,7 +449,7 @@ impl Gate {
                     cx.waker().wake_by_ref();
                 } else {
                     self.queued_bursts.add(1);
-                    if starved && self.counts.spare.load(SeqCst) > 0 {
+                    if starved && self.balances() && self.counts.spare.load(SeqCst) > 0 {
                         self.borrow_slot(li);
                     }
                 }
@@ -443,7 +476,7 @@ impl Gate {
         let mut g = l.lock();
         let took = g.sched.queued() == 0 && g.sched.take_free_slot();
         if took {
-            l.publish(&g, &self.counts);
+            l.publish(&g, self.counts());
         }
         drop(g);
         took
@@ -456,7 +489,7 @@ impl Gate {
         let l = &self.lanes[to];
         let mut g = l.lock();
         let started = g.sched.add_slot(now);
-        l.publish(&g, &self.counts);
+        l.publish(&g, self.counts());
         self.wake_started(g, started);
     }
 
@@ -548,7 +581,7 @@ impl Gate {
         if let Some(w) = g.wake.get_mut(wi) {
             w.last_end = now.max(1);
         }
-        if self.lanes.len() > 1 && self.counts.starved.load(SeqCst) > 0 {
+        if self.balances() && self.counts.starved.load(SeqCst) > 0 {
             let running = g.sched.state(worker) == Some(policy::State::Run);
             let mut loads = self.loads();
             loads[li] = LaneLoad {
@@ -560,7 +593,7 @@ impl Gate {
             if running {
                 if let Some(to) = balance::receiver(&loads, li) {
                     g.sched.wait_and_give_slot(worker, now);
-                    lane.publish(&g, &self.counts);
+                    lane.publish(&g, self.counts());
                     drop(g);
                     self.give_slot(to);
                     return;
@@ -568,10 +601,10 @@ impl Gate {
             }
         }
         let started = g.sched.wait(worker, now);
-        let (spare, _) = lane.publish(&g, &self.counts);
+        let (spare, _) = lane.publish(&g, self.counts());
         self.wake_started(g, started);
         // Became spare while another lane starves (it published starved after we looked).
-        if spare && self.lanes.len() > 1 && self.counts.starved.load(SeqCst) > 0 {
+        if spare && self.balances() && self.counts.starved.load(SeqCst) > 0 {
             self.lend_spare(li);
         }
     }
@@ -619,7 +652,7 @@ impl Gate {
             let l = &self.lanes[0];
             let mut g = l.lock();
             let started = g.sched.poll(now);
-            l.publish(&g, &self.counts);
+            l.publish(&g, self.counts());
             self.wake_started(g, started);
             return;
         }
@@ -638,7 +671,7 @@ impl Gate {
             g.sched.tick_now(now);
             let st = g.sched.policy().stats();
             let started = g.sched.poll(now);
-            l.publish(&g, &self.counts);
+            l.publish(&g, self.counts());
             self.wake_started(g, started);
             (st.slp, st.rw)
         };
@@ -651,7 +684,7 @@ impl Gate {
             };
             g.sched.policy_mut().apply_predictions(slp, rw, &ctx);
             let started = g.sched.poll(now);
-            l.publish(&g, &self.counts);
+            l.publish(&g, self.counts());
             self.wake_started(g, started);
         }
     }

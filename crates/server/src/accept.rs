@@ -5,8 +5,8 @@
 //! thread's workers live in its own gate lane (thread `k` is lane `k % lanes`, see
 //! `gate::shard::home`). Nothing a request does writes memory another serving thread writes
 //! too, except when a connection opens or closes (the table of open connections, the count of
-//! open connections) and when the gate moves a slot between lanes. With one thread the accept
-//! loop runs on the caller's runtime, as it always did.
+//! open connections; the gate moves no slot between lanes when each has its own thread). With
+//! one thread the accept loop runs on the caller's runtime, as it always did.
 //!
 //! Why: with one multi-threaded runtime, one accept loop and connection tasks spread by tokio's
 //! work stealing, triage's CPU per 1 KB request doubled from one core to two to four (wake-ups

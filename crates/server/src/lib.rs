@@ -49,6 +49,7 @@ pub mod forward_route;
 pub mod headers;
 pub mod logs;
 pub mod metrics;
+pub mod near_cache;
 pub mod overrides;
 pub mod reclaim;
 pub mod request_line;

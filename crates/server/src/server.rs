@@ -240,7 +240,10 @@ impl Server {
             Gate::with_lanes(scheds, cfg.gate)
         }
         .with_rounds(cfg.rounds_on())
-        .with_streak(cfg.streak());
+        .with_streak(cfg.streak())
+        // Each lane served by a thread of its own: a slot lent between lanes only idles the
+        // lender (see `Gate::with_balance`).
+        .with_balance(lanes != cfg.effective_threads());
         gate.prefork(cfg.workers);
         if !containers.tree().is_empty() {
             gate.set_account(containers.account().clone());

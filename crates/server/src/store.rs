@@ -14,6 +14,10 @@
 //! valuable entries (`lru`, `gds`). With an emulated disk ([`crate::disk`]) a lookup that did
 //! not find the body in the cache tells its caller how many bytes the disk must read
 //! ([`Fill`]).
+//!
+//! With the default `clear` eviction and no emulated disk, each serving thread keeps its own
+//! copy of the small entries it serves ([`crate::near_cache`]): a hit then takes no lock and
+//! no reference count that another thread's hits take too.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -31,6 +35,7 @@ use http::HeaderValue;
 
 use crate::body_cache::{BodyCache, CacheStats, Eviction};
 use crate::disk::EmulatedDisk;
+use crate::near_cache::{NearCache, NEAR_MAX_FILE};
 
 /// A file ready to be served: validators, preformatted header values, and its content (in
 /// memory, or an open file to read chunk by chunk).
@@ -175,13 +180,20 @@ pub struct DirStore {
     root: PathBuf,
     root_fd: OwnedFd,
     cache: Mutex<Cache>,
+    /// Per-thread copies of small entries in front of `cache` (`clear` eviction without an
+    /// emulated disk only: LRU and GDS must see every hit, and so must the disk's fill
+    /// reports).
+    near: Option<NearCache<(u64, u64), CacheValue>>,
     cache_max_file: u64,
     eviction: Eviction,
     disk: Option<Arc<EmulatedDisk>>,
 }
 
-/// Per (device, inode): the modification time (s, ns) it was read at, and the entry.
-type Cache = BodyCache<(u64, u64), (i64, i64, Arc<Entry>)>;
+/// Per (device, inode): its [`CacheValue`].
+type Cache = BodyCache<(u64, u64), CacheValue>;
+
+/// The modification time (s, ns) an entry was read at, and the entry.
+type CacheValue = (i64, i64, Arc<Entry>);
 
 impl DirStore {
     /// Open `root` (must be a directory).
@@ -203,6 +215,7 @@ impl DirStore {
             // SAFETY: fd was just opened and is owned by nobody else.
             root_fd: unsafe { OwnedFd::from_raw_fd(fd) },
             cache: Mutex::new(Cache::new(Eviction::Clear, cache_budget)),
+            near: Some(NearCache::default()),
             cache_max_file,
             eviction: Eviction::Clear,
             disk: None,
@@ -214,6 +227,7 @@ impl DirStore {
         let budget = self.cache_budget();
         Self {
             cache: Mutex::new(Cache::new(eviction, budget)),
+            near: self.near.filter(|_| eviction == Eviction::Clear),
             eviction,
             ..self
         }
@@ -221,7 +235,11 @@ impl DirStore {
 
     /// The same store whose cache misses read from `disk` (shared by the server's stores).
     pub fn with_disk(self, disk: Option<Arc<EmulatedDisk>>) -> Self {
-        Self { disk, ..self }
+        Self {
+            near: self.near.filter(|_| disk.is_none()),
+            disk,
+            ..self
+        }
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -234,7 +252,30 @@ impl DirStore {
 
     /// The cache's counters.
     pub fn cache_stats(&self) -> CacheStats {
-        self.cache().stats()
+        let mut s = self.cache().stats();
+        s.hits += self.near.as_ref().map_or(0, NearCache::hits);
+        s
+    }
+
+    /// Keep a copy of `e` (a small in-memory entry just found in the shared cache) for the
+    /// calling thread, so that its next hits touch nothing another thread's hits touch.
+    fn keep_near(&self, key: (u64, u64), stamp: (i64, i64), e: &Entry) {
+        let Content::Mem(b) = &e.content else {
+            return;
+        };
+        if self.near.is_some() && e.len <= NEAR_MAX_FILE {
+            let copy = Entry::new(e.len, e.mtime, Content::Mem(Bytes::copy_from_slice(b)));
+            self.keep_near_as(key, stamp, Arc::new(copy));
+        }
+    }
+
+    /// Keep `e` itself for the calling thread (an entry it just read: other threads take
+    /// their own copies on their first hit).
+    fn keep_near_as(&self, key: (u64, u64), stamp: (i64, i64), e: Arc<Entry>) {
+        if let Some(near) = &self.near {
+            let len = e.len;
+            near.insert(key, (stamp.0, stamp.1, e), len);
+        }
     }
 
     /// How the cache makes room.
@@ -327,9 +368,17 @@ impl DirStore {
         let key = (md.dev(), md.ino());
         let stamp = (md.mtime(), md.mtime_nsec());
         let fresh = |(s, ns, e): &(i64, i64, Arc<Entry>)| (*s, *ns) == stamp && e.len == md.len();
-        if let Some((_, _, e)) = self.cache().get(&key, fresh) {
+        if let Some(near) = &self.near {
+            if let Some(e) = near.get(&key, fresh, |(_, _, e)| e.clone()) {
+                *fill = Fill::Hit;
+                return Lookup::File(e);
+            }
+        }
+        let held = self.cache().get(&key, fresh).map(|(_, _, e)| e.clone());
+        if let Some(e) = held {
             *fill = Fill::Hit;
-            return Lookup::File(e.clone());
+            self.keep_near(key, stamp, &e);
+            return Lookup::File(e);
         }
         let mtime = md.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let len = md.len();
@@ -344,7 +393,9 @@ impl DirStore {
                 content: Content::Mem(data),
                 ..probe
             });
-            self.cache().insert(key, (stamp.0, stamp.1, e.clone()), len);
+            if self.cache().insert(key, (stamp.0, stamp.1, e.clone()), len) {
+                self.keep_near_as(key, stamp, e.clone());
+            }
             Lookup::File(e)
         } else {
             Lookup::File(Arc::new(Entry::new(len, mtime, Content::File(file))))
@@ -446,6 +497,71 @@ mod tests {
             panic!()
         };
         assert_eq!(c.len, 5);
+    }
+
+    fn body_ptr(e: &Entry) -> *const u8 {
+        match &e.content {
+            Content::Mem(b) => b.as_ptr(),
+            Content::File(_) => panic!("a small file is held in memory"),
+        }
+    }
+
+    #[test]
+    fn each_serving_thread_serves_its_own_copy_of_a_small_file() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("f"), b"one").unwrap();
+        let s = Arc::new(DirStore::open(t.path(), 1024, 1 << 20).unwrap());
+        let on_home = |home: usize| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                gate::shard::set_home(home);
+                let mut got = Vec::new();
+                for _ in 0..2 {
+                    let Lookup::File(e) = s.lookup(b"f") else {
+                        panic!("f is a file")
+                    };
+                    got.push(e);
+                }
+                got
+            })
+            .join()
+            .unwrap()
+        };
+        let first = on_home(0);
+        let second = on_home(1);
+        assert!(
+            Arc::ptr_eq(&first[0], &first[1]),
+            "the reader keeps its entry"
+        );
+        // The second thread's first hit copies the entry; its next hit serves the copy,
+        // which shares neither the entry's nor the body's reference count with the first.
+        assert!(Arc::ptr_eq(&first[0], &second[0]));
+        assert!(!Arc::ptr_eq(&first[0], &second[1]));
+        assert_ne!(body_ptr(&first[0]), body_ptr(&second[1]));
+        assert_eq!(second[1].read_at(0, 3).unwrap(), &b"one"[..]);
+        assert_eq!(second[1].etag, first[0].etag);
+        assert_eq!(s.cache_stats().hits, 3);
+        // A change reaches every thread's copy.
+        std::fs::write(t.path().join("f"), b"three").unwrap();
+        assert!(on_home(1).iter().all(|e| e.len == 5));
+        assert!(on_home(0).iter().all(|e| e.len == 5));
+    }
+
+    #[test]
+    fn lru_serves_every_hit_from_the_shared_cache() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("f"), b"one").unwrap();
+        let s = DirStore::open(t.path(), 1024, 1 << 20)
+            .unwrap()
+            .with_eviction(Eviction::Lru);
+        let e: Vec<_> = (0..3)
+            .map(|_| match s.lookup(b"f") {
+                Lookup::File(e) => e,
+                _ => panic!("f is a file"),
+            })
+            .collect();
+        assert!(Arc::ptr_eq(&e[0], &e[2]));
+        assert_eq!(s.cache_stats().hits, 2);
     }
 
     #[test]

@@ -452,6 +452,37 @@ fn workers_stay_in_their_lane_and_slots_follow_the_queue() {
 }
 
 #[test]
+fn without_balance_a_lane_keeps_its_slots_and_waits() {
+    let scheds = (0..2)
+        .map(|_| Sched::new(1, policy::build("fifo", &PolicyConfig::default()).unwrap()))
+        .collect();
+    let g = Gate::with_lanes(scheds, true)
+        .with_rounds(false)
+        .with_balance(false);
+    assert!(!g.balances());
+    let (a, b) = (g.checkout(), g.checkout());
+    assert_eq!(crate::lane::lane_of(a, 2), crate::lane::lane_of(b, 2));
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let (mut sa, mut sb) = Default::default();
+    let h = Hints::default();
+    let Poll::Ready(pa) = g.poll_acquire(&mut sa, a, &h, &mut cx) else {
+        panic!("a free slot")
+    };
+    // The other lane's slot is free, but b waits for its own lane's.
+    assert!(g.poll_acquire(&mut sb, b, &h, &mut cx).is_pending());
+    assert!(g.poll_acquire(&mut sb, b, &h, &mut cx).is_pending());
+    assert_eq!(g.counters().slot_moves, 0);
+    drop(pa);
+    let Poll::Ready(pb) = g.poll_acquire(&mut sb, b, &h, &mut cx) else {
+        panic!("b got a's slot")
+    };
+    drop(pb);
+    assert_eq!(g.counters().slot_moves, 0);
+    let s = g.snapshot();
+    assert_eq!((s.slots, s.busy, s.queued), (2, 0, 0));
+}
+
+#[test]
 fn a_new_thread_places_its_workers_in_another_lane() {
     let g = lanes_gate("fifo", 2);
     let g2 = g.clone();
