@@ -302,10 +302,15 @@ impl Gate {
 
     /// Take a worker for a new connection: in the calling thread's lane unless it is crowded
     /// (`policy::balance::place`), the one idle longest there (a new one if none is idle).
+    /// Without balancing (one serving thread per lane) always in the calling thread's lane: the
+    /// connection never leaves its thread, so its bursts must not queue for another thread's
+    /// slot (each would be a cross-thread wake-up, and two threads would share one slot).
     pub fn checkout(&self) -> WorkerId {
         let n = self.lanes.len();
         let lane = if n == 1 {
             0
+        } else if !self.balance {
+            crate::shard::home() % n
         } else {
             balance::place(&self.loads(), crate::shard::home() % n)
         };

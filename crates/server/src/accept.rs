@@ -41,15 +41,26 @@ pub struct Admit {
 /// `SO_REUSEPORT`) is refused with "address in use" as with one listener, instead of the
 /// server silently joining that process's group.
 pub fn bind_one(addr: SocketAddr, group: bool) -> io::Result<std::net::TcpListener> {
+    bind_listener(addr, false, group)
+}
+
+/// A non-blocking listening socket on `addr` with `SO_REUSEADDR`, and `SO_REUSEPORT` set
+/// before its bind (`port_before`: joining a group) or after it (`port_after`: leading one).
+fn bind_listener(
+    addr: SocketAddr,
+    port_before: bool,
+    port_after: bool,
+) -> io::Result<std::net::TcpListener> {
     let sock = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
         Some(socket2::Protocol::TCP),
     )?;
     sock.set_reuse_address(true)?;
+    sock.set_reuse_port(port_before)?;
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())?;
-    if group {
+    if port_after {
         sock.set_reuse_port(true)?;
     }
     sock.listen(4096)?;
@@ -62,21 +73,7 @@ pub fn bind_members(
     n: usize,
 ) -> io::Result<Vec<std::net::TcpListener>> {
     let addr = leader.local_addr()?;
-    (1..n)
-        .map(|_| {
-            let sock = socket2::Socket::new(
-                socket2::Domain::for_address(addr),
-                socket2::Type::STREAM,
-                Some(socket2::Protocol::TCP),
-            )?;
-            sock.set_reuse_address(true)?;
-            sock.set_reuse_port(true)?;
-            sock.set_nonblocking(true)?;
-            sock.bind(&addr.into())?;
-            sock.listen(4096)?;
-            Ok(sock.into())
-        })
-        .collect()
+    (1..n).map(|_| bind_listener(addr, true, false)).collect()
 }
 
 /// Accept connections on `listener` and serve each in a task of the calling runtime, until

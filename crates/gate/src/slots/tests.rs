@@ -483,6 +483,35 @@ fn without_balance_a_lane_keeps_its_slots_and_waits() {
 }
 
 #[test]
+fn without_balance_every_connection_stays_in_its_threads_lane() {
+    let both = |balance: bool| {
+        let scheds = (0..2)
+            .map(|_| Sched::new(1, policy::build("fifo", &PolicyConfig::default()).unwrap()))
+            .collect();
+        let g = Arc::new(
+            Gate::with_lanes(scheds, true)
+                .with_rounds(false)
+                .with_balance(balance),
+        );
+        // One serving thread (home 1) opens far more connections than PLACE_SLACK.
+        on_thread(move || {
+            crate::shard::set_home(1);
+            (0..3 * policy::balance::PLACE_SLACK)
+                .map(|_| crate::lane::lane_of(g.checkout(), 2))
+                .collect::<Vec<_>>()
+        })
+    };
+    assert!(
+        both(false).iter().all(|&l| l == 1),
+        "a crowded lane keeps its own thread's connections without balancing"
+    );
+    assert!(
+        both(true).contains(&0),
+        "with balancing a crowded lane sends new workers elsewhere"
+    );
+}
+
+#[test]
 fn a_new_thread_places_its_workers_in_another_lane() {
     let g = lanes_gate("fifo", 2);
     let g2 = g.clone();
