@@ -1,6 +1,8 @@
 //! Small pieces every lab shares: the UTC stamp of a run, medians and means, the two-value
-//! time scale, CPU quota and `none` flag values, pinning the lab process, and clap defaults.
+//! time scale, CPU quota and `none` flag values, pinning the lab process, clap defaults, and
+//! reading one HTTP/1.1 response off a kept-alive connection.
 
+use std::io::Read;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -225,5 +227,47 @@ mod tests {
             .contains("1500ms"));
         assert_eq!(pct(0.1), "10");
         assert_eq!(pct(0.025), "2.5");
+    }
+}
+
+/// One HTTP/1.1 response read off a kept-alive connection by [`read_response`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Response {
+    /// Its status (0 if the status line has none).
+    pub status: u16,
+    /// Its `Content-Length` (`None`: the head had none, and no body was taken).
+    pub content_length: Option<usize>,
+}
+
+/// Read one response from `s`: `buf` holds what was read before and keeps what follows the
+/// response (the next one's bytes). The end of the stream before a whole response is an error.
+pub fn read_response(s: &mut impl Read, buf: &mut Vec<u8>) -> std::io::Result<Response> {
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let content_length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok());
+            let len = content_length.unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                let status = head
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                buf.drain(..end + 4 + len);
+                return Ok(Response {
+                    status,
+                    content_length,
+                });
+            }
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::other("the peer closed the connection"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }

@@ -1,5 +1,5 @@
 //! What a policy is configured with, and how it is registered: the leaf every policy file
-//! and the registry (`crate::registry`) build on.
+//! and the registry module build on.
 //!
 //! - [`PolicyConfig`]: every parameter a policy may take ([`Tunable`] SLP and RW, [`RwRule`],
 //!   [`PosTail`], the prediction period, the starvation bound), read from config files with
@@ -220,7 +220,7 @@ pub enum PolicyError {
     },
 }
 
-/// Builds the policy called `name` from a configuration: `registry::build`, or any
+/// Builds the policy called `name` from a configuration: the registry's `build`, or any
 /// function with its contract, handed to policies that hold other policies by name (`share`).
 pub type BuildFn = fn(&str, &PolicyConfig) -> Result<Box<dyn Policy>, PolicyError>;
 

@@ -58,31 +58,11 @@ fn get(conn: &mut Option<(TcpStream, Vec<u8>)>, front: &str, path: &str) -> u16 
         *conn = None;
         return 0;
     }
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + len {
-                let status = head
-                    .split(' ')
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                buf.drain(..end + 4 + len);
-                return status;
-            }
-        }
-        let mut b = [0u8; 4096];
-        match s.read(&mut b) {
-            Ok(n) if n > 0 => buf.extend_from_slice(&b[..n]),
-            _ => {
-                *conn = None;
-                return 0;
-            }
+    match lab::util::read_response(s, buf) {
+        Ok(r) => r.status,
+        Err(_) => {
+            *conn = None;
+            0
         }
     }
 }

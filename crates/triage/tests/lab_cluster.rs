@@ -5,7 +5,7 @@
 //! access log `triage front --access-log` wrote under real traffic reads back with the one
 //! Combined Log Format parser and replays in the lab, its successful GETs in order.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -157,25 +157,8 @@ fn get_kept_alive(s: &mut TcpStream, buf: &mut Vec<u8>, path: &str) -> (u16, usi
     // One write (a request split in two waits for the delayed ACK of the first part).
     let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nUser-Agent: replay-test/1\r\n\r\n");
     s.write_all(req.as_bytes()).unwrap();
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + len {
-                let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-                buf.drain(..end + 4 + len);
-                return (status, len);
-            }
-        }
-        let mut b = [0u8; 16384];
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0, "the front end closed the connection");
-        buf.extend_from_slice(&b[..n]);
-    }
+    let r = lab::util::read_response(s, buf).expect("a response from the front end");
+    (r.status, r.content_length.unwrap_or(0))
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! end (four or eight copies) while LARD reads one, so a cold `fits` point measured the fill,
 //! not the policies: 1.30x LARD over WRR in the quick run where the paper has about 1x.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -56,7 +56,11 @@ fn get_all(addr: SocketAddr, paths: &[String], timeout: Duration) -> std::io::Re
     for p in paths {
         // One write: a request split in two would wait for the delayed ACK of the first part.
         s.write_all(format!("GET {p} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
-        let status = read_response(&mut s, &mut buf)?;
+        let r = crate::util::read_response(&mut s, &mut buf)?;
+        if r.content_length.is_none() {
+            return Err(std::io::Error::other("a response without Content-Length"));
+        }
+        let status = r.status;
         if status != 200 {
             return Err(std::io::Error::other(format!("{p}: status {status}")));
         }
@@ -65,38 +69,10 @@ fn get_all(addr: SocketAddr, paths: &[String], timeout: Duration) -> std::io::Re
     Ok(ok)
 }
 
-/// Read one response with a `Content-Length` from `s` (`buf` keeps what follows it); its status.
-fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<u16> {
-    let mut chunk = [0u8; 64 << 10];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| std::io::Error::other("a response without Content-Length"))?;
-            if buf.len() >= end + 4 + len {
-                let status = head
-                    .split(' ')
-                    .nth(1)
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                buf.drain(..end + 4 + len);
-                return Ok(status);
-            }
-        }
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Err(std::io::Error::other("the back end closed the connection"));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
     use std::net::TcpListener;
 
     #[test]

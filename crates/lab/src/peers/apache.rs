@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::site::{q, PeerSite, Prefork, APACHE_MODULES, MIME};
 
-/// The access log format of an Apache whose marking a lab reads (`crate::marking`): the
+/// The access log format of an Apache whose marking a lab reads (the marking module): the
 /// child's pid, the request's start and duration (us), status, path, content type.
 pub const APACHE_ACCESS_FORMAT: &str = "%P %{usec}t %D %>s %U %{Content-Type}o";
 

@@ -211,7 +211,7 @@ impl std::fmt::Debug for Share {
 
 impl Share {
     /// Build the tree of `spec`, each container's inner policy made by `build` (the registry's
-    /// [`crate::registry::build`] through `Share::new`). Errors: a tree [`Tree::new`] refuses
+    /// `build` through `Share::new`). Errors: a tree [`Tree::new`] refuses
     /// (naming the container, field and value), an inner policy `build` refuses, a zero window.
     pub fn from_spec(spec: &ShareSpec, build: BuildFn) -> Result<Self, PolicyError> {
         if spec.window == 0 {
