@@ -10,6 +10,38 @@ use std::time::{Duration, Instant};
 mod common;
 use common::*;
 
+/// `triage lab pos --exp 1 --quick` at the tiny scale, one repetition, `extra` arguments, its
+/// results in `out`, run from `dir`.
+fn tiny_exp1(out: &std::path::Path, dir: &std::path::Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args([
+        "lab",
+        "pos",
+        "--exp",
+        "1",
+        "--quick",
+        "--seconds-scale",
+        "tiny",
+        "--reps",
+        "1",
+    ])
+    .args(extra)
+    .arg("--out")
+    .arg(out)
+    .current_dir(dir);
+    c
+}
+
+/// The `goal` lines of a lab's summary.
+fn goal_lines(s: &serde_json::Value) -> Vec<&str> {
+    s["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["goal"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn lab_pos_exp1_tiny_writes_complete_results() {
     let tmp = TempDir::new("labpos");
@@ -20,23 +52,7 @@ fn lab_pos_exp1_tiny_writes_complete_results() {
              with client-side throttling and no CPU quota"
         );
     }
-    let (pid, stdout) = run_lab_to_success(
-        Command::new(BIN)
-            .args([
-                "lab",
-                "pos",
-                "--exp",
-                "1",
-                "--quick",
-                "--seconds-scale",
-                "tiny",
-                "--reps",
-                "1",
-            ])
-            .arg("--out")
-            .arg(&out)
-            .current_dir(&tmp.0),
-    );
+    let (pid, stdout) = run_lab_to_success(&mut tiny_exp1(&out, &tmp.0, &[]));
     // The last line points at the report.
     let last = stdout.lines().last().unwrap_or("");
     assert_eq!(
@@ -153,25 +169,7 @@ fn lab_pos_exp1_tiny_writes_complete_results() {
 fn lab_pos_cgi_site_tiny_compares_the_lever() {
     let tmp = TempDir::new("labposcgi");
     let out = tmp.0.join("res");
-    let (pid, stdout) = run_lab_to_success(
-        Command::new(BIN)
-            .args([
-                "lab",
-                "pos",
-                "--exp",
-                "1",
-                "--quick",
-                "--site",
-                "cgi",
-                "--seconds-scale",
-                "tiny",
-                "--reps",
-                "1",
-            ])
-            .arg("--out")
-            .arg(&out)
-            .current_dir(&tmp.0),
-    );
+    let (pid, stdout) = run_lab_to_success(&mut tiny_exp1(&out, &tmp.0, &["--site", "cgi"]));
     assert!(stdout.contains("cgi site"), "{stdout}");
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -189,12 +187,7 @@ fn lab_pos_cgi_site_tiny_compares_the_lever() {
         let ci = v["t1_mean_improvement"]["ci95"].as_array().unwrap();
         assert_eq!(ci.len(), 2);
     }
-    let goals: Vec<&str> = s["goals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["goal"].as_str().unwrap())
-        .collect();
+    let goals = goal_lines(&s);
     assert!(
         goals
             .iter()
@@ -238,25 +231,11 @@ fn lab_pos_php_fpm_tiny_with_and_without_attach() {
     }
     let tmp = TempDir::new("labposphp");
     let out = tmp.0.join("res");
-    let (pid, _) = run_lab_to_success(
-        Command::new(BIN)
-            .args([
-                "lab",
-                "pos",
-                "--exp",
-                "1",
-                "--quick",
-                "--seconds-scale",
-                "tiny",
-                "--reps",
-                "1",
-                "--variants",
-                "php-fpm,php-fpm+pos",
-            ])
-            .arg("--out")
-            .arg(&out)
-            .current_dir(&tmp.0),
-    );
+    let (pid, _) = run_lab_to_success(&mut tiny_exp1(
+        &out,
+        &tmp.0,
+        &["--variants", "php-fpm,php-fpm+pos"],
+    ));
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert!(s["params"]["php_cpu_ms"][1].as_f64().unwrap() > 0.0);
@@ -289,12 +268,7 @@ fn lab_pos_php_fpm_tiny_with_and_without_attach() {
     assert_eq!(m["text"].as_u64(), pos["pages"].as_u64(), "{m}");
     assert!(m["marked"].as_u64().unwrap() <= m["episodes"].as_u64().unwrap());
     assert!(pos["vs_baseline"]["t1_mean_improvement"]["value"].is_number());
-    let goals: Vec<&str> = s["goals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["goal"].as_str().unwrap())
-        .collect();
+    let goals = goal_lines(&s);
     assert!(
         goals
             .iter()
