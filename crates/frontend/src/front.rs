@@ -237,20 +237,6 @@ impl Drop for Front {
     }
 }
 
-/// Make glibc's allocator keep freed memory for reuse in this process: by default it hands
-/// freed heap back to the kernel (`madvise`) and faults it in again almost at every response
-/// a proxy relays, which cost the front end about a quarter of its CPU per request (docs/front.md).
-/// For a process that runs a front end (`triage front` calls it); it changes the whole
-/// process's allocator, so a program that embeds a front end decides for itself.
-pub fn keep_freed_memory() {
-    // SAFETY: mallopt only changes allocator parameters; it is called before the front end's
-    // threads start.
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-    }
-}
-
 fn gather(shared: &Shared, cpu: &RuntimeCpu) -> FrontMetrics {
     FrontMetrics::gather(
         &shared.counters,

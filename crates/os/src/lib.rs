@@ -2,7 +2,7 @@
 //! per-thread state goes through here: cgroups ([`cgroup`]), `/proc` readers ([`procfs`]),
 //! CPU affinity ([`cpu`]), network namespaces ([`netns`], `setns`), kernel parameters
 //! ([`sysctl`]), thread priority and scheduler slice ([`prio`], `setpriority`,
-//! `sched_setattr`), CPU clocks ([`cputime`]), process liveness ([`task`]) and keeping started processes in
+//! `sched_setattr`), CPU clocks ([`cputime`]), the allocator's freed memory ([`heap`]), process liveness ([`task`]) and keeping started processes in
 //! reach ([`reaper`]: child subreaper, processes marked in their environment), following
 //! processes' run/wait transitions ([`proctrace`]: BPF tracepoints or /proc polling) and
 //! raising and restoring them per task ([`lever`]: nice, slice, cgroup weight, journaled). Other crates call these; none reads `/proc` or
@@ -13,6 +13,7 @@ pub mod cgroup_place;
 pub mod cpu;
 pub mod cpusplit;
 pub mod cputime;
+pub mod heap;
 pub mod lever;
 pub mod netns;
 pub mod prio;

@@ -63,4 +63,4 @@ pub mod store;
 pub use config::Config;
 pub use ctx::Ctx;
 pub use overrides::Overrides;
-pub use server::{keep_freed_memory, runtime, Server, ServerError};
+pub use server::{runtime, Server, ServerError};

@@ -536,37 +536,10 @@ fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::Join
             }
             if again > 0 {
                 again -= 1;
-                let _ = tokio::task::spawn_blocking(trim_heap).await;
+                let _ = tokio::task::spawn_blocking(os::heap::trim).await;
             }
         }
     })
-}
-
-/// Make glibc's allocator keep freed memory for reuse instead of handing the top of the heap
-/// back to the kernel at every `free` past its trim threshold (and mapping larger blocks
-/// afresh): a parked connection's hyper buffers are freed after every response and allocated
-/// again at the next request, and with ten thousand idle connections' state in the heap that
-/// give-back and re-fault cost triage 15-23% more CPU per request than with none (the lab's
-/// pairs, docs/events.md). Memory still goes back when connections leave or park in crowds:
-/// the trimmer calls `malloc_trim`, which ignores the threshold. For `triage serve`, before
-/// the runtime's threads start; it changes the whole process's allocator, so a program that
-/// embeds a server decides for itself.
-pub fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters; called before other threads start.
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-    }
-}
-
-/// Return the allocator's free memory to the kernel.
-fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 #[cfg(test)]

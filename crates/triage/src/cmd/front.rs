@@ -49,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", cfg.to_toml());
         return Ok(());
     }
-    frontend::front::keep_freed_memory();
+    os::heap::keep_freed_memory();
     let front = Front::start(cfg.clone()).map_err(|e| match e {
         FrontError::Config(c) => anyhow::Error::new(UsageError(c.to_string())),
         other => other.into(),

@@ -31,7 +31,7 @@ pub fn build_config(a: &Args) -> anyhow::Result<Config> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = build_config(&args)?;
-    server::keep_freed_memory();
+    os::heap::keep_freed_memory();
     let rt = server::runtime(&cfg)?;
     rt.block_on(async move {
         let srv = server::Server::bind(cfg.clone()).await?;
