@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::scripts::comm_of;
 use crate::error::{LabError, Result};
 use crate::process::Managed;
-use crate::testbed::Testbed;
+use crate::testbed::{ServerSide, Testbed};
 use crate::util::toml_str;
 
 /// Apache configuration for CGI (mpm_prefork + mod_cgi): `ScriptAlias /cgi-bin/` to `bin`,
@@ -140,12 +140,36 @@ pub struct Running {
     pub only: Option<i32>,
     /// triage's admin address (`/metrics`); `None` for a peer.
     pub admin: Option<SocketAddr>,
+    /// The server side it runs on: [`Running::stop`] empties that cgroup.
+    pub side: ServerSide,
 }
 
 impl Running {
     /// Start `triage serve` with `sites`.
     pub fn triage(
         tb: &Testbed,
+        triage_bin: &Path,
+        label: &str,
+        sites: &[TriageSite],
+        cgi_timeout: Duration,
+        dir: &Path,
+    ) -> Result<Running> {
+        Running::triage_on(
+            tb,
+            ServerSide::Main,
+            triage_bin,
+            label,
+            sites,
+            cgi_timeout,
+            dir,
+        )
+    }
+
+    /// Start `triage serve` with `sites` on server side `side` (the twin: a reference server
+    /// in its own cgroup, same quota and CPU).
+    pub fn triage_on(
+        tb: &Testbed,
+        side: ServerSide,
         triage_bin: &Path,
         label: &str,
         sites: &[TriageSite],
@@ -160,7 +184,7 @@ impl Running {
         std::fs::write(&conf, text).map_err(|e| LabError::io("writing", &conf, e))?;
         let args: Vec<OsString> = vec!["serve".into(), "--config".into(), conf.into()];
         let mut child =
-            tb.spawn_server_side(label, triage_bin, &args, Some(dir.join("server.log")))?;
+            tb.spawn_on(side, label, triage_bin, &args, Some(dir.join("server.log")))?;
         tb.wait_listening(addr, &mut child, Duration::from_secs(15))?;
         let pid = child.pid() as i32;
         Ok(Running {
@@ -169,6 +193,7 @@ impl Running {
             comm: comm_of(triage_bin),
             only: Some(pid),
             admin: Some(admin),
+            side,
         })
     }
 
@@ -200,13 +225,14 @@ impl Running {
             comm: comm_of(&p.program),
             only: None,
             admin: None,
+            side: ServerSide::Main,
         })
     }
 
     /// Stop the server (its process group; the testbed's cgroup kill catches the rest).
     pub fn stop(mut self, tb: &Testbed) {
         self.child.stop(Duration::from_secs(3));
-        if let Some(cg) = tb.server_cgroup() {
+        if let Some(cg) = tb.server_cgroup_of(self.side) {
             let _ = cg.kill_all();
         }
     }

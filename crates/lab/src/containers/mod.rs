@@ -25,7 +25,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cgi::Running;
 use crate::error::{LabError, Result};
 use crate::harness::{run_experiment, Env, Experiment, Outputs, Session};
 use crate::peers::Peer;
@@ -85,7 +84,7 @@ impl ContainersLab {
 }
 
 impl Experiment for ContainersLab {
-    type Server = Running;
+    type Server = run::Servers;
     type Point = CgiPoint;
     type Measured = Point;
     type Summary = Summary;
@@ -106,6 +105,7 @@ impl Experiment for ContainersLab {
             // A fast link: the CPU, not the network, must be the bottleneck of 1 KB requests.
             rate_mbit: 10_000.0,
             net: self.o.net,
+            twin: self.variants.iter().any(|v| v.has_twin(&self.p)),
             ..Default::default()
         }
     }
@@ -141,7 +141,7 @@ impl Experiment for ContainersLab {
         plan::sessions(&self.p, &self.variants)
     }
 
-    fn start(&self, env: &Env<'_>, s: &Session<CgiPoint>, dir: &Path) -> Result<Running> {
+    fn start(&self, env: &Env<'_>, s: &Session<CgiPoint>, dir: &Path) -> Result<run::Servers> {
         let v = self
             .variants
             .iter()
@@ -160,7 +160,13 @@ impl Experiment for ContainersLab {
         )
     }
 
-    fn measure(&self, env: &Env<'_>, srv: &mut Running, pt: &CgiPoint, _: &Path) -> Result<Point> {
+    fn measure(
+        &self,
+        env: &Env<'_>,
+        srv: &mut run::Servers,
+        pt: &CgiPoint,
+        _: &Path,
+    ) -> Result<Point> {
         run::measure(&self.setup(env), srv, &pt.variant, pt.cgi, pt.rep)
     }
 
@@ -168,8 +174,8 @@ impl Experiment for ContainersLab {
         run::describe(m, env.tb)
     }
 
-    fn stop(&self, env: &Env<'_>, srv: Running) -> String {
-        let log = srv.child.log_tail(1500);
+    fn stop(&self, env: &Env<'_>, srv: run::Servers) -> String {
+        let log = srv.main.child.log_tail(1500);
         srv.stop(env.tb);
         log
     }
@@ -200,7 +206,9 @@ pub fn run(o: &ContainersOpts) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::plan::resolve;
-    use super::summary::{blocked, point_noise, spread_1_to_5, trend_1_to_5, Point};
+    use super::summary::{
+        blocked, point_noise, spread_1_to_5, spread_per_rep, trend_1_to_5, Point, Throughput,
+    };
     use super::*;
     use crate::util::Scale;
 
@@ -221,6 +229,20 @@ mod tests {
             ]
         );
         assert_eq!(v.len(), 6);
+        // The reference twin runs beside the capped variants (not one budget, not Apache) with
+        // the smallest CGI count above 0; --no-twin leaves it out.
+        assert_eq!(p.twin_cgi, Some(1));
+        let twins: Vec<&str> = v
+            .iter()
+            .filter(|x| x.has_twin(&p))
+            .map(|x| x.name.as_str())
+            .collect();
+        assert_eq!(twins, ["triage-cap30", "triage-cap10"]);
+        let mut no_twin = o.clone();
+        no_twin.twin = false;
+        let (p2, v2) = resolve(&no_twin).unwrap();
+        assert_eq!(p2.twin_cgi, None);
+        assert!(!v2.iter().any(|x| x.has_twin(&p2)));
         o.quick = true;
         let (p, _) = resolve(&o).unwrap();
         assert_eq!(p.counts, vec![0, 1, 3, 5]);
@@ -257,7 +279,48 @@ mod tests {
             steal0_pct: 0.0,
             server_preempt_per_req: 0.0,
             server_sleeps_per_req: 0.0,
+            twin_cgi: None,
+            twin_static_rps: None,
+            twin_server_share_pct: None,
+            twin_cgi_share_pct: None,
         }
+    }
+
+    #[test]
+    fn the_twin_takes_the_machines_speed_out_of_each_point() {
+        let counts = [0, 1, 3, 5];
+        // The machine's speed at each point (this VM: 0.5x to 1x within a minute), the server
+        // flat in the CGI count under the cap (1% noise of its own), and the twin at the same
+        // speed in the same window.
+        let speed = [
+            [1.0, 0.8, 1.1, 0.6],
+            [0.9, 1.2, 0.7, 1.0],
+            [1.0, 0.75, 0.95, 1.15],
+        ];
+        let own = [
+            [1.0, 1.01, 0.99, 1.0],
+            [1.0, 0.99, 1.01, 1.0],
+            [1.0, 1.0, 0.99, 1.01],
+        ];
+        let mut pts = Vec::new();
+        for r in 0..3 {
+            for (i, &k) in counts.iter().enumerate() {
+                let alone = if k == 0 { 1.4 } else { 1.0 };
+                let mut x = pt(r, k, 6000.0 * alone * speed[r][i] * own[r][i]);
+                x.twin_cgi = Some(1);
+                x.twin_static_rps = Some(5000.0 * speed[r][i]);
+                pts.push(x);
+            }
+        }
+        let raw = spread_per_rep(&pts, "v", &counts, Throughput::Raw);
+        let twin = spread_per_rep(&pts, "v", &counts, Throughput::VsTwin);
+        assert!(raw.iter().all(|&x| x > 20.0), "raw {raw:?}");
+        assert!(twin.iter().all(|&x| x < 2.5), "vs twin {twin:?}");
+        // A point without the twin's figure is no ratio.
+        let mut x = pts[1].clone();
+        x.twin_static_rps = None;
+        assert_eq!(Throughput::VsTwin.of(&x), None);
+        assert_eq!(Throughput::Raw.of(&x), Some(x.static_rps));
     }
 
     #[test]
@@ -277,13 +340,13 @@ mod tests {
                 pts.push(pt(r, k, l * wobble[r][i]));
             }
         }
-        let b = blocked(&pts, "v", &counts);
+        let b = blocked(&pts, "v", &counts, Throughput::Raw);
         let sp = spread_1_to_5(&counts, &b).unwrap();
         assert!(sp < 0.1, "blocked spread {sp} ({b:?})");
         assert!((b[0] - 1000.0).abs() < 1.0, "{b:?}");
-        let (t, se) = trend_1_to_5(&pts, "v", &counts).unwrap();
+        let (t, se) = trend_1_to_5(&pts, "v", &counts, Throughput::Raw).unwrap();
         assert!(t.abs() < 2.0 && se < 2.0, "trend {t} +- {se}");
-        let noise = point_noise(&pts, "v", &counts).unwrap();
+        let noise = point_noise(&pts, "v", &counts, Throughput::Raw).unwrap();
         assert!(noise > 0.5 && noise < 2.0, "noise {noise}");
         // A real fall of 2% per CGI is found whatever the levels.
         let mut pts = Vec::new();
@@ -292,11 +355,11 @@ mod tests {
                 pts.push(pt(r, k, l * (1.0 - 0.02 * (k as f64 - 1.0))));
             }
         }
-        let (t, se) = trend_1_to_5(&pts, "v", &counts).unwrap();
+        let (t, se) = trend_1_to_5(&pts, "v", &counts, Throughput::Raw).unwrap();
         assert!((t + 8.3).abs() < 0.5 && se < 0.1, "trend {t} +- {se}");
         // An incomplete repetition is left out of the blocks.
         pts.retain(|x| !(x.rep == 2 && x.cgi == 3));
-        let b = blocked(&pts, "v", &counts);
+        let b = blocked(&pts, "v", &counts, Throughput::Raw);
         assert!(b.iter().all(|v| v.is_finite()));
         assert!(spread_1_to_5(&[0], &[1.0]).is_none());
         // The server's CPU share under the 30% cap (2026-11-23 run): 0 CGI is left out.

@@ -53,6 +53,11 @@ pub struct ContainersOpts {
     /// site's static work and its CGI together).
     #[arg(long = "no-budget", action = clap::ArgAction::SetFalse)]
     pub budget: bool,
+    /// Do not run the reference twin beside the capped variants: a second triage with the same
+    /// configuration in its own cgroup (same quota, same CPU), loaded in the same windows, whose
+    /// throughput the spread goal divides by to take out the machine's speed drift.
+    #[arg(long = "no-twin", action = clap::ArgAction::SetFalse)]
+    pub twin: bool,
     /// Measure only these variants, e.g. triage-cap30 (names as in the report; with
     /// --timeshare, --no-peers and --caps deciding which exist).
     #[arg(long, value_delimiter = ',')]

@@ -41,6 +41,25 @@ pub struct Params {
     pub period_ms: f64,
     /// The variants measured.
     pub variants: Vec<String>,
+    /// CGI requests the reference twin of a capped variant keeps in flight while a point is
+    /// measured (`None`: no twin, `--no-twin` or no CGI count above 0).
+    pub twin_cgi: Option<usize>,
+}
+
+impl Variant {
+    /// Whether a reference twin runs beside this variant: a capped CGI container (not one
+    /// budget), the variants the spread goal reads.
+    pub fn has_twin(&self, p: &Params) -> bool {
+        p.twin_cgi.is_some()
+            && matches!(
+                self.kind,
+                Kind::Triage {
+                    cap: Some(_),
+                    budget: false,
+                    ..
+                }
+            )
+    }
 }
 
 /// What a variant runs.
@@ -214,6 +233,10 @@ pub fn resolve(o: &ContainersOpts) -> Result<(Params, Vec<Variant>)> {
     } else {
         Duration::from_millis(700)
     };
+    let twin_cgi = o
+        .twin
+        .then(|| counts.iter().copied().filter(|&k| k >= 1).min())
+        .flatten();
     Ok((
         Params {
             quick: o.quick,
@@ -230,6 +253,7 @@ pub fn resolve(o: &ContainersOpts) -> Result<(Params, Vec<Variant>)> {
             quota: o.quota.0,
             period_ms: o.period.as_secs_f64() * 1e3,
             variants: variants.iter().map(|v| v.name.clone()).collect(),
+            twin_cgi,
         },
         variants,
     ))

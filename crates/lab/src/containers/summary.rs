@@ -46,8 +46,17 @@ pub struct Point {
     pub strays_killed: usize,
     /// Static requests served per millisecond of the server's own CPU (its efficiency).
     pub static_per_server_cpu_ms: f64,
-    /// The server CPU's busy time outside the server side (other tenants of a shared machine),
-    /// in % of one CPU, from `/proc/stat` (10 ms ticks).
+    /// CGI requests the reference twin kept in flight (`None`: no twin for this variant).
+    pub twin_cgi: Option<usize>,
+    /// The twin's static requests per second over the same window (same configuration, own
+    /// cgroup with the same quota, same CPU): the machine's speed at this point.
+    pub twin_static_rps: Option<f64>,
+    /// The twin's server CPU share (% of its side).
+    pub twin_server_share_pct: Option<f64>,
+    /// The twin's CGI CPU share (% of its side).
+    pub twin_cgi_share_pct: Option<f64>,
+    /// The server CPU's busy time outside the server side(s) (other tenants of a shared
+    /// machine), in % of one CPU, from `/proc/stat` (10 ms ticks).
     pub cpu0_other_pct: f64,
     /// The client CPU's busy time (wrk, the CGI clients and anything else), % of one CPU.
     pub cpu1_busy_pct: f64,
@@ -87,6 +96,9 @@ pub struct Curve {
     /// that repetition's mean, the median of those ratios over the repetitions, times the median
     /// of the repetitions' means. See `blocked`.
     pub static_rps_blocked: Vec<f64>,
+    /// Static throughput over the reference twin's in the same windows (medians over the
+    /// repetitions; empty without a twin): the machine's speed drift taken out.
+    pub static_vs_twin: Vec<f64>,
 }
 
 /// What seed 003 reports (text of §5.6; the figures' curves are not in the seed).
@@ -135,8 +147,13 @@ pub struct Summary {
     /// (medians, CGI counts >= 1).
     pub cap_error_pp: Option<f64>,
     /// (max - min) / max of static throughput (%) from 1 to 5 CGI under the 30% cap (medians
-    /// over the repetitions: the goal).
+    /// over the repetitions: the goal), read from `spread_basis`.
     pub static_spread_pct_cap30: Option<f64>,
+    /// What the spread and its estimates below read: `vs_twin` (static throughput over the
+    /// reference twin's in the same windows, when every point of the variant had one) or `raw`.
+    pub spread_basis: &'static str,
+    /// The same spread on the raw throughput (medians of req/s), whatever the basis.
+    pub static_spread_pct_cap30_raw: Option<f64>,
     /// The same over the block estimate (`Curve::static_rps_blocked`): what is left once the
     /// machine's drift between repetitions is taken out.
     pub static_spread_pct_cap30_blocked: Option<f64>,
@@ -179,6 +196,30 @@ pub struct Summary {
 pub const TITLE: &str =
     "Seed 003 (resource containers): static throughput and CGI CPU share under a capped CGI container";
 
+/// Which static throughput an estimate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Throughput {
+    /// Requests per second as measured.
+    Raw,
+    /// Requests per second over the reference twin's in the same window: the machine's speed
+    /// drift taken out (see `run`).
+    VsTwin,
+}
+
+impl Throughput {
+    /// The value of point `x` (`None`: not measured, not positive or not finite).
+    pub(crate) fn of(self, x: &Point) -> Option<f64> {
+        match self {
+            Throughput::Raw => Some(x.static_rps),
+            Throughput::VsTwin => x
+                .twin_static_rps
+                .filter(|&t| t > 0.0)
+                .map(|t| x.static_rps / t),
+        }
+        .filter(|v| v.is_finite() && *v > 0.0)
+    }
+}
+
 /// (max - min) / max in % of `rps` over CGI counts 1..=5 (`None` without such a count).
 pub(crate) fn spread_1_to_5(cgi: &[usize], rps: &[f64]) -> Option<f64> {
     let v: Vec<f64> = cgi
@@ -199,7 +240,12 @@ pub(crate) fn spread_1_to_5(cgi: &[usize], rps: &[f64]) -> Option<f64> {
 /// repetition is a block: its points are divided by the block's mean (complete blocks only:
 /// every count measured), the median ratio per count is taken over the blocks, and multiplied
 /// by the median block mean to give requests/s again.
-pub(crate) fn blocked(points: &[Point], variant: &str, counts: &[usize]) -> Vec<f64> {
+pub(crate) fn blocked(
+    points: &[Point],
+    variant: &str,
+    counts: &[usize],
+    tp: Throughput,
+) -> Vec<f64> {
     let reps: std::collections::BTreeSet<usize> = points
         .iter()
         .filter(|x| x.variant == variant)
@@ -214,8 +260,7 @@ pub(crate) fn blocked(points: &[Point], variant: &str, counts: &[usize]) -> Vec<
                 points
                     .iter()
                     .find(|x| x.variant == variant && x.rep == r && x.cgi == k)
-                    .map(|x| x.static_rps)
-                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .and_then(|x| tp.of(x))
             })
             .collect();
         if row.iter().any(|v| v.is_none()) {
@@ -239,6 +284,7 @@ pub(crate) fn trend_1_to_5(
     points: &[Point],
     variant: &str,
     counts: &[usize],
+    tp: Throughput,
 ) -> Option<(f64, f64)> {
     let ks: Vec<usize> = counts
         .iter()
@@ -258,8 +304,7 @@ pub(crate) fn trend_1_to_5(
                 points
                     .iter()
                     .find(|x| x.variant == variant && x.rep == r && x.cgi == k)
-                    .map(|x| x.static_rps)
-                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .and_then(|x| tp.of(x))
             })
             .collect();
         if row.iter().any(|v| v.is_none()) {
@@ -291,7 +336,12 @@ pub(crate) fn trend_1_to_5(
 
 /// Standard deviation (%) of the points' ratios to their repetition's mean (complete
 /// repetitions over counts 1..=5).
-pub(crate) fn point_noise(points: &[Point], variant: &str, counts: &[usize]) -> Option<f64> {
+pub(crate) fn point_noise(
+    points: &[Point],
+    variant: &str,
+    counts: &[usize],
+    tp: Throughput,
+) -> Option<f64> {
     let ks: Vec<usize> = counts
         .iter()
         .copied()
@@ -310,8 +360,7 @@ pub(crate) fn point_noise(points: &[Point], variant: &str, counts: &[usize]) -> 
                 points
                     .iter()
                     .find(|x| x.variant == variant && x.rep == rep && x.cgi == k)
-                    .map(|x| x.static_rps)
-                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .and_then(|x| tp.of(x))
             })
             .collect();
         if row.len() != ks.len() || ks.len() < 2 {
@@ -331,7 +380,12 @@ pub(crate) fn point_noise(points: &[Point], variant: &str, counts: &[usize]) -> 
 
 /// Per repetition of `variant`: (max - min) / max in % of static throughput over CGI counts
 /// 1..=5 (complete repetitions only): the spread goal's samples.
-pub(crate) fn spread_per_rep(points: &[Point], variant: &str, counts: &[usize]) -> Vec<f64> {
+pub(crate) fn spread_per_rep(
+    points: &[Point],
+    variant: &str,
+    counts: &[usize],
+    tp: Throughput,
+) -> Vec<f64> {
     let ks: Vec<usize> = counts
         .iter()
         .copied()
@@ -350,7 +404,7 @@ pub(crate) fn spread_per_rep(points: &[Point], variant: &str, counts: &[usize]) 
                     points
                         .iter()
                         .find(|x| x.variant == variant && x.rep == r && x.cgi == k)
-                        .map(|x| x.static_rps)
+                        .and_then(|x| tp.of(x))
                 })
                 .collect();
             (row.len() == ks.len()).then(|| spread_1_to_5(&ks, &row))?
@@ -363,7 +417,12 @@ pub(crate) fn spread_per_rep(points: &[Point], variant: &str, counts: &[usize]) 
 /// static throughput under the 30% cap (one sample per repetition; goal <= 5%), and per
 /// variant static throughput at the largest CGI count relative to none (one sample per
 /// repetition, paired within it).
-pub(crate) fn figures(curves: &[Curve], points: &[Point], counts: &[usize]) -> Vec<Figure> {
+pub(crate) fn figures(
+    curves: &[Curve],
+    points: &[Point],
+    counts: &[usize],
+    tp: Throughput,
+) -> Vec<Figure> {
     let mut out = Vec::new();
     for c in curves {
         let Some(cap) = c.cap else { continue };
@@ -399,8 +458,16 @@ pub(crate) fn figures(curves: &[Curve], points: &[Point], counts: &[usize]) -> V
     {
         out.push(Figure::of(
             "static_spread_pct_cap30",
-            "repetitions: (max - min) / max of static req/s over 1..5 CGI, %",
-            &spread_per_rep(points, &c.variant, counts),
+            match tp {
+                Throughput::Raw => {
+                    "repetitions: (max - min) / max of static req/s over 1..5 CGI, %"
+                }
+                Throughput::VsTwin => {
+                    "repetitions: (max - min) / max of static req/s over the twin's in the same \
+                     window, over 1..5 CGI, %"
+                }
+            },
+            &spread_per_rep(points, &c.variant, counts, tp),
             Some(Bound::AtMost(5.0)),
         ));
     }
@@ -463,6 +530,7 @@ pub fn summarize(
             server_share_pct: Vec::new(),
             static_rep_spread_pct: Vec::new(),
             static_rps_blocked: Vec::new(),
+            static_vs_twin: Vec::new(),
         };
         for &k in &p.counts {
             let sel: Vec<&Point> = points
@@ -489,7 +557,25 @@ pub fn summarize(
                 &sel.iter().map(|x| x.server_share_pct).collect::<Vec<_>>(),
             ));
         }
-        c.static_rps_blocked = blocked(&points, &v.name, &p.counts);
+        c.static_rps_blocked = blocked(&points, &v.name, &p.counts, Throughput::Raw);
+        if points
+            .iter()
+            .any(|x| x.variant == v.name && x.twin_static_rps.is_some())
+        {
+            c.static_vs_twin = p
+                .counts
+                .iter()
+                .map(|&k| {
+                    median(
+                        &points
+                            .iter()
+                            .filter(|x| x.variant == v.name && x.cgi == k)
+                            .filter_map(|x| Throughput::VsTwin.of(x))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect();
+        }
         let base = p
             .counts
             .iter()
@@ -520,10 +606,28 @@ pub fn summarize(
     let cap30 = curves
         .iter()
         .find(|c| !c.budget && c.cap.is_some_and(|x| (x - 0.3).abs() < 1e-9));
-    let spread = cap30.and_then(|c| spread_1_to_5(&c.cgi, &c.static_rps));
-    let spread_blocked = cap30.and_then(|c| spread_1_to_5(&c.cgi, &c.static_rps_blocked));
-    let trend = cap30.and_then(|c| trend_1_to_5(&points, &c.variant, &p.counts));
-    let noise = cap30.and_then(|c| point_noise(&points, &c.variant, &p.counts));
+    // The twin's ratio when every point of the variant with CGI 1..5 has one.
+    let tp = match cap30 {
+        Some(c)
+            if points
+                .iter()
+                .filter(|x| x.variant == c.variant && (1..=5).contains(&x.cgi))
+                .all(|x| Throughput::VsTwin.of(x).is_some())
+                && !c.static_vs_twin.is_empty() =>
+        {
+            Throughput::VsTwin
+        }
+        _ => Throughput::Raw,
+    };
+    let spread_raw = cap30.and_then(|c| spread_1_to_5(&c.cgi, &c.static_rps));
+    let spread = match tp {
+        Throughput::Raw => spread_raw,
+        Throughput::VsTwin => cap30.and_then(|c| spread_1_to_5(&c.cgi, &c.static_vs_twin)),
+    };
+    let spread_blocked =
+        cap30.and_then(|c| spread_1_to_5(&c.cgi, &blocked(&points, &c.variant, &p.counts, tp)));
+    let trend = cap30.and_then(|c| trend_1_to_5(&points, &c.variant, &p.counts, tp));
+    let noise = cap30.and_then(|c| point_noise(&points, &c.variant, &p.counts, tp));
     let rel4: Vec<(String, f64)> = curves
         .iter()
         .filter_map(|c| {
@@ -532,7 +636,7 @@ pub fn summarize(
             v.is_finite().then(|| (c.variant.clone(), v))
         })
         .collect();
-    let figs = figures(&curves, &points, &p.counts);
+    let figs = figures(&curves, &points, &p.counts, tp);
     let fig_text = |prefix: &str, unit: &str| {
         figs.iter()
             .filter(|f| f.name.starts_with(prefix))
@@ -559,10 +663,17 @@ pub fn summarize(
                 goal: "static throughput under the 30% cap within 5% from 1 to 5 CGI".into(),
                 met: s <= 5.0,
                 detail: format!(
-                    "(max-min)/max = {s:.2}% over {n} CGI counts (medians over repetitions; \
-                     {} with the drift between repetitions removed; trend from 1 to 5 CGI \
-                     within repetitions {}; one point's noise {}); per repetition: {}",
+                    "(max-min)/max = {s:.2}% over {n} CGI counts ({}medians over repetitions; \
+                     {} with the drift between repetitions removed; raw req/s {}; trend from \
+                     1 to 5 CGI within repetitions {}; one point's noise {}); per repetition: {}",
+                    match tp {
+                        Throughput::VsTwin => "static req/s over the reference twin's in the \
+                                               same windows, "
+                            .to_owned(),
+                        Throughput::Raw => String::new(),
+                    },
                     spread_blocked.map_or("-".into(), |b| format!("{b:.2}%")),
+                    spread_raw.map_or("-".into(), |b| format!("{b:.2}%")),
                     trend.map_or("-".into(), |(t, se)| format!("{t:+.1}% +- {se:.1}%")),
                     noise.map_or("-".into(), |x| format!("{x:.1}%")),
                     fig_text("static_spread_pct_cap30", "%")
@@ -602,6 +713,11 @@ pub fn summarize(
         testbed: env.tb.info().clone(),
         cap_error_pp: cap_error,
         static_spread_pct_cap30: spread,
+        spread_basis: match tp {
+            Throughput::Raw => "raw",
+            Throughput::VsTwin => "vs_twin",
+        },
+        static_spread_pct_cap30_raw: spread_raw,
         static_spread_pct_cap30_blocked: spread_blocked,
         server_share_spread_pct_cap30: cap30
             .and_then(|c| spread_1_to_5(&c.cgi, &c.server_share_pct)),
@@ -623,7 +739,8 @@ const RAW_HEADER: &str =
     "variant,rep,cgi,window_s,static_requests,static_rps,static_latency_mean_ms,\
 static_latency_p99_ms,static_errors,cgi_completed,server_share_pct,cgi_share_pct,\
 cgi_share_metrics_pct,strays_killed,static_per_server_cpu_ms,cpu0_other_pct,cpu1_busy_pct,\
-steal0_pct,server_preempt_per_req,server_sleeps_per_req";
+steal0_pct,server_preempt_per_req,server_sleeps_per_req,twin_cgi,twin_static_rps,\
+twin_server_share_pct,twin_cgi_share_pct";
 
 /// `raw.csv`: one row per point.
 pub fn raw_csv(points: &[Point]) -> String {
@@ -631,7 +748,7 @@ pub fn raw_csv(points: &[Point]) -> String {
     s.push('\n');
     for x in points {
         s.push_str(&format!(
-            "{},{},{},{:.3},{},{:.1},{:.3},{:.3},{},{},{:.2},{:.2},{},{},{:.2},{:.1},{:.1},{:.1},{:.4},{:.4}\n",
+            "{},{},{},{:.3},{},{:.1},{:.3},{:.3},{},{},{:.2},{:.2},{},{},{:.2},{:.1},{:.1},{:.1},{:.4},{:.4},{},{},{},{}\n",
             csv_field(&x.variant),
             x.rep,
             x.cgi,
@@ -652,7 +769,13 @@ pub fn raw_csv(points: &[Point]) -> String {
             x.cpu1_busy_pct,
             x.steal0_pct,
             x.server_preempt_per_req,
-            x.server_sleeps_per_req
+            x.server_sleeps_per_req,
+            x.twin_cgi.map_or(String::new(), |k| k.to_string()),
+            x.twin_static_rps.map_or(String::new(), |v| format!("{v:.1}")),
+            x.twin_server_share_pct
+                .map_or(String::new(), |v| format!("{v:.2}")),
+            x.twin_cgi_share_pct
+                .map_or(String::new(), |v| format!("{v:.2}")),
         ));
     }
     s
@@ -680,12 +803,15 @@ pub fn print_table(s: &Summary) {
     }
     println!("(static req/s and CGI CPU share, medians)");
     println!(
-        "cap_error_pp = {}, static_spread_pct_cap30 = {} (blocked: {}; the server's CPU \
-         share instead of its throughput: {})",
+        "cap_error_pp = {}, static_spread_pct_cap30 = {} ({}; blocked: {}; raw req/s: {}; the \
+         server's CPU share instead of its throughput: {})",
         s.cap_error_pp.map_or("-".into(), |v| format!("{v:.2}")),
         s.static_spread_pct_cap30
             .map_or("-".into(), |v| format!("{v:.2}")),
+        s.spread_basis,
         s.static_spread_pct_cap30_blocked
+            .map_or("-".into(), |v| format!("{v:.2}")),
+        s.static_spread_pct_cap30_raw
             .map_or("-".into(), |v| format!("{v:.2}")),
         s.server_share_spread_pct_cap30
             .map_or("-".into(), |v| format!("{v:.2}"))

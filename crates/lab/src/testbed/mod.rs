@@ -13,6 +13,10 @@
 //!   (before exec, through `os::cpu`) and placed in one cgroup (`os` crate) whose CPU quota
 //!   emulates a slower CPU, identical for triage and every peer; the load generator is pinned
 //!   to the other CPU.
+//! - **Twin server side** (`TestbedConfig::twin`): a second server-side cgroup beside the first,
+//!   with the same quota on the same CPU, for a reference server measured in the same windows
+//!   as the server under test ([`ServerSide::Twin`]): a machine whose speed drifts (a shared
+//!   host) moves both alike, so their ratio is free of the drift.
 //! - **Network** (as root): two network namespaces joined by a veth pair, each end shaped by a
 //!   `tbf` qdisc (default 10 Mbit/s, the paper's Ethernet; this kernel has no netem, so no
 //!   added delay). All traffic stays inside namespaces the lab created. Without root (or
@@ -52,6 +56,15 @@ pub enum NetMode {
     Loopback,
 }
 
+/// Which server side of the testbed a process runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerSide {
+    /// The server under test's cgroup.
+    Main,
+    /// The twin's cgroup (same quota, same CPU; only with `TestbedConfig::twin`).
+    Twin,
+}
+
 /// What to build.
 #[derive(Debug, Clone)]
 pub struct TestbedConfig {
@@ -76,6 +89,9 @@ pub struct TestbedConfig {
     /// TCP congestion control of the server namespace (the senders), e.g. `bbr`; `None`: the
     /// kernel's default. Only with network namespaces.
     pub tcp_cc: Option<String>,
+    /// Also build a twin server side: a second cgroup with the same quota on the same CPU, for
+    /// a reference server measured at the same time as the one under test.
+    pub twin: bool,
 }
 
 impl Default for TestbedConfig {
@@ -90,6 +106,7 @@ impl Default for TestbedConfig {
             net: NetMode::Auto,
             rate_mbit: 10.0,
             tcp_cc: None,
+            twin: false,
         }
     }
 }
@@ -132,6 +149,8 @@ pub struct Testbed {
     // Field order is drop order: cgroup (kills the server side) before the namespaces,
     // namespaces before the work directory.
     server_cg: Option<os::Cgroup>,
+    /// The twin server side's cgroup (`TestbedConfig::twin`): a reference server's.
+    twin_cg: Option<os::Cgroup>,
     cg_root: Option<os::CgroupRoot>,
     net: Option<NetnsPair>,
     workdir: tempfile::TempDir,
@@ -201,28 +220,37 @@ impl Testbed {
         }
         let mut cg_root = None;
         let mut server_cg = None;
+        let mut twin_cg = None;
         let mut cgroup = "none".to_owned();
         let mut cg_error = None;
         match os::CgroupRoot::open("triage-lab") {
             Ok(r) => {
-                let cg = r
-                    .create(&format!("{}-{n}/server", cfg.tag))
-                    .map_err(|e| LabError::Os(format!("creating the server cgroup: {e}")))?;
-                if let Some(q) = cfg.quota {
-                    cg.set_cpu_max(Some(q), cfg.period)
-                        .map_err(|e| LabError::Os(format!("setting the CPU quota {q}: {e}")))?;
-                }
-                if pin {
-                    let set = if cfg.server_cpus.is_empty() {
-                        vec![cfg.server_cpu]
-                    } else {
-                        cfg.server_cpus.clone()
-                    };
-                    if let Err(e) = cg.set_cpus(&set) {
-                        notes.push(format!(
-                            "cpuset not applied ({e}); pinning by affinity only"
-                        ));
+                let side = |name: &str, notes: &mut Vec<String>| -> Result<os::Cgroup> {
+                    let cg = r
+                        .create(&format!("{}-{n}/{name}", cfg.tag))
+                        .map_err(|e| LabError::Os(format!("creating the {name} cgroup: {e}")))?;
+                    if let Some(q) = cfg.quota {
+                        cg.set_cpu_max(Some(q), cfg.period).map_err(|e| {
+                            LabError::Os(format!("setting the CPU quota {q} of {name}: {e}"))
+                        })?;
                     }
+                    if pin {
+                        let set = if cfg.server_cpus.is_empty() {
+                            vec![cfg.server_cpu]
+                        } else {
+                            cfg.server_cpus.clone()
+                        };
+                        if let Err(e) = cg.set_cpus(&set) {
+                            notes.push(format!(
+                                "cpuset of {name} not applied ({e}); pinning by affinity only"
+                            ));
+                        }
+                    }
+                    Ok(cg)
+                };
+                let cg = side("server", &mut notes)?;
+                if cfg.twin {
+                    twin_cg = Some(side("server-twin", &mut notes)?);
                 }
                 cgroup = match r.version() {
                     os::Version::V1 => "v1".into(),
@@ -278,6 +306,7 @@ impl Testbed {
             cfg,
             info,
             server_cg,
+            twin_cg,
             cg_root,
             net,
             workdir,
@@ -318,6 +347,14 @@ impl Testbed {
         self.server_cg.as_ref()
     }
 
+    /// The cgroup of server side `side` (the twin's only with `TestbedConfig::twin`).
+    pub fn server_cgroup_of(&self, side: ServerSide) -> Option<&os::Cgroup> {
+        match side {
+            ServerSide::Main => self.server_cg.as_ref(),
+            ServerSide::Twin => self.twin_cg.as_ref(),
+        }
+    }
+
     /// The capacity of the server side in CPUs (its quota, or 1 CPU when pinned).
     pub fn server_capacity(&self) -> f64 {
         self.info.quota.unwrap_or(1.0)
@@ -349,11 +386,21 @@ impl Testbed {
     }
 
     fn launch<'a>(&'a self, label: &str, program: &Path, server_side: bool) -> Launch<'a> {
+        self.launch_on(label, program, server_side.then_some(ServerSide::Main))
+    }
+
+    /// A launch on server side `side`, or on the client side (`None`).
+    fn launch_on<'a>(
+        &'a self,
+        label: &str,
+        program: &Path,
+        side: Option<ServerSide>,
+    ) -> Launch<'a> {
         let mut l = Launch::new(label, program);
         let pin = self.info.server_cpu.is_some();
-        if server_side {
+        if let Some(side) = side {
             l.cpu = pin.then_some(self.cfg.server_cpu);
-            l.cgroup = self.server_cg.as_ref();
+            l.cgroup = self.server_cgroup_of(side);
             l.netns = self.net.as_ref().map(|n| &n.server_ns);
         } else {
             l.cpu = pin.then_some(self.cfg.client_cpu);
@@ -370,7 +417,27 @@ impl Testbed {
         args: &[std::ffi::OsString],
         log: Option<PathBuf>,
     ) -> Result<Managed> {
-        let mut l = self.launch(label, program, true).args(args.iter().cloned());
+        self.spawn_on(ServerSide::Main, label, program, args, log)
+    }
+
+    /// Start a process on server side `side` (the twin's in its own cgroup; an error when the
+    /// testbed has no twin).
+    pub fn spawn_on(
+        &self,
+        side: ServerSide,
+        label: &str,
+        program: &Path,
+        args: &[std::ffi::OsString],
+        log: Option<PathBuf>,
+    ) -> Result<Managed> {
+        if side == ServerSide::Twin && self.twin_cg.is_none() {
+            return Err(LabError::Config(
+                "the testbed has no twin server side (TestbedConfig::twin, and cgroups)".into(),
+            ));
+        }
+        let mut l = self
+            .launch_on(label, program, Some(side))
+            .args(args.iter().cloned());
         l.log = log;
         l.spawn()
     }
@@ -486,7 +553,7 @@ impl Testbed {
             v.push(n.server.clone());
             v.push(n.client.clone());
         }
-        if let Some(cg) = &self.server_cg {
+        for cg in self.server_cg.iter().chain(&self.twin_cg) {
             v.push(cg.path().display().to_string());
         }
         v
@@ -495,9 +562,13 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
-        if let Some(cg) = self.server_cg.take() {
+        for cg in [self.server_cg.take(), self.twin_cg.take()]
+            .into_iter()
+            .flatten()
+        {
+            let path = cg.path().to_owned();
             if let Err(e) = cg.remove() {
-                tracing::warn!("removing the server cgroup: {e}");
+                tracing::warn!("removing the server cgroup {}: {e}", path.display());
             }
         }
         if let Some(r) = self.cg_root.take() {
