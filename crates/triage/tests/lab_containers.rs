@@ -100,7 +100,10 @@ fn lab_containers_tiny_writes_complete_results() {
     // reads the ratio to it.
     for p in points.iter().filter(|p| p["variant"] == "triage-cap30") {
         assert_eq!(p["twin_cgi"], 1, "{p}");
-        assert!(finite(&p["twin_static_rps"], "twin_static_rps") > 0.0, "{p}");
+        assert!(
+            finite(&p["twin_static_rps"], "twin_static_rps") > 0.0,
+            "{p}"
+        );
         let tw = finite(&p["twin_cgi_share_pct"], "twin_cgi_share_pct");
         assert!(tw > 3.0 && tw < 60.0, "twin's CGI share {tw}: {p}");
     }
@@ -109,7 +112,10 @@ fn lab_containers_tiny_writes_complete_results() {
         .filter(|p| p["variant"] == "apache")
         .all(|p| p["twin_cgi"].is_null()));
     assert_eq!(s["spread_basis"], "vs_twin");
-    finite(&s["static_spread_pct_cap30_raw"], "static_spread_pct_cap30_raw");
+    finite(
+        &s["static_spread_pct_cap30_raw"],
+        "static_spread_pct_cap30_raw",
+    );
     let goals = s["goals"].as_array().unwrap();
     assert_eq!(goals.len(), 2, "{goals:?}");
     let skipped = s["skipped"].as_array().unwrap();

@@ -29,7 +29,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cgi::Running;
 use crate::error::{LabError, Result};
 use crate::harness::{run_experiment, Env, Experiment, Outputs, Session};
 use crate::peers::Peer;
@@ -82,7 +81,7 @@ impl ReservationsLab {
 }
 
 impl Experiment for ReservationsLab {
-    type Server = Running;
+    type Server = run::Servers;
     type Point = ResPoint;
     type Measured = Point;
     type Summary = Summary;
@@ -102,6 +101,8 @@ impl Experiment for ReservationsLab {
             period: self.o.period,
             rate_mbit: 1_000.0,
             net: self.o.net,
+            twin: self.p.twin,
+            twin_quota: self.o.quota.0.map(|q| q * run::TWIN_QUOTA_SHARE),
             ..Default::default()
         }
     }
@@ -137,7 +138,7 @@ impl Experiment for ReservationsLab {
         plan::sessions(&self.p, &self.variants)
     }
 
-    fn start(&self, env: &Env<'_>, s: &Session<ResPoint>, dir: &Path) -> Result<Running> {
+    fn start(&self, env: &Env<'_>, s: &Session<ResPoint>, dir: &Path) -> Result<run::Servers> {
         let v = self
             .variants
             .iter()
@@ -156,7 +157,13 @@ impl Experiment for ReservationsLab {
         )
     }
 
-    fn measure(&self, env: &Env<'_>, srv: &mut Running, pt: &ResPoint, _: &Path) -> Result<Point> {
+    fn measure(
+        &self,
+        env: &Env<'_>,
+        srv: &mut run::Servers,
+        pt: &ResPoint,
+        _: &Path,
+    ) -> Result<Point> {
         run::measure(
             &self.setup(env),
             srv,
@@ -171,8 +178,8 @@ impl Experiment for ReservationsLab {
         run::describe(m)
     }
 
-    fn stop(&self, env: &Env<'_>, srv: Running) -> String {
-        let log = srv.child.log_tail(1500);
+    fn stop(&self, env: &Env<'_>, srv: run::Servers) -> String {
+        let log = srv.main.child.log_tail(1500);
         srv.stop(env.tb);
         log
     }
@@ -204,7 +211,8 @@ pub fn run(o: &ReservationsOpts) -> Result<PathBuf> {
 mod tests {
     use super::plan::{resolve, schedule};
     use super::summary::{
-        cpu_kept, cpu_ms_per_req, kept, min_at_competitors, paired, Curve, Point,
+        a_value, cpu_kept, cpu_ms_per_req, kept, min_at_competitors, paired, paired_samples, Curve,
+        Point,
     };
     use super::*;
     use crate::cgi::WindowStats;
@@ -238,6 +246,7 @@ mod tests {
             a_p90_ms: vec![0.0; 3],
             b_rps: vec![0.0; 3],
             kept_pct: vec![200.0, 100.0, 90.0],
+            kept_pct_vs_twin: Vec::new(),
             kept_pct_paired: vec![f64::NAN, 95.0, 97.0],
             a_cpu_ms_per_req: vec![25.0; 3],
             a_cpu_per_req_ratio_paired: vec![f64::NAN, 1.0, 1.0],
@@ -303,7 +312,32 @@ mod tests {
             side_cpu_pct: 100.0,
             server_switches_per_req: None,
             strays_killed: 0,
+            twin_a: None,
         }
+    }
+
+    #[test]
+    fn the_twin_takes_the_machines_speed_out_of_what_was_kept() {
+        // Alone at full speed: 20 req/s, the twin 10. With competitors the machine ran at 0.8:
+        // the site got 8 (exactly half of what it would get alone at that speed), the twin 8.
+        let with_twin = |x: Point, t: f64| Point {
+            twin_a: Some(WindowStats {
+                rps: t,
+                ..WindowStats::default()
+            }),
+            ..x
+        };
+        let points = vec![
+            with_twin(pt("v", 0, 0, 0, 20.0), 10.0),
+            with_twin(pt("v", 0, 1, 40, 8.0), 8.0),
+        ];
+        let raw = paired_samples(&points, "v", None, &|x| a_value(x, false));
+        let twin = paired_samples(&points, "v", None, &|x| a_value(x, true));
+        assert!((raw[0] * 200.0 - 80.0).abs() < 1e-9, "{raw:?}");
+        assert!((twin[0] * 200.0 - 100.0).abs() < 1e-9, "{twin:?}");
+        // Without the twin's figure there is no ratio; a zero twin is no ratio either.
+        assert_eq!(a_value(&pt("v", 0, 0, 0, 20.0), true), None);
+        assert_eq!(a_value(&with_twin(pt("v", 0, 0, 0, 20.0), 0.0), true), None);
     }
 
     #[test]

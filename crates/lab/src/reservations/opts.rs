@@ -46,6 +46,11 @@ pub struct ReservationsOpts {
     /// How to emulate the network.
     #[arg(long, value_enum, default_value = "auto")]
     pub net: NetMode,
+    /// Do not run the reference twin: a second triage serving the site of interest alone
+    /// (its own cgroup on the same CPU, half the quota), loaded in the same windows, whose
+    /// throughput the kept figures divide by to take out the machine's speed drift.
+    #[arg(long = "no-twin", action = clap::ArgAction::SetFalse)]
+    pub twin: bool,
     /// Results directory [default: results/reservations/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

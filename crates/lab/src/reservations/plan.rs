@@ -46,6 +46,10 @@ pub struct Params {
     pub cgi_slice_ms: Option<f64>,
     /// How the points of a repetition are ordered.
     pub order: &'static str,
+    /// Whether a reference twin runs beside every variant (`--no-twin` leaves it out): a
+    /// second triage serving the site of interest alone to `clients` clients, in its own
+    /// cgroup with half the quota on the same CPU (see `run`).
+    pub twin: bool,
 }
 
 /// The site of interest (a virtual host).
@@ -167,6 +171,7 @@ pub fn resolve(o: &ReservationsOpts) -> Result<(Params, Vec<Variant>)> {
             seed: o.seed,
             cgi_slice_ms: o.cgi_slice.0.map(|d| d.as_secs_f64() * 1e3),
             order: ORDER,
+            twin: o.twin,
         },
         variants,
     ))

@@ -76,6 +76,20 @@ pub fn report(s: &Summary) -> String {
     for k in &s.skipped {
         r.p(&format!("Skipped: {k}"));
     }
+    if p.twin {
+        r.p(&format!(
+            "A reference twin ran beside every variant: a second triage serving the site of \
+             interest alone to {} clients, in its own cgroup on the same CPU with half the \
+             quota, loaded in the same windows. The kept figures read the site's throughput \
+             over the twin's (basis: {}; raw requests per second: reserved_kept_pct {}), \
+             which takes out the machine's speed drift between a point with competitors and \
+             the point alone.",
+            p.clients,
+            s.kept_basis,
+            s.reserved_kept_pct_raw
+                .map_or("-".into(), |v| format!("{v:.1}%"))
+        ));
+    }
     r.h2("Goals");
     for g in &s.goals {
         r.verdict(g.met, &format!("{}: {}", g.goal, g.detail));

@@ -1,5 +1,11 @@
-//! One point of `triage lab reservations`: start a server variant ([`start`]) and measure both
-//! sites while the competing site has `n` clients ([`measure`]).
+//! One point of `triage lab reservations`: start a server variant ([`start`], with the reference
+//! twin) and measure both sites while the competing site has `n` clients ([`measure`]).
+//!
+//! The twin is a second `triage serve` on the testbed's twin server side (its own cgroup on the
+//! same CPU, [`TWIN_QUOTA_SHARE`] of the quota) serving the site of interest alone, loaded by
+//! as many clients in the same windows. Its throughput follows the machine's speed, which moves
+//! by 10-20% between windows on a shared host (see the containers lab), so the site's
+//! throughput over the twin's compares a point with competitors to the point alone free of it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -10,7 +16,7 @@ use super::summary::Point;
 use crate::cgi::{kill_strays, window_stats, ClosedLoop, CpuSnap, Running, TriageSite};
 use crate::error::{LabError, Result};
 use crate::peers::Prefork;
-use crate::testbed::Testbed;
+use crate::testbed::{ServerSide, Testbed};
 
 /// What a point of the lab needs.
 pub struct Setup<'a> {
@@ -28,8 +34,60 @@ pub struct Setup<'a> {
     pub bin: &'a Path,
 }
 
-/// Start the server of variant `v`.
-pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
+/// The twin's quota as a share of the server side's: half, so that the CPU is not saturated
+/// (a 50% side and its twin leave a quarter of the CPU to the kernel's network work).
+pub const TWIN_QUOTA_SHARE: f64 = 0.5;
+
+/// A variant's server and the reference twin.
+pub struct Servers {
+    /// The server under test.
+    pub main: Running,
+    /// The twin (see the module docs), unless `--no-twin`.
+    pub twin: Option<Running>,
+}
+
+impl Servers {
+    /// Stop both (each empties its own cgroup).
+    pub fn stop(self, tb: &Testbed) {
+        if let Some(t) = self.twin {
+            t.stop(tb);
+        }
+        self.main.stop(tb);
+    }
+}
+
+/// Start the server of variant `v` and the twin (in `dir/twin`).
+pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Servers> {
+    let main = start_variant(env, v, dir)?;
+    let twin = if env.p.twin {
+        let dir = dir.join("twin");
+        Some(Running::triage_on(
+            env.tb,
+            ServerSide::Twin,
+            &env.o.triage_bin,
+            &format!("triage serve (twin of {})", v.name),
+            &[TriageSite {
+                name: SITE_A.into(),
+                root: env.root.to_owned(),
+                bin: env.bin.to_owned(),
+                cgroups: true,
+                container: Some("res-a".into()),
+                cpu_max: None,
+                weight: None,
+                max_running: env.o.max_running.0,
+                slice: env.o.cgi_slice.0,
+                one_budget: None,
+            }],
+            Duration::from_secs(600),
+            &dir,
+        )?)
+    } else {
+        None
+    };
+    Ok(Servers { main, twin })
+}
+
+fn start_variant(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
     let site = |name: &str, container: &str, weight: Option<u32>| TriageSite {
         name: name.into(),
         root: env.root.to_owned(),
@@ -78,13 +136,14 @@ pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Running> {
 /// the window, the sites' container CPU and the server's own.
 pub fn measure(
     env: &Setup<'_>,
-    srv: &Running,
+    srvs: &Servers,
     v: &Variant,
     n: usize,
     rep: usize,
     seq: usize,
 ) -> Result<Point> {
     let tb = env.tb;
+    let srv = &srvs.main;
     let window = Duration::from_secs_f64(env.p.window_s);
     let warm = Duration::from_secs_f64(env.p.warmup_s);
     let cg = tb.server_cgroup().ok_or_else(|| {
@@ -97,6 +156,10 @@ pub fn measure(
         None
     };
     let a = ClosedLoop::start(tb, srv.addr, path, SITE_A, env.p.clients)?;
+    let twin = match &srvs.twin {
+        Some(t) => Some(ClosedLoop::start(tb, t.addr, path, SITE_A, env.p.clients)?),
+        None => None,
+    };
     crate::signals::sleep(warm)?;
     // The containers' counters are read right at the window's ends (`dt`); the server's own
     // counters around them (they carry their own timestamps).
@@ -109,7 +172,13 @@ pub fn measure(
     let s1 = CpuSnap::take(cg, srv);
     let a_samples = a.stop();
     let b_samples = b.map(ClosedLoop::stop).unwrap_or_default();
-    let strays = kill_strays(cg, srv, Duration::from_secs(2));
+    let twin_samples = twin.map(ClosedLoop::stop);
+    let mut strays = kill_strays(cg, srv, Duration::from_secs(2));
+    if let Some(t) = &srvs.twin {
+        if let Some(tcg) = tb.server_cgroup_of(ServerSide::Twin) {
+            strays += kill_strays(tcg, t, Duration::from_secs(2));
+        }
+    }
     let dt = t1.duration_since(t0).as_secs_f64();
     let (server_cpu, cgi_cpu) = s0.shares(&s1);
     let is_triage = srv.only.is_some();
@@ -135,6 +204,7 @@ pub fn measure(
         window_s: dt,
         a: a_stats,
         b: b_stats,
+        twin_a: twin_samples.map(|s| window_stats(&s, t0, t1)),
         a_cpu_pct: cpu(SITE_A),
         b_cpu_pct: cpu(SITE_B),
         server_cpu_pct: is_triage.then(|| server_cpu / env.capacity * 100.0),
@@ -147,8 +217,13 @@ pub fn measure(
 /// How a point went, in one progress line.
 pub fn describe(pt: &Point) -> String {
     format!(
-        "site of interest {:.1} req/s, {:.0} ms mean; competitor {:.1} req/s{}",
+        "site of interest {:.1} req/s{}, {:.0} ms mean; competitor {:.1} req/s{}",
         pt.a.rps,
+        pt.twin_a.as_ref().map_or(String::new(), |t| format!(
+            " (x{:.3} the twin's {:.1})",
+            pt.a.rps / t.rps,
+            t.rps
+        )),
         pt.a.mean_ms,
         pt.b.rps,
         match (pt.a_cpu_pct, pt.b_cpu_pct) {

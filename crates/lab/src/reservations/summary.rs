@@ -29,6 +29,9 @@ pub struct Point {
     pub a: WindowStats,
     /// The competing site.
     pub b: WindowStats,
+    /// The reference twin's site of interest over the same window (alone, on its own side;
+    /// `None` with `--no-twin`): the machine's speed at this point.
+    pub twin_a: Option<WindowStats>,
     /// CPU of the sites' CGI containers over the window, in % of the server side's capacity
     /// (triage with separate containers only).
     pub a_cpu_pct: Option<f64>,
@@ -63,6 +66,9 @@ pub struct Curve {
     pub b_rps: Vec<f64>,
     /// `a_rps / (0.5 * a_rps at 0 competitors) * 100`.
     pub kept_pct: Vec<f64>,
+    /// The same on the site's throughput over the reference twin's in the same window
+    /// (medians over repetitions; empty without the twin): the machine's drift taken out.
+    pub kept_pct_vs_twin: Vec<f64>,
     /// Paired: each point's `a_rps / (0.5 * a_rps of the point alone next to it) * 100`,
     /// median over repetitions (`paired`); NaN at 0.
     pub kept_pct_paired: Vec<f64>,
@@ -117,9 +123,14 @@ pub struct Summary {
     /// What the testbed was.
     pub testbed: TestbedInfo,
     /// Under the 50% reservation: min over competitor counts >= 1 of the site of interest's
-    /// throughput / (0.5 x its throughput with no competitor) x 100.
+    /// throughput / (0.5 x its throughput with no competitor) x 100, on `kept_basis`.
     pub reserved_kept_pct: Option<f64>,
-    /// The same for Apache httpd (time-sharing).
+    /// What the kept figures read: `vs_twin` (the site's throughput over the reference
+    /// twin's in the same window, when every point had one) or `raw` (requests per second).
+    pub kept_basis: &'static str,
+    /// `reserved_kept_pct` on the raw throughput, whatever the basis.
+    pub reserved_kept_pct_raw: Option<f64>,
+    /// The same for Apache httpd (time-sharing), on `kept_basis`.
     pub apache_kept_pct: Option<f64>,
     /// The same for both sites in one container.
     pub shared_kept_pct: Option<f64>,
@@ -164,6 +175,20 @@ pub struct Summary {
 /// The lab's title.
 pub const TITLE: &str =
     "Seed 000 (CPU reservations): a site's throughput and response time against a growing competing site";
+
+/// The site of interest's throughput in a point on the kept figures' basis: over the twin's
+/// (`vs_twin`) or as measured.
+pub(crate) fn a_value(x: &Point, vs_twin: bool) -> Option<f64> {
+    if vs_twin {
+        x.twin_a
+            .as_ref()
+            .filter(|t| t.rps > 0.0)
+            .map(|t| x.a.rps / t.rps)
+    } else {
+        Some(x.a.rps)
+    }
+    .filter(|v| v.is_finite())
+}
 
 /// The site of interest's CPU per request in a point (ms), from its container's share.
 pub(crate) fn cpu_ms_per_req(x: &Point, capacity: f64) -> Option<f64> {
@@ -232,11 +257,16 @@ pub(crate) fn paired_samples(
 /// at least 95%), the same for Apache (goal: visibly less, at most 95%) and for both sites in
 /// one container, the reservation's CPU kept, and the response time at the most competitors
 /// over alone (goal: at most 2.3).
-pub(crate) fn figures(points: &[Point], counts: &[usize]) -> Vec<Figure> {
-    let over = "points with competitors (all counts and repetitions), each over the point alone \
-                beside it";
+pub(crate) fn figures(points: &[Point], counts: &[usize], vs_twin: bool) -> Vec<Figure> {
+    let over = if vs_twin {
+        "points with competitors (all counts and repetitions), each over the point alone \
+         beside it, both over the reference twin's throughput in the same window"
+    } else {
+        "points with competitors (all counts and repetitions), each over the point alone \
+         beside it"
+    };
     let kept = |v: &str| {
-        paired_samples(points, v, None, &|x| Some(x.a.rps))
+        paired_samples(points, v, None, &|x| a_value(x, vs_twin))
             .into_iter()
             .map(|r| r * 200.0)
             .collect::<Vec<f64>>()
@@ -343,6 +373,7 @@ pub fn summarize(
             a_p90_ms: Vec::new(),
             b_rps: Vec::new(),
             kept_pct: Vec::new(),
+            kept_pct_vs_twin: Vec::new(),
             kept_pct_paired: Vec::new(),
             a_cpu_ms_per_req: Vec::new(),
             a_cpu_per_req_ratio_paired: Vec::new(),
@@ -370,6 +401,32 @@ pub fn summarize(
                     .collect::<Vec<_>>(),
             ));
         }
+        if points
+            .iter()
+            .any(|x| x.variant == v.name && x.twin_a.is_some())
+        {
+            let r: Vec<f64> = p
+                .counts
+                .iter()
+                .map(|&n| {
+                    median(
+                        &points
+                            .iter()
+                            .filter(|x| x.variant == v.name && x.competitors == n)
+                            .filter_map(|x| a_value(x, true))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect();
+            let base = p.counts.iter().position(|&n| n == 0).map(|i| r[i]);
+            c.kept_pct_vs_twin = r
+                .iter()
+                .map(|&x| match base {
+                    Some(b) if b > 0.0 => x / (0.5 * b) * 100.0,
+                    _ => f64::NAN,
+                })
+                .collect();
+        }
         c.kept_pct_paired = paired(&points, &v.name, &p.counts, &|x| Some(x.a.rps))
             .iter()
             .map(|r| r * 200.0)
@@ -389,9 +446,28 @@ pub fn summarize(
         curves.push(c);
     }
     let curve = |name: &str| curves.iter().find(|c| c.variant == name);
-    let reserved = curve("triage-res50").and_then(kept);
-    let apache = curve("apache").and_then(kept);
-    let shared = curve("triage-shared").and_then(kept);
+    // The twin's ratio when every point of the reserving variant had one.
+    let vs_twin = {
+        let res: Vec<&Point> = points
+            .iter()
+            .filter(|x| x.variant == "triage-res50")
+            .collect();
+        !res.is_empty()
+            && res
+                .iter()
+                .all(|x| a_value(x, true).is_some_and(|v| v > 0.0))
+    };
+    let kept_on = |c: &Curve| {
+        if vs_twin && !c.kept_pct_vs_twin.is_empty() {
+            min_at_competitors(&c.competitors, &c.kept_pct_vs_twin)
+        } else {
+            kept(c)
+        }
+    };
+    let reserved = curve("triage-res50").and_then(kept_on);
+    let reserved_raw = curve("triage-res50").and_then(kept);
+    let apache = curve("apache").and_then(kept_on);
+    let shared = curve("triage-shared").and_then(kept_on);
     let reserved_paired =
         curve("triage-res50").and_then(|c| min_at_competitors(&c.competitors, &c.kept_pct_paired));
     let apache_paired =
@@ -421,7 +497,7 @@ pub fn summarize(
         m.is_finite().then_some(m)
     };
     let maxn = p.counts.iter().copied().max().unwrap_or(0);
-    let figs = figures(&points, &p.counts);
+    let figs = figures(&points, &p.counts, vs_twin);
     let fig_text = |prefix: &str, unit: &str| {
         figs.iter()
             .find(|f| f.name.starts_with(prefix))
@@ -435,10 +511,16 @@ pub fn summarize(
                 .into(),
             met: k >= 95.0,
             detail: format!(
-                "reserved_kept_pct = {k:.1}% (lowest over 1..{maxn} competitors, medians; \
-                 paired with the point alone beside each point: {}; the container's CPU \
-                 instead of requests: {}; CPU per request under competition / alone, paired: \
-                 up to {})",
+                "reserved_kept_pct = {k:.1}% (lowest over 1..{maxn} competitors, medians{}; \
+                 raw req/s: {}; paired with the point alone beside each point: {}; the \
+                 container's CPU instead of requests: {}; CPU per request under competition / \
+                 alone, paired: up to {})",
+                if vs_twin {
+                    ", the site's throughput over the reference twin's in the same windows"
+                } else {
+                    ""
+                },
+                reserved_raw.map_or("-".into(), |v| format!("{v:.1}%")),
                 reserved_paired.map_or("-".into(), |v| format!("{v:.1}%")),
                 cpu_kept_res50.map_or("-".into(), |v| format!("{v:.1}%")),
                 cost_ratio.map_or("-".into(), |v| format!("{v:.3}"))
@@ -486,6 +568,8 @@ pub fn summarize(
         params: p.clone(),
         testbed: tb.info().clone(),
         reserved_kept_pct: reserved,
+        kept_basis: if vs_twin { "vs_twin" } else { "raw" },
+        reserved_kept_pct_raw: reserved_raw,
         apache_kept_pct: apache,
         shared_kept_pct: shared,
         reserved_kept_pct_paired: reserved_paired,
@@ -507,7 +591,8 @@ pub fn summarize(
 const RAW_HEADER: &str = "variant,rep,seq,competitors,site,window_s,completed,failed,rps,mean_ms,\
 median_ms,p90_ms,max_ms,cpu_pct,server_cpu_pct,side_cpu_pct,strays_killed";
 
-/// `raw.csv`: one row per point and site.
+/// `raw.csv`: one row per point and site (`twin-site-a`: the reference twin's site of interest
+/// in the same window, its own side).
 pub fn raw_csv(points: &[Point]) -> String {
     let mut s = String::from(RAW_HEADER);
     s.push('\n');
@@ -519,7 +604,11 @@ pub fn raw_csv(points: &[Point]) -> String {
         }
     };
     for x in points {
-        for (site, w, cpu) in [(SITE_A, &x.a, x.a_cpu_pct), (SITE_B, &x.b, x.b_cpu_pct)] {
+        let twin = x.twin_a.as_ref().map(|t| ("twin-site-a", t, None));
+        for (site, w, cpu) in [(SITE_A, &x.a, x.a_cpu_pct), (SITE_B, &x.b, x.b_cpu_pct)]
+            .into_iter()
+            .chain(twin)
+        {
             s.push_str(&format!(
                 "{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{}\n",
                 csv_field(&x.variant),

@@ -92,6 +92,9 @@ pub struct TestbedConfig {
     /// Also build a twin server side: a second cgroup with the same quota on the same CPU, for
     /// a reference server measured at the same time as the one under test.
     pub twin: bool,
+    /// The twin side's quota when it differs from `quota` (a smaller reference leaves the
+    /// CPU unsaturated beside a large quota); `None`: the same as `quota`.
+    pub twin_quota: Option<f64>,
 }
 
 impl Default for TestbedConfig {
@@ -107,6 +110,7 @@ impl Default for TestbedConfig {
             rate_mbit: 10.0,
             tcp_cc: None,
             twin: false,
+            twin_quota: None,
         }
     }
 }
@@ -225,11 +229,14 @@ impl Testbed {
         let mut cg_error = None;
         match os::CgroupRoot::open("triage-lab") {
             Ok(r) => {
-                let side = |name: &str, notes: &mut Vec<String>| -> Result<os::Cgroup> {
+                let side = |name: &str,
+                            quota: Option<f64>,
+                            notes: &mut Vec<String>|
+                 -> Result<os::Cgroup> {
                     let cg = r
                         .create(&format!("{}-{n}/{name}", cfg.tag))
                         .map_err(|e| LabError::Os(format!("creating the {name} cgroup: {e}")))?;
-                    if let Some(q) = cfg.quota {
+                    if let Some(q) = quota {
                         cg.set_cpu_max(Some(q), cfg.period).map_err(|e| {
                             LabError::Os(format!("setting the CPU quota {q} of {name}: {e}"))
                         })?;
@@ -248,9 +255,15 @@ impl Testbed {
                     }
                     Ok(cg)
                 };
-                let cg = side("server", &mut notes)?;
+                let cg = side("server", cfg.quota, &mut notes)?;
                 if cfg.twin {
-                    twin_cg = Some(side("server-twin", &mut notes)?);
+                    let q = cfg.quota.and(cfg.twin_quota.or(cfg.quota));
+                    twin_cg = Some(side("server-twin", q, &mut notes)?);
+                    notes.push(format!(
+                        "a twin server side for a reference server: its own cgroup on the same \
+                         CPU, quota {}",
+                        q.map_or("none".into(), |q| format!("{:.0}% of a CPU", q * 100.0))
+                    ));
                 }
                 cgroup = match r.version() {
                     os::Version::V1 => "v1".into(),
