@@ -29,7 +29,7 @@ fn lab_reservations_tiny_writes_complete_results() {
         "{stdout}"
     );
 
-    // raw.csv: two rows (site-a, site-b) per point.
+    // raw.csv: three rows (site-a, site-b and the reference twin's site-a) per point.
     let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
     let mut lines = raw.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -39,16 +39,28 @@ fn lab_reservations_tiny_writes_complete_results() {
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let res50: Vec<_> = rows.iter().filter(|r| r[0] == "triage-res50").collect();
-    assert_eq!(res50.len(), 4, "{raw}");
+    assert_eq!(res50.len(), 6, "{raw}");
     for r in &rows {
         assert_eq!(r.len(), header.len(), "{r:?}");
     }
+    // The twin served the site of interest in every window, beside every variant.
+    for r in rows.iter().filter(|r| r[4] == "twin-site-a") {
+        let completed: u64 = r[6].parse().unwrap();
+        assert!(completed > 0, "the twin served nothing: {r:?}");
+    }
+    assert_eq!(
+        rows.iter().filter(|r| r[4] == "twin-site-a").count() * 3,
+        rows.len(),
+        "{raw}"
+    );
 
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["lab"], "reservations");
     let kept = finite(&s["reserved_kept_pct"], "reserved_kept_pct");
     assert!(kept > 0.0);
+    assert_eq!(s["kept_basis"], "vs_twin");
+    assert!(finite(&s["reserved_kept_pct_raw"], "reserved_kept_pct_raw") > 0.0);
     // The drift-corrected figures beside it (tiny scale: 4 competitors, then a point alone).
     assert!(finite(&s["reserved_kept_pct_paired"], "reserved_kept_pct_paired") > 0.0);
     assert!(finite(&s["reserved_cpu_kept_pct"], "reserved_cpu_kept_pct") > 0.0);
