@@ -90,7 +90,7 @@ timeout ${CONTAINERS_LIMIT:-150} triage lab containers ${CONTAINERS_ARGS:---quic
 grep -E "^goal|cgroup" "$OUT/containers.log" | tee -a "$OUT/log.txt"
 if [ -n "${SKIP_RESERVATIONS:-}" ]; then log "SKIP_RESERVATIONS: lab reservations not run"; else
 log "lab reservations --quick"
-timeout 120 triage lab reservations --quick --out "$OUT/reservations" > "$OUT/reservations.log" 2>&1 \
+timeout 300 triage lab reservations --quick --out "$OUT/reservations" > "$OUT/reservations.log" 2>&1 \
   || bad "lab reservations exited $? (see reservations.log)"
 grep -E "^goal|cgroup" "$OUT/reservations.log" | tee -a "$OUT/log.txt"
 fi

@@ -12,7 +12,7 @@ use crate::util::{
 /// What `triage lab reservations` was asked for.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReservationsOpts {
-    /// A run of under two minutes (0, 10, 40 competitors; one repetition; 4 s windows).
+    /// A run of about three minutes (0, 10, 40 competitors; two repetitions; 5 s windows).
     #[arg(long)]
     pub quick: bool,
     /// Scale of the time parameters (tiny: 0 and 4 competitors, the 50% reservation and
@@ -25,10 +25,10 @@ pub struct ReservationsOpts {
     /// Clients of the site of interest.
     #[arg(long, default_value_t = 10)]
     pub clients: usize,
-    /// Measurement window per point [default: 10s; --quick 4s; tiny 2s].
+    /// Measurement window per point [default: 10s; --quick 5s; tiny 2s].
     #[arg(long, value_parser = units::parse_duration)]
     pub window: Option<Duration>,
-    /// Repetitions, interleaved [default: 3; --quick and tiny 1].
+    /// Repetitions, interleaved [default: 3; --quick 2; tiny 1].
     #[arg(long)]
     pub reps: Option<usize>,
     /// CPU quota of the server side: a fraction or percent of one CPU, or `none`.
