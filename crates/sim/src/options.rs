@@ -490,8 +490,9 @@ pub struct LardOptions {
     #[arg(long, default_value_t = lard_defaults().forward_per_512)]
     pub forward_per_512: Dur,
     /// Multiplies every back-end CPU cost above and the LARD paper's (1: its 300 MHz Pentium
-    /// II; 0.01: a back end a hundred times as fast, about what `triage lab cluster` measures
-    /// for `triage serve` here: its check of the simulator uses its back ends' measured CPU).
+    /// II; 0.02: a back end fifty times as fast, about what `triage lab cluster` measures for
+    /// `triage serve` on a 2-CPU VM: its check of the simulator uses its back ends' measured
+    /// CPU).
     #[arg(long, default_value_t = lard_defaults().cpu_scale)]
     pub cpu_scale: f64,
 }

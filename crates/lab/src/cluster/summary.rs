@@ -80,9 +80,9 @@ pub struct SimFigures {
 }
 
 /// The simulator's back-end CPU scale when the lab's back ends' CPU was not read: about what
-/// `triage serve` measures here (30-60 µs per request against the LARD paper's 2-4 ms for the
-/// trace's mean response; see docs/cluster.md).
-pub const DEFAULT_CPU_SCALE: f64 = 0.015;
+/// `triage serve` measures on the 2-CPU VM (90-230 µs per request against the LARD paper's
+/// 4-5 ms for the trace's mean response: 0.016-0.052; see docs/cluster.md).
+pub const DEFAULT_CPU_SCALE: f64 = 0.025;
 
 /// The factor that turns the LARD paper's back-end CPU (`sim::cluster::Costs`, a request on
 /// a pooled connection: [`sim::cluster::Costs::pooled_request`]) for the mean of `sizes` into
