@@ -1,6 +1,7 @@
 //! Progress of a long lab: an indicatif bar on a terminal, plain lines otherwise (CI logs).
 
 use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -9,6 +10,8 @@ pub struct Progress {
     bar: Option<ProgressBar>,
     total: u64,
     done: u64,
+    /// When the first run started: plain lines say the time spent and the time left.
+    started: Instant,
 }
 
 impl Progress {
@@ -33,6 +36,7 @@ impl Progress {
             bar,
             total,
             done: 0,
+            started: Instant::now(),
         }
     }
 
@@ -51,7 +55,12 @@ impl Progress {
                 b.println(line);
                 b.inc(1);
             }
-            None => eprintln!("[{}/{}] {line}", self.done, self.total),
+            None => eprintln!(
+                "[{}/{} {}] {line}",
+                self.done,
+                self.total,
+                elapsed_and_left(self.started.elapsed(), self.done, self.total)
+            ),
         }
     }
 
@@ -64,10 +73,38 @@ impl Progress {
     }
 }
 
+/// `3m05s, ~4m10s left`: the time spent on `done` of `total` runs and, at that pace, the
+/// time the others will take.
+pub fn elapsed_and_left(elapsed: Duration, done: u64, total: u64) -> String {
+    let ms = |d: Duration| {
+        let s = d.as_secs();
+        format!("{}m{:02}s", s / 60, s % 60)
+    };
+    if done == 0 || done >= total {
+        return ms(elapsed);
+    }
+    let left = elapsed.mul_f64((total - done) as f64 / done as f64);
+    format!("{}, ~{} left", ms(elapsed), ms(left))
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_lines_say_the_time_spent_and_left() {
+        let d = Duration::from_secs(125);
+        assert_eq!(elapsed_and_left(d, 5, 10), "2m05s, ~2m05s left");
+        assert_eq!(elapsed_and_left(d, 1, 3), "2m05s, ~4m10s left");
+        assert_eq!(elapsed_and_left(d, 3, 3), "2m05s");
+        assert_eq!(elapsed_and_left(d, 0, 3), "2m05s");
     }
 }

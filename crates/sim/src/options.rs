@@ -489,6 +489,12 @@ pub struct LardOptions {
     /// node (sending them to the client costs the LARD paper's 40 µs on top).
     #[arg(long, default_value_t = lard_defaults().forward_per_512)]
     pub forward_per_512: Dur,
+    /// Multiplies every back-end CPU cost above and the LARD paper's (1: its 300 MHz Pentium
+    /// II; 0.02: a back end fifty times as fast, about what `triage lab cluster` measures for
+    /// `triage serve` on a 2-CPU VM: its check of the simulator uses its back ends' measured
+    /// CPU).
+    #[arg(long, default_value_t = lard_defaults().cpu_scale)]
+    pub cpu_scale: f64,
 }
 
 /// The defaults `--help` shows.
@@ -535,6 +541,7 @@ impl Default for LardOptions {
             per_request: dur_of(d.costs.per_request),
             forward_request: dur_of(d.costs.forward_request),
             forward_per_512: dur_of(d.costs.forward_per_512),
+            cpu_scale: 1.0,
         }
     }
 }
@@ -626,12 +633,19 @@ impl LardOptions {
                 format!("must be in 1..=1000 (got {})", self.per_conn),
             ));
         }
+        if !(self.cpu_scale.is_finite() && self.cpu_scale > 0.0 && self.cpu_scale <= 10.0) {
+            return Err(param(
+                "cpu-scale",
+                format!("must be in (0, 10] (got {})", self.cpu_scale),
+            ));
+        }
         let costs = crate::cluster::Costs {
             per_request: nanos(self.per_request),
             forward_request: nanos(self.forward_request),
             forward_per_512: nanos(self.forward_per_512),
             ..d.costs
-        };
+        }
+        .scaled(self.cpu_scale);
         Ok(LardConfig {
             nodes: self.nodes.clone(),
             seed: self.seed,
@@ -791,6 +805,15 @@ mod tests {
         .unwrap();
         assert_eq!(one.workloads.len(), 1);
         assert_eq!(one.policies[0].cfg.t_low, 10);
+        assert_eq!(c.costs, d.costs);
+        let fast = LardOptions {
+            cpu_scale: 0.5,
+            ..LardOptions::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(fast.costs.setup * 2, d.costs.setup);
+        assert_eq!(fast.costs.per_request * 2, d.costs.per_request);
         for (o, flag) in [
             (
                 LardOptions {
@@ -819,6 +842,13 @@ mod tests {
                     ..LardOptions::default()
                 },
                 "zipf",
+            ),
+            (
+                LardOptions {
+                    cpu_scale: 0.0,
+                    ..LardOptions::default()
+                },
+                "cpu-scale",
             ),
         ] {
             let e = o.resolve().unwrap_err();

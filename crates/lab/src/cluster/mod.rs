@@ -207,7 +207,8 @@ impl Experiment for ClusterLab {
 
     fn describe(&self, _: &Env<'_>, m: &Measured) -> String {
         format!(
-            "{:.0} req/s, hit {:.1}%{}, max/mean {:.2}{}, p99 {:.1} ms, front {:.1} us/req, {} failed",
+            "{:.0} req/s, hit {:.1}%{}, max/mean {:.2}{}, p99 {:.1} ms, front {:.1} us/req, \
+             back ends {:.1} us/req{}, {} failed",
             m.rps,
             m.hit_ratio * 100.0,
             m.sim_hit_ratio
@@ -217,6 +218,9 @@ impl Experiment for ClusterLab {
                 .map_or(String::new(), |b| format!(" (sim {b:.2})")),
             m.latency_p99_ms,
             m.front_cpu_us_per_req,
+            m.backend_cpu_us_per_req,
+            m.sim_cpu_scale
+                .map_or(String::new(), |k| format!(" (sim CPU x{k:.3})")),
             m.failed
         )
     }

@@ -334,6 +334,11 @@ fn cpu_s(pid: u32) -> f64 {
     os::procfs::cpu_time(pid as i32).map_or(f64::NAN, |d| d.as_secs_f64())
 }
 
+/// CPU time of a back end's process, s (NaN: killed).
+fn backend_cpu_s(b: &Backend) -> f64 {
+    b.child.as_ref().map_or(f64::NAN, |c| cpu_s(c.pid()))
+}
+
 /// Measure `pt` against its running cluster.
 pub fn measure(
     s: &Setup<'_>,
@@ -381,6 +386,7 @@ pub fn measure(
     )?;
     let before: Vec<Option<(f64, f64)>> =
         run.backends.iter().map(|b| lookups(tb, b.admin)).collect();
+    let backend_cpu0: Vec<f64> = run.backends.iter().map(backend_cpu_s).collect();
     let retries0 = front_counter(tb, run.front_admin, "triage_front_retries_total");
     let cpu0 = cpu_s(run.front.pid());
     let t0 = Instant::now();
@@ -402,10 +408,13 @@ pub fn measure(
         .iter()
         .map(|b| b.child.as_ref().and_then(|_| lookups(tb, b.admin)))
         .collect();
+    let backend_cpu1: Vec<f64> = run.backends.iter().map(backend_cpu_s).collect();
     let retries1 = front_counter(tb, run.front_admin, "triage_front_retries_total");
     let mut served = Vec::new();
     let (mut hits, mut total) = (0.0, 0.0);
-    for (b, a) in before.iter().zip(&after) {
+    // CPU and lookups of the back ends read before and after (a killed one is left out).
+    let (mut backend_cpu, mut backend_lookups) = (0.0, 0.0);
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         match (b, a) {
             (Some(b), Some(a)) => {
                 let h = a.0 - b.0;
@@ -413,11 +422,21 @@ pub fn measure(
                 hits += h;
                 total += h + m;
                 served.push(h + m);
+                let cpu = backend_cpu1[i] - backend_cpu0[i];
+                if cpu.is_finite() {
+                    backend_cpu += cpu;
+                    backend_lookups += h + m;
+                }
             }
             _ => served.push(f64::NAN),
         }
     }
-    let (sim_hit, sim_balance) = super::summary::simulate(s, pt, start, r.requests as usize);
+    let backend_cpu_us_per_req = if backend_lookups > 0.0 {
+        backend_cpu * 1e6 / backend_lookups
+    } else {
+        f64::NAN
+    };
+    let sim = super::summary::simulate(s, pt, start, r.requests as usize, backend_cpu_us_per_req);
     Ok(Measured {
         variant: pt.variant.name.clone(),
         role: pt.role,
@@ -450,8 +469,10 @@ pub fn measure(
         },
         killed_backend: killed,
         warm_requests: warm.requests,
-        sim_hit_ratio: sim_hit,
-        sim_balance,
+        backend_cpu_us_per_req,
+        sim_hit_ratio: sim.map(|x| x.hit_ratio),
+        sim_balance: sim.map(|x| x.balance),
+        sim_cpu_scale: sim.map(|x| x.cpu_scale),
     })
 }
 
