@@ -522,7 +522,8 @@ fn spawn_background(
 /// purged), `os::heap::collect_thread` on this runtime's thread (with one serving thread, the
 /// one that served the connections), and `trims` is bumped so that every other serving thread
 /// collects its own mimalloc heap (see [`crate::accept`]): a thread's empty pages are only
-/// its own to hand back. Checked every second.
+/// its own to hand back. When connections left, the gate first forgets the idle workers
+/// they left behind (`gate::Gate::shrink`). Checked every second.
 fn spawn_trimmer(
     ctx: Ctx,
     mut stop: watch::Receiver<bool>,
@@ -550,6 +551,10 @@ fn spawn_trimmer(
             if left || went_idle {
                 peak = open;
                 again = 3;
+            }
+            if left {
+                // The idle workers of the connections that left, and the gate's tables.
+                ctx.gate().shrink();
             }
             if again > 0 {
                 again -= 1;
