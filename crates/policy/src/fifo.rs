@@ -49,6 +49,10 @@ impl Policy for Fifo {
         self.q.len()
     }
 
+    fn shrink(&mut self) {
+        self.q.shrink_to_fit();
+    }
+
     fn order(&self) -> Vec<WorkerId> {
         self.q.iter().copied().collect()
     }

@@ -91,6 +91,11 @@ pub trait Policy: Send {
         let _ = (worker, ctx);
     }
 
+    /// A crowd of workers has exited: give back the memory held for them (the capacity of
+    /// per-worker maps and queues grown to the crowd's size). Called rarely, off the request
+    /// path; the default keeps everything.
+    fn shrink(&mut self) {}
+
     /// `worker` wants a slot, one is free and the queue is empty: may it run now? Returning
     /// `false` queues it instead (through [`Policy::enqueue`]), e.g. because its container is
     /// over its CPU cap (`share`). Policies that charge work to a container learn here which

@@ -308,6 +308,26 @@ impl<P: Policy + ?Sized> Sched<P> {
         self.fill(now)
     }
 
+    /// Forget `worker` if it is waiting (no slot, not queued): it leaves the books as by
+    /// [`Sched::exit`], but no slot is freed, so no other worker is started. Returns whether
+    /// it was forgotten; a worker in any other state is left as it is.
+    pub fn forget(&mut self, worker: WorkerId, now: Nanos) -> bool {
+        if self.states.get(&worker) != Some(&State::Wait) {
+            return false;
+        }
+        self.states.remove(&worker);
+        let ctx = self.ctx(now);
+        self.policy.on_exit(worker, &ctx);
+        true
+    }
+
+    /// Give back the memory held for workers that are gone (see [`Policy::shrink`]): after a
+    /// crowd has left, the books and the policy's tables shrink to the workers left.
+    pub fn shrink(&mut self) {
+        self.states.shrink_to_fit();
+        self.policy.shrink();
+    }
+
     /// Run the policy's periodic work if due and fill free slots from the queue; returns the
     /// workers that got a slot. A policy may hold ready work back (`share` caps); mechanisms
     /// call this at least every [`Policy::period`] so that work resumes.
@@ -488,5 +508,26 @@ mod tests {
             ]
         );
         assert!(s.drain_log().is_empty());
+    }
+
+    #[test]
+    fn forget_drops_only_waiting_workers_and_starts_nobody() {
+        let mut s = sched(1);
+        s.register(1, 0);
+        s.ready(2, 1, &Hints::default()); // runs
+        s.ready(3, 2, &Hints::default()); // queued behind 2
+        assert!(s.forget(1, 3), "waiting: forgotten");
+        assert_eq!(s.state(1), None);
+        assert!(
+            !s.forget(2, 3) && !s.forget(3, 3),
+            "running and queued stay"
+        );
+        assert_eq!(
+            (s.state(2), s.state(3)),
+            (Some(State::Run), Some(State::Ready))
+        );
+        assert!(!s.forget(1, 4), "already gone");
+        s.shrink();
+        assert_eq!(s.wait(2, 5), vec![3], "the queue survives the shrink");
     }
 }

@@ -199,8 +199,20 @@ async fn serve_thread(
             }
         }
     };
+    let collector = tokio::spawn(collect_on_trim(serving.trims.clone()));
     accept_loop(listener, &serving, plan.admit, stopped).await;
+    collector.abort();
     drop(serving);
     // `None` once every connection task of this thread has dropped its sender.
     let _ = tokio::time::timeout(plan.shutdown_timeout, closed.recv()).await;
+}
+
+/// Hand this serving thread's empty allocator pages back each time the server's trimmer
+/// trims (a crowd of connections left or went idle: see `server::spawn_trimmer`). The
+/// connections' memory was allocated and freed on this thread, and only this thread can
+/// return its heap's empty pages.
+async fn collect_on_trim(mut trims: tokio::sync::watch::Receiver<u64>) {
+    while trims.changed().await.is_ok() {
+        os::heap::collect_thread();
+    }
 }

@@ -228,6 +228,10 @@ pub struct Serving {
     pub max_head: usize,
     /// Every open connection, for reclaiming idle ones at `max_conns`.
     pub reclaim: Arc<Reclaim>,
+    /// Bumped by the server's trimmer when a crowd of connections has left or gone idle:
+    /// each serving thread then hands its allocator's empty pages back
+    /// (`os::heap::collect_thread`), which no other thread can do for it.
+    pub trims: watch::Receiver<u64>,
 }
 
 /// A connection just accepted from `peer`: its worker checked out and its entry in the table
@@ -284,6 +288,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         running,
         max_head,
         reclaim,
+        trims: _,
     } = s;
     let worker = conn.worker();
     let svc = ConnService {

@@ -284,7 +284,7 @@ pub fn render(gate: &Gate, m: &Metrics) -> String {
     metric!(
         "triage_workers",
         "gauge",
-        "Workers created (prefork pool size).",
+        "Workers in existence, busy or idle (prefork pool size; idle ones a crowd left behind are forgotten).",
         gate.workers()
     );
     metric!(

@@ -327,7 +327,15 @@ impl Server {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (running, mut all_closed) = mpsc::channel::<()>(1);
         let pfs_log = pfs_log.map(Arc::new);
-        let mut bg = spawn_background(&ctx, pfs_log.clone(), admin.is_some(), stop_rx.clone());
+        // Each trim of the trimmer, for the serving threads to collect their own heaps.
+        let (trims_tx, trims) = watch::channel(0u64);
+        let mut bg = spawn_background(
+            &ctx,
+            pfs_log.clone(),
+            admin.is_some(),
+            stop_rx.clone(),
+            trims_tx,
+        );
         if let Some(o) = &orphans {
             bg.push(spawn_sweeper(o.clone(), stop_rx.clone()));
         }
@@ -351,6 +359,7 @@ impl Server {
             running,
             max_head: cfg.max_header_size as usize,
             reclaim: Arc::new(Reclaim::default()),
+            trims,
         };
         let admit = crate::accept::Admit {
             max_conns: cfg.max_conns,
@@ -445,6 +454,7 @@ fn spawn_background(
     pfs_log: Option<Arc<PfsLog>>,
     sampled: bool,
     stop: watch::Receiver<bool>,
+    trims: watch::Sender<u64>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     let every = |period: Duration, stop: watch::Receiver<bool>, f: Box<dyn Fn() + Send>| {
@@ -491,7 +501,7 @@ fn spawn_background(
             ));
         }
     }
-    tasks.push(spawn_trimmer(ctx.clone(), stop.clone()));
+    tasks.push(spawn_trimmer(ctx.clone(), stop.clone(), trims));
     if let Some(log) = pfs_log {
         let c = ctx.clone();
         tasks.push(every(
@@ -503,14 +513,22 @@ fn spawn_background(
     tasks
 }
 
-/// Give memory back to the system after connections leave or go idle. The allocator keeps
+/// Give memory back to the system after connections leave or go idle. The allocators keep
 /// the memory of freed connections (buffers, tasks) for reuse; when the open connections have
 /// dropped to half their peak (and by 256 or more), or 256 or more connections have been
 /// parked since the last check (a crowd of requests answered, their connections now idle:
-/// their buffers are free), `malloc_trim` returns what is free to the kernel (glibc; a no-op
-/// elsewhere), then twice more a second apart. Checked every second, trimmed on the blocking
-/// pool.
-fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+/// their buffers are free), the free memory goes back to the kernel, then twice more a second
+/// apart: `os::heap::trim` on the blocking pool (glibc's `malloc_trim`, and mimalloc's arenas
+/// purged), `os::heap::collect_thread` on this runtime's thread (with one serving thread, the
+/// one that served the connections), and `trims` is bumped so that every other serving thread
+/// collects its own mimalloc heap (see [`crate::accept`]): a thread's empty pages are only
+/// its own to hand back. When connections left, the gate first forgets the idle workers
+/// they left behind (`gate::Gate::shrink`). Checked every second.
+fn spawn_trimmer(
+    ctx: Ctx,
+    mut stop: watch::Receiver<bool>,
+    trims: watch::Sender<u64>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut iv = tokio::time::interval(Duration::from_secs(1));
         iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -534,8 +552,14 @@ fn spawn_trimmer(ctx: Ctx, mut stop: watch::Receiver<bool>) -> tokio::task::Join
                 peak = open;
                 again = 3;
             }
+            if left {
+                // The idle workers of the connections that left, and the gate's tables.
+                ctx.gate().shrink();
+            }
             if again > 0 {
                 again -= 1;
+                trims.send_modify(|n| *n += 1);
+                os::heap::collect_thread();
                 let _ = tokio::task::spawn_blocking(os::heap::trim).await;
             }
         }

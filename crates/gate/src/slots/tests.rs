@@ -712,3 +712,33 @@ async fn a_streak_skips_the_round_until_its_slice_ends() {
         assert_eq!(acquire(&g, &mut cx), 2);
     }
 }
+
+#[tokio::test]
+async fn shrink_forgets_the_idle_crowd_and_keeps_the_workers_in_use() {
+    let g = gate(1);
+    let keep = g.checkout();
+    let crowd: Vec<WorkerId> = (0..1000).map(|_| g.checkout()).collect();
+    for &w in &crowd {
+        drop(g.acquire(w, Hints::default()).await);
+    }
+    for &w in &crowd {
+        g.checkin(w);
+    }
+    assert_eq!(g.workers(), 1001);
+    assert_eq!(g.shrink(), 1000);
+    assert_eq!(g.workers(), 1, "only the worker in use is left");
+    assert!(
+        g.lanes[0].lock().wake.capacity() < 16,
+        "the wake-up table shrank"
+    );
+    assert_eq!(g.shrink(), 0, "nothing more to forget");
+    // The one in use still runs, and a newcomer gets a fresh worker that runs too.
+    drop(g.acquire(keep, Hints::default()).await);
+    let next = g.checkout();
+    assert_ne!(next, keep);
+    let p = g.acquire(next, Hints::default()).await;
+    assert_eq!(p.worker(), next);
+    drop(p);
+    let s = g.snapshot();
+    assert_eq!((s.busy, s.queued), (0, 0));
+}
