@@ -20,4 +20,4 @@ pub use clients::{window_stats, ClosedLoop, Sample, WindowStats};
 pub use cpu::{kill_strays, CpuSnap, CpuTicks};
 pub use figure::{Bound, Figure};
 pub use scripts::install;
-pub use servers::{Running, TriageSite};
+pub use servers::{Running, Servers, TriageSite};

@@ -250,6 +250,26 @@ impl Running {
     }
 }
 
+/// A server under test and, when its lab measures one, its reference twin: a second server on
+/// the testbed's twin server side, loaded in the same windows, whose throughput takes the
+/// machine's speed drift out of the first's (the containers and reservations labs).
+pub struct Servers {
+    /// The server under test.
+    pub main: Running,
+    /// The twin, when the lab runs one beside this server.
+    pub twin: Option<Running>,
+}
+
+impl Servers {
+    /// Stop both (each empties its own cgroup).
+    pub fn stop(self, tb: &Testbed) {
+        if let Some(t) = self.twin {
+            t.stop(tb);
+        }
+        self.main.stop(tb);
+    }
+}
+
 /// `site -> seconds` from `triage_cgi_cpu_seconds_total{site="..."} v` lines.
 pub fn parse_cgi_cpu(metrics: &str) -> std::collections::BTreeMap<String, f64> {
     let mut m = std::collections::BTreeMap::new();

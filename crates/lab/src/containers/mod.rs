@@ -84,7 +84,7 @@ impl ContainersLab {
 }
 
 impl Experiment for ContainersLab {
-    type Server = run::Servers;
+    type Server = crate::cgi::Servers;
     type Point = CgiPoint;
     type Measured = Point;
     type Summary = Summary;
@@ -141,7 +141,12 @@ impl Experiment for ContainersLab {
         plan::sessions(&self.p, &self.variants)
     }
 
-    fn start(&self, env: &Env<'_>, s: &Session<CgiPoint>, dir: &Path) -> Result<run::Servers> {
+    fn start(
+        &self,
+        env: &Env<'_>,
+        s: &Session<CgiPoint>,
+        dir: &Path,
+    ) -> Result<crate::cgi::Servers> {
         let v = self
             .variants
             .iter()
@@ -163,7 +168,7 @@ impl Experiment for ContainersLab {
     fn measure(
         &self,
         env: &Env<'_>,
-        srv: &mut run::Servers,
+        srv: &mut crate::cgi::Servers,
         pt: &CgiPoint,
         _: &Path,
     ) -> Result<Point> {
@@ -174,7 +179,7 @@ impl Experiment for ContainersLab {
         run::describe(m, env.tb)
     }
 
-    fn stop(&self, env: &Env<'_>, srv: run::Servers) -> String {
+    fn stop(&self, env: &Env<'_>, srv: crate::cgi::Servers) -> String {
         let log = srv.main.child.log_tail(1500);
         srv.stop(env.tb);
         log

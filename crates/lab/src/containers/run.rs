@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::opts::ContainersOpts;
 use super::plan::{Kind, Params, Variant};
 use super::summary::Point;
-use crate::cgi::{kill_strays, ClosedLoop, CpuSnap, CpuTicks, Running, TriageSite};
+use crate::cgi::{kill_strays, ClosedLoop, CpuSnap, CpuTicks, Running, Servers, TriageSite};
 use crate::error::{LabError, Result};
 use crate::peers::Prefork;
 use crate::testbed::{ServerSide, Testbed};
@@ -36,24 +36,6 @@ pub struct Setup<'a> {
     pub root: &'a Path,
     /// The script directory.
     pub bin: &'a Path,
-}
-
-/// A variant's server and, for a capped variant, its reference twin.
-pub struct Servers {
-    /// The server under test.
-    pub main: Running,
-    /// The twin (see the module docs), when the variant has one.
-    pub twin: Option<Running>,
-}
-
-impl Servers {
-    /// Stop both (each empties its own cgroup).
-    pub fn stop(self, tb: &Testbed) {
-        if let Some(t) = self.twin {
-            t.stop(tb);
-        }
-        self.main.stop(tb);
-    }
 }
 
 /// Start the server of variant `v` (and its twin, in `dir/twin`).

@@ -81,7 +81,7 @@ impl ReservationsLab {
 }
 
 impl Experiment for ReservationsLab {
-    type Server = run::Servers;
+    type Server = crate::cgi::Servers;
     type Point = ResPoint;
     type Measured = Point;
     type Summary = Summary;
@@ -138,7 +138,12 @@ impl Experiment for ReservationsLab {
         plan::sessions(&self.p, &self.variants)
     }
 
-    fn start(&self, env: &Env<'_>, s: &Session<ResPoint>, dir: &Path) -> Result<run::Servers> {
+    fn start(
+        &self,
+        env: &Env<'_>,
+        s: &Session<ResPoint>,
+        dir: &Path,
+    ) -> Result<crate::cgi::Servers> {
         let v = self
             .variants
             .iter()
@@ -160,7 +165,7 @@ impl Experiment for ReservationsLab {
     fn measure(
         &self,
         env: &Env<'_>,
-        srv: &mut run::Servers,
+        srv: &mut crate::cgi::Servers,
         pt: &ResPoint,
         _: &Path,
     ) -> Result<Point> {
@@ -178,7 +183,7 @@ impl Experiment for ReservationsLab {
         run::describe(m)
     }
 
-    fn stop(&self, env: &Env<'_>, srv: run::Servers) -> String {
+    fn stop(&self, env: &Env<'_>, srv: crate::cgi::Servers) -> String {
         let log = srv.main.child.log_tail(1500);
         srv.stop(env.tb);
         log

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::opts::ReservationsOpts;
 use super::plan::{Kind, Params, Variant, SITE_A, SITE_B};
 use super::summary::Point;
-use crate::cgi::{kill_strays, window_stats, ClosedLoop, CpuSnap, Running, TriageSite};
+use crate::cgi::{kill_strays, window_stats, ClosedLoop, CpuSnap, Running, Servers, TriageSite};
 use crate::error::{LabError, Result};
 use crate::peers::Prefork;
 use crate::testbed::{ServerSide, Testbed};
@@ -37,24 +37,6 @@ pub struct Setup<'a> {
 /// The twin's quota as a share of the server side's: half, so that the CPU is not saturated
 /// (a 50% side and its twin leave a quarter of the CPU to the kernel's network work).
 pub const TWIN_QUOTA_SHARE: f64 = 0.5;
-
-/// A variant's server and the reference twin.
-pub struct Servers {
-    /// The server under test.
-    pub main: Running,
-    /// The twin (see the module docs), unless `--no-twin`.
-    pub twin: Option<Running>,
-}
-
-impl Servers {
-    /// Stop both (each empties its own cgroup).
-    pub fn stop(self, tb: &Testbed) {
-        if let Some(t) = self.twin {
-            t.stop(tb);
-        }
-        self.main.stop(tb);
-    }
-}
 
 /// Start the server of variant `v` and the twin (in `dir/twin`).
 pub fn start(env: &Setup<'_>, v: &Variant, dir: &Path) -> Result<Servers> {
