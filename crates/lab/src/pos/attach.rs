@@ -79,14 +79,15 @@ fn marking_text(m: &crate::marking::MarkingReport) -> String {
     let pct = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0));
     format!(
         "; marking (the server's access log): {} of {} episodes marked, {} of them served text \
-         ({}), {} of {} text episodes marked ({})",
+         ({}), {} of {} text episodes marked ({}); {} of the raised episode time served text",
         m.counts.marked,
         m.counts.episodes,
         m.counts.marked_text,
         pct(m.precision),
         m.counts.marked_text,
         m.counts.text,
-        pct(m.recall)
+        pct(m.recall),
+        pct(m.time_precision)
     )
 }
 
