@@ -11,7 +11,10 @@
 //! - **only in a bottleneck**: the CPU is the bottleneck when followed tasks that woke waited
 //!   for a CPU, on average over the last period, at least [`KposConfig::bottleneck_delay`]
 //!   (the kernel's run queue is where the paper's LRQ is); otherwise nothing is raised and
-//!   everything raised is lowered;
+//!   everything raised is lowered. A period in which no followed task woke says nothing
+//!   about the CPU (the server was idle between two bursts, whatever else ran): it keeps
+//!   the last verdict, so that the first requests of the next burst find their workers
+//!   raised already if the CPU was the bottleneck when the server last worked;
 //! - PL (mean tasks running) and LRQ (mean tasks ready, not running) of the followed tasks,
 //!   per period, from the same events.
 
@@ -311,7 +314,12 @@ impl Kpos {
             lrq: self.ready_area as f64 / len,
             wake_delay,
             wakes: self.wakes,
-            bottleneck: self.wakes > 0 && wake_delay >= self.cfg.bottleneck_delay,
+            // No wake-up, no evidence: the last verdict stands (see the module docs).
+            bottleneck: if self.wakes > 0 {
+                wake_delay >= self.cfg.bottleneck_delay
+            } else {
+                self.load.bottleneck
+            },
         };
         let ctx = self.ctx(now);
         self.pos.tick(&ctx);
@@ -439,5 +447,25 @@ mod tests {
         assert_eq!(load.wake_delay, MS);
         assert!(load.pl > 0.0 && load.lrq > 0.0);
         assert_eq!(out, vec![Action::Raise(1)]);
+        // The server goes idle (no wake-up for two periods): the verdict stands, the sleeper
+        // stays raised for the next burst.
+        out.clear();
+        k.scan(1800 * MS, &mut out);
+        k.scan(2400 * MS, &mut out);
+        assert!(k.stats().load.bottleneck);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(k.raised(1));
+        // A period whose wake-ups run at once ends it: the worker is lowered.
+        let mut t = 2401 * MS;
+        for _ in 0..10 {
+            k.event(1, Input::Wake, t, &mut out);
+            k.event(1, Input::Run, t + 10_000, &mut out);
+            k.event(1, Input::Sleep, t + MS, &mut out);
+            t += 30 * MS;
+        }
+        out.clear();
+        k.scan(3000 * MS, &mut out);
+        assert!(!k.stats().load.bottleneck);
+        assert_eq!(out, vec![Action::Lower(1)]);
     }
 }
