@@ -11,10 +11,12 @@
 //! - **only in a bottleneck**: the CPU is the bottleneck when followed tasks that woke waited
 //!   for a CPU, on average over the last period, at least [`KposConfig::bottleneck_delay`]
 //!   (the kernel's run queue is where the paper's LRQ is); otherwise nothing is raised and
-//!   everything raised is lowered. A period in which no followed task woke says nothing
-//!   about the CPU (the server was idle between two bursts, whatever else ran): it keeps
-//!   the last verdict, so that the first requests of the next burst find their workers
-//!   raised already if the CPU was the bottleneck when the server last worked;
+//!   everything raised is lowered. Only the wake-ups of tasks *not* held raised count: a
+//!   raised task runs at once because of the lever, which says nothing about the CPU (counted,
+//!   the verdict would switch itself off as soon as it works). A period without such a
+//!   wake-up (the server idle between two bursts, or every waking task raised) keeps the
+//!   last verdict, so that the first requests of the next burst find their workers raised
+//!   already if the CPU was the bottleneck when the server last worked;
 //! - PL (mean tasks running) and LRQ (mean tasks ready, not running) of the followed tasks,
 //!   per period, from the same events.
 
@@ -251,7 +253,8 @@ impl Kpos {
         match (input, to) {
             (Input::Wake, _) => woke = Some(now),
             (_, State::Run) => {
-                if let Some(t0) = woke.take() {
+                // A raised task's delay is the lever's doing (see the module docs).
+                if let Some(t0) = woke.take().filter(|_| !self.raised.contains_key(&w)) {
                     self.wakes += 1;
                     self.wake_delay_sum += now.saturating_sub(t0) as u128;
                 }
@@ -455,16 +458,26 @@ mod tests {
         assert!(k.stats().load.bottleneck);
         assert!(out.is_empty(), "{out:?}");
         assert!(k.raised(1));
-        // A period whose wake-ups run at once ends it: the worker is lowered.
-        let mut t = 2401 * MS;
-        for _ in 0..10 {
-            k.event(1, Input::Wake, t, &mut out);
-            k.event(1, Input::Run, t + 10_000, &mut out);
-            k.event(1, Input::Sleep, t + MS, &mut out);
-            t += 30 * MS;
-        }
-        out.clear();
+        // The raised worker runs at once when it wakes: the lever's doing, no evidence.
+        k.event(1, Input::Wake, 2401 * MS, &mut out);
+        k.event(1, Input::Run, 2401 * MS + 10_000, &mut out);
+        k.event(1, Input::Sleep, 2402 * MS, &mut out);
         k.scan(3000 * MS, &mut out);
+        assert!(k.stats().load.bottleneck);
+        assert!(k.raised(1) && out.is_empty(), "{out:?}");
+        // An unraised worker (2: wakes every 2 ms, never past SLP once demoted) runs at once
+        // when it wakes: the CPU is free, the verdict ends and worker 1 is lowered.
+        k.event(2, Input::Start, 3000 * MS, &mut out);
+        let mut t = 3001 * MS;
+        for _ in 0..10 {
+            k.event(2, Input::Wake, t, &mut out);
+            k.event(2, Input::Run, t + 10_000, &mut out);
+            k.event(2, Input::Sleep, t + MS, &mut out);
+            t += 2 * MS;
+        }
+        assert!(!k.raised(2));
+        out.clear();
+        k.scan(3600 * MS, &mut out);
         assert!(!k.stats().load.bottleneck);
         assert_eq!(out, vec![Action::Lower(1)]);
     }
