@@ -8,14 +8,19 @@
 //! - **raise before the wake-up**: the lever is a system call on another task, so a task that
 //!   has waited longer than SLP is raised while still asleep ([`Pos::waiting_past_slp`]): when
 //!   it wakes, POS marks it and it is already raised;
-//! - **only in a bottleneck**: the CPU is the bottleneck when followed tasks that woke waited
-//!   for a CPU, on average over the last period, at least [`KposConfig::bottleneck_delay`]
-//!   (the kernel's run queue is where the paper's LRQ is); otherwise nothing is raised and
-//!   everything raised is lowered. Only the wake-ups of tasks *not* held raised count: a
+//! - **only in a bottleneck**: the CPU is the bottleneck when the followed tasks queued for
+//!   it, on average over the last period, at least [`KposConfig::bottleneck_lrq`] of them
+//!   ready but not running (the paper's LRQ: it grows with the load), or when those that
+//!   woke waited for a CPU at least [`KposConfig::bottleneck_delay`] on average (the kernel's
+//!   run queue is where the paper's LRQ is); otherwise nothing is raised and everything
+//!   raised is lowered. (A wake-up alone can miss the bottleneck: EEVDF runs a waking task
+//!   at once ahead of a CPU hog that has used its share, while the server's other tasks
+//!   queue preempted.) Only the wake-ups of tasks *not* held raised count: a
 //!   raised task runs at once because of the lever, which says nothing about the CPU (counted,
-//!   the verdict would switch itself off as soon as it works). A period without such a
-//!   wake-up (the server idle between two bursts, or every waking task raised) keeps the
-//!   last verdict, so that the first requests of the next burst find their workers raised
+//!   the verdict would switch itself off as soon as it works). A period without a queue in
+//!   which the followed tasks were idle (running or ready less than 1% of it: the server
+//!   between two bursts, whatever else ran) or no unraised task woke keeps the last
+//!   verdict, so that the first requests of the next burst find their workers raised
 //!   already if the CPU was the bottleneck when the server last worked;
 //! - PL (mean tasks running) and LRQ (mean tasks ready, not running) of the followed tasks,
 //!   per period, from the same events.
@@ -63,6 +68,9 @@ pub struct KposConfig {
     /// Mean wake-up-to-run delay of the last period from which the CPU counts as the
     /// bottleneck (a task that wakes on an idle CPU runs within tens of microseconds).
     pub bottleneck_delay: Nanos,
+    /// Mean number of followed tasks ready but not running (LRQ) over the last period from
+    /// which the CPU counts as the bottleneck (`f64::INFINITY`: the delay alone decides).
+    pub bottleneck_lrq: f64,
     /// Pull the lever whether or not the CPU is the bottleneck (labs, tests).
     pub always: bool,
 }
@@ -73,10 +81,15 @@ impl Default for KposConfig {
             policy: PolicyConfig::default(),
             cpus: 1,
             bottleneck_delay: MS / 4,
+            bottleneck_lrq: 1.0,
             always: false,
         }
     }
 }
+
+/// PL + LRQ of a period below which the followed tasks count as idle (they ran or queued
+/// less than 1% of it): such a period says nothing about the CPU.
+const IDLE_LOAD: f64 = 0.01;
 
 /// One followed task, as the adapter tracks it.
 #[derive(Debug, Clone, Copy)]
@@ -312,16 +325,22 @@ impl Kpos {
         } else {
             0
         };
+        let lrq = self.ready_area as f64 / len;
+        let pl = self.run_area as f64 / len;
+        let queued = lrq >= self.cfg.bottleneck_lrq;
         self.load = Load {
-            pl: self.run_area as f64 / len,
-            lrq: self.ready_area as f64 / len,
+            pl,
+            lrq,
             wake_delay,
             wakes: self.wakes,
-            // No wake-up, no evidence: the last verdict stands (see the module docs).
-            bottleneck: if self.wakes > 0 {
-                wake_delay >= self.cfg.bottleneck_delay
-            } else {
+            // An idle server, or no unraised wake-up: no evidence, the last verdict stands
+            // (see the module docs).
+            bottleneck: if queued {
+                true
+            } else if pl + lrq < IDLE_LOAD || self.wakes == 0 {
                 self.load.bottleneck
+            } else {
+                wake_delay >= self.cfg.bottleneck_delay
             },
         };
         let ctx = self.ctx(now);
@@ -374,6 +393,7 @@ mod tests {
             },
             cpus: 1,
             bottleneck_delay: MS / 4,
+            bottleneck_lrq: 1.0,
             always,
         }
     }
@@ -480,5 +500,39 @@ mod tests {
         k.scan(3600 * MS, &mut out);
         assert!(!k.stats().load.bottleneck);
         assert_eq!(out, vec![Action::Lower(1)]);
+    }
+
+    #[test]
+    fn a_queue_of_followed_tasks_is_a_bottleneck_even_if_wake_ups_run_at_once() {
+        let mut k = Kpos::new(cfg(false), 0).unwrap();
+        let mut out = Vec::new();
+        for w in 1..=3 {
+            k.event(w, Input::Start, 0, &mut out);
+        }
+        // Each wakes and runs at once, then two of them sit preempted (ready) for most of the
+        // period: LRQ about 2, wake delay 10 us.
+        for w in 1..=3 {
+            k.event(w, Input::Wake, MS, &mut out);
+            k.event(w, Input::Run, MS + 10_000, &mut out);
+        }
+        k.event(2, Input::Preempt, 2 * MS, &mut out);
+        k.event(3, Input::Preempt, 2 * MS, &mut out);
+        k.scan(600 * MS, &mut out);
+        let load = k.stats().load;
+        assert!(load.lrq > 1.5 && load.wake_delay < MS / 4, "{load:?}");
+        assert!(load.bottleneck, "{load:?}");
+        // With the queue criterion off, the same period is no bottleneck.
+        let mut c = cfg(false);
+        c.bottleneck_lrq = f64::INFINITY;
+        let mut k = Kpos::new(c, 0).unwrap();
+        for w in 1..=3 {
+            k.event(w, Input::Start, 0, &mut out);
+            k.event(w, Input::Wake, MS, &mut out);
+            k.event(w, Input::Run, MS + 10_000, &mut out);
+        }
+        k.event(2, Input::Preempt, 2 * MS, &mut out);
+        k.event(3, Input::Preempt, 2 * MS, &mut out);
+        k.scan(600 * MS, &mut out);
+        assert!(!k.stats().load.bottleneck);
     }
 }

@@ -57,6 +57,10 @@ pub struct Args {
     /// bottleneck (below it nothing is raised).
     #[arg(long, default_value = "250us")]
     bottleneck_delay: Dur,
+    /// Mean number of followed tasks waiting for the CPU (LRQ) over a period from which the
+    /// CPU counts as the bottleneck (either this or --bottleneck-delay suffices).
+    #[arg(long, default_value_t = 1.0)]
+    bottleneck_lrq: f64,
     /// Raise marked tasks whether or not the CPU is the bottleneck.
     #[arg(long)]
     always: bool,
@@ -126,6 +130,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .cpus
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     cfg.kpos.bottleneck_delay = a.bottleneck_delay.0.as_nanos() as u64;
+    cfg.kpos.bottleneck_lrq = a.bottleneck_lrq;
     cfg.kpos.always = a.always;
     cfg.admin = a.admin;
     cfg.duration = a.duration.map(|d| d.0);
