@@ -18,7 +18,7 @@
 //!   queue preempted.) Only the wake-ups of tasks *not* held raised count: a
 //!   raised task runs at once because of the lever, which says nothing about the CPU (counted,
 //!   the verdict would switch itself off as soon as it works). A period without a queue in
-//!   which the followed tasks were idle (running or ready less than 1% of it: the server
+//!   which the followed tasks were idle (running or ready less than 10% of it: the server
 //!   between two bursts, whatever else ran) or no unraised task woke keeps the last
 //!   verdict, so that the first requests of the next burst find their workers raised
 //!   already if the CPU was the bottleneck when the server last worked;
@@ -88,8 +88,9 @@ impl Default for KposConfig {
 }
 
 /// PL + LRQ of a period below which the followed tasks count as idle (they ran or queued
-/// less than 1% of it): such a period says nothing about the CPU.
-const IDLE_LOAD: f64 = 0.01;
+/// less than 10% of it: a server between two bursts, a few stray wake-ups): such a period
+/// says nothing about the CPU.
+const IDLE_LOAD: f64 = 0.1;
 
 /// One followed task, as the adapter tracks it.
 #[derive(Debug, Clone, Copy)]
@@ -449,7 +450,7 @@ mod tests {
         for _ in 0..10 {
             k.event(1, Input::Wake, t, &mut out);
             k.event(1, Input::Run, t + 10_000, &mut out);
-            k.event(1, Input::Sleep, t + MS, &mut out);
+            k.event(1, Input::Sleep, t + 10 * MS, &mut out);
             t += 30 * MS;
         }
         k.scan(600 * MS, &mut out);
@@ -461,7 +462,7 @@ mod tests {
         for _ in 0..10 {
             k.event(1, Input::Wake, t, &mut out);
             k.event(1, Input::Run, t + MS, &mut out);
-            k.event(1, Input::Sleep, t + 2 * MS, &mut out);
+            k.event(1, Input::Sleep, t + 11 * MS, &mut out);
             t += 30 * MS;
         }
         k.scan(1200 * MS, &mut out);
@@ -485,15 +486,15 @@ mod tests {
         k.scan(3000 * MS, &mut out);
         assert!(k.stats().load.bottleneck);
         assert!(k.raised(1) && out.is_empty(), "{out:?}");
-        // An unraised worker (2: wakes every 2 ms, never past SLP once demoted) runs at once
+        // An unraised worker (2: runs 20 ms, waits 2 ms, never past SLP once demoted) runs at once
         // when it wakes: the CPU is free, the verdict ends and worker 1 is lowered.
         k.event(2, Input::Start, 3000 * MS, &mut out);
         let mut t = 3001 * MS;
         for _ in 0..10 {
             k.event(2, Input::Wake, t, &mut out);
             k.event(2, Input::Run, t + 10_000, &mut out);
-            k.event(2, Input::Sleep, t + MS, &mut out);
-            t += 2 * MS;
+            k.event(2, Input::Sleep, t + 20 * MS, &mut out);
+            t += 22 * MS;
         }
         assert!(!k.raised(2));
         out.clear();
