@@ -10,7 +10,8 @@
 //!   it wakes, POS marks it and it is already raised;
 //! - **only in a bottleneck**: the CPU is the bottleneck when the followed tasks queued for
 //!   it, on average over the last period, at least [`KposConfig::bottleneck_lrq`] of them
-//!   ready but not running (the paper's LRQ: it grows with the load), or when those that
+//!   ready but not running (the paper's LRQ: it grows with the load) or more time ready
+//!   than running (LRQ >= PL: they wait for the CPU longer than they use it), or when those that
 //!   woke waited for a CPU at least [`KposConfig::bottleneck_delay`] on average (the kernel's
 //!   run queue is where the paper's LRQ is); otherwise nothing is raised and everything
 //!   raised is lowered. (A wake-up alone can miss the bottleneck: EEVDF runs a waking task
@@ -69,7 +70,8 @@ pub struct KposConfig {
     /// bottleneck (a task that wakes on an idle CPU runs within tens of microseconds).
     pub bottleneck_delay: Nanos,
     /// Mean number of followed tasks ready but not running (LRQ) over the last period from
-    /// which the CPU counts as the bottleneck (`f64::INFINITY`: the delay alone decides).
+    /// which the CPU counts as the bottleneck (also LRQ >= PL; `f64::INFINITY`: the delay
+    /// alone decides).
     pub bottleneck_lrq: f64,
     /// Pull the lever whether or not the CPU is the bottleneck (labs, tests).
     pub always: bool,
@@ -328,7 +330,10 @@ impl Kpos {
         };
         let lrq = self.ready_area as f64 / len;
         let pl = self.run_area as f64 / len;
-        let queued = lrq >= self.cfg.bottleneck_lrq;
+        // A queue of followed tasks, or tasks that spent more of the period waiting for the
+        // CPU than using it (between bursts a lone ready task the hog keeps from running).
+        let queued = lrq >= self.cfg.bottleneck_lrq
+            || (self.cfg.bottleneck_lrq.is_finite() && lrq > 0.0 && lrq >= pl);
         self.load = Load {
             pl,
             lrq,
@@ -535,5 +540,18 @@ mod tests {
         k.event(3, Input::Preempt, 2 * MS, &mut out);
         k.scan(600 * MS, &mut out);
         assert!(!k.stats().load.bottleneck);
+        // One task that runs 30 ms and then sits ready 120 ms (the hog holds the CPU):
+        // LRQ 0.2 >= PL 0.05, a bottleneck though no queue of 1 formed.
+        let mut k = Kpos::new(cfg(false), 0).unwrap();
+        k.event(1, Input::Start, 0, &mut out);
+        k.event(1, Input::Wake, MS, &mut out);
+        k.event(1, Input::Run, MS + 10_000, &mut out);
+        k.event(1, Input::Preempt, 31 * MS, &mut out);
+        k.event(1, Input::Run, 151 * MS, &mut out);
+        k.event(1, Input::Sleep, 152 * MS, &mut out);
+        k.scan(600 * MS, &mut out);
+        let load = k.stats().load;
+        assert!(load.lrq < 1.0 && load.lrq >= load.pl, "{load:?}");
+        assert!(load.bottleneck, "{load:?}");
     }
 }
