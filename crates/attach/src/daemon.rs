@@ -16,7 +16,9 @@ use os::proctrace::{self, Kind, Logger, Target, TaskEvent, Tid, Tracer};
 use policy::kpos::{Action, Input, Kpos, KposConfig};
 
 use crate::check;
+use crate::front::Front;
 use crate::metrics::Snapshot;
+use crate::rest::{Direction, Rest};
 
 /// Which logger to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +61,14 @@ pub struct AttachConfig {
     /// logging only) to this file: a lab matches it against a server's access log to tell
     /// how many marked service episodes served text.
     pub actions_log: Option<PathBuf>,
+    /// Processes in front of the followed ones that every request crosses (nginx before
+    /// php-fpm): raised with them while any followed task is raised ([`crate::front`]), so a
+    /// raised script's page is not left waiting behind it.
+    pub front: Vec<i32>,
+    /// Raise the marked tasks, or lower the unmarked ones ([`crate::rest`]).
+    pub direction: Direction,
+    /// Nice value of a task held low with [`Direction::LowerRest`].
+    pub rest_nice: i32,
 }
 
 impl AttachConfig {
@@ -77,6 +87,9 @@ impl AttachConfig {
             report_every: None,
             force: false,
             actions_log: None,
+            front: Vec::new(),
+            direction: Direction::RaiseMarked,
+            rest_nice: 19,
         }
     }
 }
@@ -96,6 +109,9 @@ pub enum AttachError {
     /// The lever would do nothing where the tasks are.
     #[error("{0} (or --force)")]
     Placement(String),
+    /// Options that do not go together.
+    #[error("{0}")]
+    Usage(String),
     /// Any other failure.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -110,6 +126,20 @@ pub fn run(
 ) -> Result<Snapshot, AttachError> {
     if cfg.lever.is_some() && !nix::unistd::geteuid().is_root() {
         return Err(AttachError::NotRoot);
+    }
+    if cfg.direction == Direction::LowerRest {
+        if !cfg.front.is_empty() {
+            return Err(AttachError::Usage(
+                "--front-pid raises a front with the marked tasks; with --direction lower-rest \
+                 nothing is raised (the front keeps its value)"
+                    .into(),
+            ));
+        }
+        if cfg.lever == Some(LeverKind::Weight) || !(0..=19).contains(&cfg.rest_nice) {
+            return Err(AttachError::Usage(
+                "--direction lower-rest needs a nice lever and a --rest-nice of 0 to 19".into(),
+            ));
+        }
     }
     let rec = os::lever::recover(&cfg.state_dir);
     if rec.journals > 0 {
@@ -159,9 +189,25 @@ pub fn run(
     let mut kpos =
         Kpos::new(cfg.kpos.clone(), start_ns).map_err(|e| AttachError::Target(e.to_string()))?;
     let mut lever = match cfg.lever {
-        Some(k) => Some(Lever::new(LeverConfig::new(k), &cfg.state_dir)?),
+        Some(k) => {
+            let mut lc = LeverConfig::new(k);
+            if cfg.direction == Direction::LowerRest {
+                lc.nice = cfg.rest_nice;
+            }
+            Some(Lever::new(lc, &cfg.state_dir)?)
+        }
         None => None,
     };
+    let mut front = Front::new(&cfg.front);
+    if !front.is_empty() {
+        let _ = writeln!(
+            out,
+            "front: {} task(s) of pid(s) {:?}, raised while any followed task is",
+            front.tasks(),
+            cfg.front
+        );
+    }
+    let mut rest = Rest::default();
     let snap = Arc::new(Mutex::new(Snapshot {
         logger: tracer.logger().name(),
         lever: cfg.lever.map_or("none", |k| k.name()),
@@ -184,13 +230,15 @@ pub fn run(
         s: Snapshot::default(),
         errors_shown: 0,
         actions,
+        direction: cfg.direction,
     };
     let _ = writeln!(
         out,
-        "following {} task(s) of {}; lever {}",
+        "following {} task(s) of {}; lever {}; direction {}",
         tasks.len(),
         cfg.target,
-        cfg.lever.map_or("none (log only)", |k| k.name())
+        cfg.lever.map_or("none (log only)", |k| k.name()),
+        cfg.direction.name()
     );
     for t in tasks {
         d.start(&mut tracer, &mut kpos, t, start_ns);
@@ -220,8 +268,18 @@ pub fn run(
         d.acts.clear();
         kpos.scan(proctrace::monotonic_ns(), &mut d.acts);
         d.apply(lever.as_mut(), None, out);
+        if let Some(l) = lever.as_mut() {
+            if cfg.direction == Direction::LowerRest {
+                d.s.lever_errors += rest.sync(&d.known, &kpos, l, cfg.kpos.always, out);
+            }
+            if !front.is_empty() {
+                let any = l.raised() > front.held();
+                d.s.lever_errors += front.sync(l, any, out);
+            }
+        }
         if last_rescan.elapsed() >= cfg.rescan {
             last_rescan = Instant::now();
+            front.rescan();
             if !matches!(cfg.target, Target::Pid(_)) {
                 if let Ok(ts) = proctrace::targets::tasks(&cfg.target) {
                     let now = proctrace::monotonic_ns();
@@ -288,6 +346,9 @@ struct Daemon {
     errors_shown: u32,
     /// [`AttachConfig::actions_log`], open.
     actions: Option<std::io::BufWriter<std::fs::File>>,
+    /// [`AttachConfig::direction`]: with [`Direction::LowerRest`] POS's decisions are
+    /// applied by [`Rest::sync`], not one by one.
+    direction: Direction,
 }
 
 impl Daemon {
@@ -329,7 +390,8 @@ impl Daemon {
             // A task that joined without a fork event (the poller's first sight of it).
             self.known.insert(ev.tid);
         }
-        let raised_before = lever.as_deref().is_some_and(|l| l.is_raised(ev.tid));
+        let raised_before = self.direction == Direction::RaiseMarked
+            && lever.as_deref().is_some_and(|l| l.is_raised(ev.tid));
         self.acts.clear();
         kpos.event(ev.tid as u64, input, ev.t_ns, &mut self.acts);
         let wake = (input == Input::Wake).then_some(ev);
@@ -354,7 +416,7 @@ impl Daemon {
                 };
             }
         }
-        let Some(l) = lever else {
+        let Some(l) = lever.filter(|_| self.direction == Direction::RaiseMarked) else {
             self.acts.clear();
             return;
         };

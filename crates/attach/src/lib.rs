@@ -10,14 +10,19 @@
 //! - [`admin`]: `/metrics` on an admin address;
 //! - [`signals`]: SIGINT/SIGTERM to a stop flag;
 //! - [`check`]: whether a nice value can reach the followed tasks' competitors;
+//! - [`front`]: the processes every request crosses, raised with the followed ones;
+//! - [`rest`]: the lever's direction (raise the marked, or lower the rest);
 //! - [`daemon`]: the loop ([`daemon::run`]).
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod check;
 pub mod daemon;
+pub mod front;
 pub mod hist;
 pub mod metrics;
+pub mod rest;
 pub mod signals;
 
 pub use daemon::{run, AttachConfig, AttachError, LoggerChoice};
+pub use rest::Direction;

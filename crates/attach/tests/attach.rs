@@ -132,3 +132,93 @@ fn a_missing_target_is_a_one_line_error() {
     assert!(e.to_string().contains("no process"), "{e}");
     assert!(!e.to_string().contains('\n'));
 }
+
+/// Wait up to 1.5 s for `pid`'s nice value to be `want`.
+fn reaches_nice(pid: i32, want: i32) -> bool {
+    for _ in 0..150 {
+        if os::prio::thread_nice(pid) == Ok(want) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Run the daemon with `cfg` in a thread until `stop` is set; returns its result and output.
+fn spawn_daemon(
+    cfg: AttachConfig,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(Result<attach::metrics::Snapshot, AttachError>, String)> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let r = attach::run(&cfg, &mut out, &move || stop.load(Ordering::Relaxed));
+        (r, String::from_utf8_lossy(&out).into_owned())
+    })
+}
+
+#[test]
+fn the_front_is_raised_with_a_raised_worker_and_restored_after() {
+    if !is_root() {
+        eprintln!("SKIP the_front_is_raised_with...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut worker = text_worker("1000");
+    let mut front = Command::new("sleep").arg("30").spawn().unwrap();
+    let (wpid, fpid) = (worker.id() as i32, front.id() as i32);
+    let base = os::prio::thread_nice(fpid).unwrap();
+    let mut cfg = config(wpid, dir.path());
+    cfg.front = vec![fpid];
+    let stop = Arc::new(AtomicBool::new(false));
+    let d = spawn_daemon(cfg, stop.clone());
+    let raised = reaches_nice(fpid, -20);
+    stop.store(true, Ordering::Relaxed);
+    let (r, out) = d.join().unwrap();
+    r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(raised, "the front was raised with the worker\n{out}");
+    assert!(out.contains("front: 1 task(s)"), "{out}");
+    assert_eq!(
+        os::prio::thread_nice(fpid).unwrap(),
+        base,
+        "restored\n{out}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    for c in [&mut worker, &mut front] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[test]
+fn lower_rest_lowers_an_unmarked_worker_and_restores_it() {
+    if !is_root() {
+        eprintln!("SKIP lower_rest_lowers...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Never waits longer than SLP (20 ms): never marked, so held low.
+    let mut busy = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.002; done"])
+        .spawn()
+        .unwrap();
+    let pid = busy.id() as i32;
+    let base = os::prio::thread_nice(pid).unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.direction = attach::Direction::LowerRest;
+    let stop = Arc::new(AtomicBool::new(false));
+    let d = spawn_daemon(cfg.clone(), stop.clone());
+    let lowered = reaches_nice(pid, 19);
+    stop.store(true, Ordering::Relaxed);
+    let (r, out) = d.join().unwrap();
+    r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(lowered, "the unmarked worker was held at +19\n{out}");
+    assert!(out.contains("direction lower-rest"), "{out}");
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // A front with lower-rest is refused: nothing would raise it.
+    cfg.front = vec![pid];
+    let e = attach::run(&cfg, &mut Vec::new(), &|| false).unwrap_err();
+    assert!(matches!(e, AttachError::Usage(_)), "{e}");
+    let _ = busy.kill();
+    let _ = busy.wait();
+}

@@ -89,6 +89,11 @@ pub struct MarkingAccuracy {
     pub marked: u64,
     /// Marked episodes that served text.
     pub marked_text: u64,
+    /// Time (ns) episodes spent with their child raised: an episode counts as marked if
+    /// raised for a moment (an image demoted at its first band), this says for how long.
+    pub raised_ns: u128,
+    /// Of it, the time of episodes that served text.
+    pub raised_text_ns: u128,
 }
 
 impl MarkingAccuracy {
@@ -103,6 +108,12 @@ impl MarkingAccuracy {
         (self.text > 0).then(|| self.marked_text as f64 / self.text as f64)
     }
 
+    /// The share of the raised episode time that served text (the precision weighted by
+    /// how long each episode stayed raised); `None` if nothing was raised.
+    pub fn time_precision(&self) -> Option<f64> {
+        (self.raised_ns > 0).then(|| self.raised_text_ns as f64 / self.raised_ns as f64)
+    }
+
     /// The sum of two runs' counts.
     pub fn plus(self, o: MarkingAccuracy) -> MarkingAccuracy {
         MarkingAccuracy {
@@ -110,6 +121,8 @@ impl MarkingAccuracy {
             text: self.text + o.text,
             marked: self.marked + o.marked,
             marked_text: self.marked_text + o.marked_text,
+            raised_ns: self.raised_ns + o.raised_ns,
+            raised_text_ns: self.raised_text_ns + o.raised_text_ns,
         }
     }
 }
@@ -124,6 +137,9 @@ pub struct MarkingReport {
     pub precision: Option<f64>,
     /// [`MarkingAccuracy::recall`]: the share of text episodes that were marked.
     pub recall: Option<f64>,
+    /// [`MarkingAccuracy::time_precision`]: the share of raised episode time that served
+    /// text.
+    pub time_precision: Option<f64>,
 }
 
 impl From<MarkingAccuracy> for MarkingReport {
@@ -132,6 +148,7 @@ impl From<MarkingAccuracy> for MarkingReport {
             counts,
             precision: counts.precision(),
             recall: counts.recall(),
+            time_precision: counts.time_precision(),
         }
     }
 }
@@ -146,6 +163,28 @@ fn marked_during(acts: &[(u128, bool)], from: u128, to: u128) -> bool {
     acts.iter().any(|a| a.1 && a.0 > from && a.0 <= to)
 }
 
+/// How long the task with `acts` was raised within `[from, to]` (ns).
+fn raised_within(acts: &[(u128, bool)], from: u128, to: u128) -> u128 {
+    let mut raised_since = acts
+        .iter()
+        .take_while(|a| a.0 <= from)
+        .last()
+        .filter(|a| a.1)
+        .map(|_| from);
+    let mut total = 0;
+    for &(t, up) in acts.iter().filter(|a| a.0 > from && a.0 <= to) {
+        match (up, raised_since) {
+            (true, None) => raised_since = Some(t),
+            (false, Some(s)) => {
+                total += t - s;
+                raised_since = None;
+            }
+            _ => {}
+        }
+    }
+    total + raised_since.map_or(0, |s| to - s)
+}
+
 /// Match `episodes` with the daemon's decisions `acts`.
 pub fn accuracy(episodes: &[Episode], acts: &BTreeMap<u64, Vec<(u128, bool)>>) -> MarkingAccuracy {
     let mut m = MarkingAccuracy::default();
@@ -158,6 +197,11 @@ pub fn accuracy(episodes: &[Episode], acts: &BTreeMap<u64, Vec<(u128, bool)>>) -
         if marked {
             m.marked += 1;
             m.marked_text += u64::from(e.text);
+            let r = raised_within(&acts[&e.tid], e.start_ns, e.start_ns + e.dur_ns);
+            m.raised_ns += r;
+            if e.text {
+                m.raised_text_ns += r;
+            }
         }
     }
     m
@@ -193,9 +237,14 @@ mod tests {
                 episodes: 4,
                 text: 2,
                 marked: 2,
-                marked_text: 1
+                marked_text: 1,
+                // 101: raised through [1000.000, 1000.003] (3 ms, lowered after it);
+                // 102: raised from 1000.015 to its end at 1000.0225 (7.5 ms).
+                raised_ns: 10_500_000,
+                raised_text_ns: 3_000_000,
             }
         );
+        assert_eq!(m.time_precision(), Some(3.0 / 10.5));
         assert_eq!(m.precision(), Some(0.5));
         assert_eq!(m.recall(), Some(0.5));
         assert_eq!(m.plus(m).marked, 4);

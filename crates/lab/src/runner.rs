@@ -52,6 +52,10 @@ pub struct Variant {
     /// server (the `+pos` variants of unmodified servers); `None`: no daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attach: Option<Vec<String>>,
+    /// Also give the daemon the server's front (php-fpm's nginx) with `--front-pid`, to be
+    /// raised with the followed tasks (no-op for a server without a front).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub attach_front: bool,
 }
 
 impl Variant {
@@ -64,6 +68,7 @@ impl Variant {
             },
             hog,
             attach: None,
+            attach_front: false,
         }
     }
 
@@ -74,6 +79,7 @@ impl Variant {
             server: ServerKind::Peer { peer },
             hog,
             attach: None,
+            attach_front: false,
         }
     }
 
@@ -81,6 +87,13 @@ impl Variant {
     pub fn with_attach(mut self, name: &str, flags: &[&str]) -> Variant {
         self.name = name.to_owned();
         self.attach = Some(flags.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// This variant with the server's front raised with the followed tasks
+    /// ([`Variant::attach_front`]).
+    pub fn with_front(mut self) -> Variant {
+        self.attach_front = true;
         self
     }
 
@@ -197,6 +210,7 @@ impl Bench<'_> {
     fn spawn_attach(
         &self,
         pid: u32,
+        front: Option<u32>,
         flags: &[String],
         load: &LoadPlan,
         dir: &Path,
@@ -219,6 +233,9 @@ impl Bench<'_> {
             os("--report-every"),
             os("1s"),
         ];
+        if let Some(f) = front {
+            args.extend([os("--front-pid"), os(f.to_string())]);
+        }
         args.extend(flags.iter().map(os));
         self.tb.spawn_client(
             "triage pos attach",
@@ -333,7 +350,8 @@ impl Bench<'_> {
             Some(flags) => {
                 let a = SocketAddr::from(([127, 0, 0, 1], self.tb.server_addr()?.port()));
                 daemon_admin = Some(a);
-                Some(self.spawn_attach(server.pid(), flags, load, dir, a)?)
+                let f = front.as_ref().filter(|_| v.attach_front).map(|f| f.pid());
+                Some(self.spawn_attach(server.pid(), f, flags, load, dir, a)?)
             }
             None => None,
         };

@@ -8,10 +8,21 @@
 //! - **raise before the wake-up**: the lever is a system call on another task, so a task that
 //!   has waited longer than SLP is raised while still asleep ([`Pos::waiting_past_slp`]): when
 //!   it wakes, POS marks it and it is already raised;
-//! - **only in a bottleneck**: the CPU is the bottleneck when followed tasks that woke waited
-//!   for a CPU, on average over the last period, at least [`KposConfig::bottleneck_delay`]
-//!   (the kernel's run queue is where the paper's LRQ is); otherwise nothing is raised and
-//!   everything raised is lowered;
+//! - **only in a bottleneck**: the CPU is the bottleneck when the followed tasks queued for
+//!   it, on average over the last period, at least [`KposConfig::bottleneck_lrq`] of them
+//!   ready but not running (the paper's LRQ: it grows with the load) or more time ready
+//!   than running (LRQ >= PL: they wait for the CPU longer than they use it), or when those that
+//!   woke waited for a CPU at least [`KposConfig::bottleneck_delay`] on average (the kernel's
+//!   run queue is where the paper's LRQ is); otherwise nothing is raised and everything
+//!   raised is lowered. (A wake-up alone can miss the bottleneck: EEVDF runs a waking task
+//!   at once ahead of a CPU hog that has used its share, while the server's other tasks
+//!   queue preempted.) Only the wake-ups of tasks *not* held raised count: a
+//!   raised task runs at once because of the lever, which says nothing about the CPU (counted,
+//!   the verdict would switch itself off as soon as it works). A period without a queue in
+//!   which the followed tasks were idle (running or ready less than 10% of it: the server
+//!   between two bursts, whatever else ran) or no unraised task woke keeps the last
+//!   verdict, so that the first requests of the next burst find their workers raised
+//!   already if the CPU was the bottleneck when the server last worked;
 //! - PL (mean tasks running) and LRQ (mean tasks ready, not running) of the followed tasks,
 //!   per period, from the same events.
 
@@ -58,6 +69,10 @@ pub struct KposConfig {
     /// Mean wake-up-to-run delay of the last period from which the CPU counts as the
     /// bottleneck (a task that wakes on an idle CPU runs within tens of microseconds).
     pub bottleneck_delay: Nanos,
+    /// Mean number of followed tasks ready but not running (LRQ) over the last period from
+    /// which the CPU counts as the bottleneck (also LRQ >= PL; `f64::INFINITY`: the delay
+    /// alone decides).
+    pub bottleneck_lrq: f64,
     /// Pull the lever whether or not the CPU is the bottleneck (labs, tests).
     pub always: bool,
 }
@@ -68,10 +83,16 @@ impl Default for KposConfig {
             policy: PolicyConfig::default(),
             cpus: 1,
             bottleneck_delay: MS / 4,
+            bottleneck_lrq: 1.0,
             always: false,
         }
     }
 }
+
+/// PL + LRQ of a period below which the followed tasks count as idle (they ran or queued
+/// less than 10% of it: a server between two bursts, a few stray wake-ups): such a period
+/// says nothing about the CPU.
+const IDLE_LOAD: f64 = 0.1;
 
 /// One followed task, as the adapter tracks it.
 #[derive(Debug, Clone, Copy)]
@@ -248,7 +269,8 @@ impl Kpos {
         match (input, to) {
             (Input::Wake, _) => woke = Some(now),
             (_, State::Run) => {
-                if let Some(t0) = woke.take() {
+                // A raised task's delay is the lever's doing (see the module docs).
+                if let Some(t0) = woke.take().filter(|_| !self.raised.contains_key(&w)) {
                     self.wakes += 1;
                     self.wake_delay_sum += now.saturating_sub(t0) as u128;
                 }
@@ -306,12 +328,26 @@ impl Kpos {
         } else {
             0
         };
+        let lrq = self.ready_area as f64 / len;
+        let pl = self.run_area as f64 / len;
+        // A queue of followed tasks, or tasks that spent more of the period waiting for the
+        // CPU than using it (between bursts a lone ready task the hog keeps from running).
+        let queued = lrq >= self.cfg.bottleneck_lrq
+            || (self.cfg.bottleneck_lrq.is_finite() && lrq > 0.0 && lrq >= pl);
         self.load = Load {
-            pl: self.run_area as f64 / len,
-            lrq: self.ready_area as f64 / len,
+            pl,
+            lrq,
             wake_delay,
             wakes: self.wakes,
-            bottleneck: self.wakes > 0 && wake_delay >= self.cfg.bottleneck_delay,
+            // An idle server, or no unraised wake-up: no evidence, the last verdict stands
+            // (see the module docs).
+            bottleneck: if queued {
+                true
+            } else if pl + lrq < IDLE_LOAD || self.wakes == 0 {
+                self.load.bottleneck
+            } else {
+                wake_delay >= self.cfg.bottleneck_delay
+            },
         };
         let ctx = self.ctx(now);
         self.pos.tick(&ctx);
@@ -363,6 +399,7 @@ mod tests {
             },
             cpus: 1,
             bottleneck_delay: MS / 4,
+            bottleneck_lrq: 1.0,
             always,
         }
     }
@@ -418,7 +455,7 @@ mod tests {
         for _ in 0..10 {
             k.event(1, Input::Wake, t, &mut out);
             k.event(1, Input::Run, t + 10_000, &mut out);
-            k.event(1, Input::Sleep, t + MS, &mut out);
+            k.event(1, Input::Sleep, t + 10 * MS, &mut out);
             t += 30 * MS;
         }
         k.scan(600 * MS, &mut out);
@@ -430,7 +467,7 @@ mod tests {
         for _ in 0..10 {
             k.event(1, Input::Wake, t, &mut out);
             k.event(1, Input::Run, t + MS, &mut out);
-            k.event(1, Input::Sleep, t + 2 * MS, &mut out);
+            k.event(1, Input::Sleep, t + 11 * MS, &mut out);
             t += 30 * MS;
         }
         k.scan(1200 * MS, &mut out);
@@ -439,5 +476,82 @@ mod tests {
         assert_eq!(load.wake_delay, MS);
         assert!(load.pl > 0.0 && load.lrq > 0.0);
         assert_eq!(out, vec![Action::Raise(1)]);
+        // The server goes idle (no wake-up for two periods): the verdict stands, the sleeper
+        // stays raised for the next burst.
+        out.clear();
+        k.scan(1800 * MS, &mut out);
+        k.scan(2400 * MS, &mut out);
+        assert!(k.stats().load.bottleneck);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(k.raised(1));
+        // The raised worker runs at once when it wakes: the lever's doing, no evidence.
+        k.event(1, Input::Wake, 2401 * MS, &mut out);
+        k.event(1, Input::Run, 2401 * MS + 10_000, &mut out);
+        k.event(1, Input::Sleep, 2402 * MS, &mut out);
+        k.scan(3000 * MS, &mut out);
+        assert!(k.stats().load.bottleneck);
+        assert!(k.raised(1) && out.is_empty(), "{out:?}");
+        // An unraised worker (2: runs 20 ms, waits 2 ms, never past SLP once demoted) runs at once
+        // when it wakes: the CPU is free, the verdict ends and worker 1 is lowered.
+        k.event(2, Input::Start, 3000 * MS, &mut out);
+        let mut t = 3001 * MS;
+        for _ in 0..10 {
+            k.event(2, Input::Wake, t, &mut out);
+            k.event(2, Input::Run, t + 10_000, &mut out);
+            k.event(2, Input::Sleep, t + 20 * MS, &mut out);
+            t += 22 * MS;
+        }
+        assert!(!k.raised(2));
+        out.clear();
+        k.scan(3600 * MS, &mut out);
+        assert!(!k.stats().load.bottleneck);
+        assert_eq!(out, vec![Action::Lower(1)]);
+    }
+
+    #[test]
+    fn a_queue_of_followed_tasks_is_a_bottleneck_even_if_wake_ups_run_at_once() {
+        let mut k = Kpos::new(cfg(false), 0).unwrap();
+        let mut out = Vec::new();
+        for w in 1..=3 {
+            k.event(w, Input::Start, 0, &mut out);
+        }
+        // Each wakes and runs at once, then two of them sit preempted (ready) for most of the
+        // period: LRQ about 2, wake delay 10 us.
+        for w in 1..=3 {
+            k.event(w, Input::Wake, MS, &mut out);
+            k.event(w, Input::Run, MS + 10_000, &mut out);
+        }
+        k.event(2, Input::Preempt, 2 * MS, &mut out);
+        k.event(3, Input::Preempt, 2 * MS, &mut out);
+        k.scan(600 * MS, &mut out);
+        let load = k.stats().load;
+        assert!(load.lrq > 1.5 && load.wake_delay < MS / 4, "{load:?}");
+        assert!(load.bottleneck, "{load:?}");
+        // With the queue criterion off, the same period is no bottleneck.
+        let mut c = cfg(false);
+        c.bottleneck_lrq = f64::INFINITY;
+        let mut k = Kpos::new(c, 0).unwrap();
+        for w in 1..=3 {
+            k.event(w, Input::Start, 0, &mut out);
+            k.event(w, Input::Wake, MS, &mut out);
+            k.event(w, Input::Run, MS + 10_000, &mut out);
+        }
+        k.event(2, Input::Preempt, 2 * MS, &mut out);
+        k.event(3, Input::Preempt, 2 * MS, &mut out);
+        k.scan(600 * MS, &mut out);
+        assert!(!k.stats().load.bottleneck);
+        // One task that runs 30 ms and then sits ready 120 ms (the hog holds the CPU):
+        // LRQ 0.2 >= PL 0.05, a bottleneck though no queue of 1 formed.
+        let mut k = Kpos::new(cfg(false), 0).unwrap();
+        k.event(1, Input::Start, 0, &mut out);
+        k.event(1, Input::Wake, MS, &mut out);
+        k.event(1, Input::Run, MS + 10_000, &mut out);
+        k.event(1, Input::Preempt, 31 * MS, &mut out);
+        k.event(1, Input::Run, 151 * MS, &mut out);
+        k.event(1, Input::Sleep, 152 * MS, &mut out);
+        k.scan(600 * MS, &mut out);
+        let load = k.stats().load;
+        assert!(load.lrq < 1.0 && load.lrq >= load.pl, "{load:?}");
+        assert!(load.bottleneck, "{load:?}");
     }
 }

@@ -9,7 +9,13 @@
 //!   CPU busy all the time in exp 1);
 //! - `php-fpm+pos`, `php-fpm+pos-slice`, `php-fpm+pos-log`, `php-fpm+all20`: the same
 //!   with nginx + php-fpm ([`super::php`]), the daemon following the php-fpm master and its
-//!   pool's children (nginx, a front, is not followed).
+//!   pool's children (nginx, a front, is not followed);
+//! - `<kind>-front` (`php-fpm+pos-front`, `php-fpm+all20-front`): the same, with nginx (the
+//!   front every request crosses) raised while any child is (`--front-pid`): whether the
+//!   front starving behind children at -20 is what the lever loses;
+//! - `<server>+pos-rest`: the lever's other direction, the unmarked children lowered to nice
+//!   +19 and the marked left at 0 (`--direction lower-rest`): the same order among the
+//!   children, the front and the hog untouched.
 //!
 //! The daemon runs on the client side (its CPU is not the server's); the server, its
 //! children and the hog share the server side's one CPU budget (one leaf cgroup, no RT).
@@ -73,14 +79,15 @@ fn marking_text(m: &crate::marking::MarkingReport) -> String {
     let pct = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0));
     format!(
         "; marking (the server's access log): {} of {} episodes marked, {} of them served text \
-         ({}), {} of {} text episodes marked ({})",
+         ({}), {} of {} text episodes marked ({}); {} of the raised episode time served text",
         m.counts.marked,
         m.counts.episodes,
         m.counts.marked_text,
         pct(m.precision),
         m.counts.marked_text,
         m.counts.text,
-        pct(m.recall)
+        pct(m.recall),
+        pct(m.time_precision)
     )
 }
 
@@ -187,11 +194,25 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         }) else {
             continue;
         };
+        let (kind, front) = match kind.strip_suffix("-front") {
+            Some(k) => (k, true),
+            None => (kind, false),
+        };
         let flags: Vec<&str> = match kind {
             "pos" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw],
             "pos-slice" => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
             "pos-log" => vec!["--log-only", "--slp", &slp, "--rw", &rw],
             "pos-always" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw, "--always"],
+            "pos-rest" => vec![
+                "--lever",
+                "nice",
+                "--direction",
+                "lower-rest",
+                "--slp",
+                &slp,
+                "--rw",
+                &rw,
+            ],
             "all20" => vec![
                 "--lever", "nice", "--slp", "0ms", "--rw", "100000", "--always",
             ],
@@ -199,7 +220,8 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         };
         let mut f = flags;
         f.extend(["--cpus", "1"]);
-        out.push(Variant::peer(peer, p.hog).with_attach(name, &f));
+        let v = Variant::peer(peer, p.hog).with_attach(name, &f);
+        out.push(if front { v.with_front() } else { v });
     }
     out
 }
@@ -232,6 +254,20 @@ mod tests {
         assert_eq!(v[0].name, "php-fpm+pos");
         assert_eq!(v[0].peer_kind(), Some(Peer::PhpFpm));
         assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
+        let more: Vec<String> = [
+            "php-fpm+all20-front",
+            "php-fpm+pos-rest",
+            "php-fpm+rest-front",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let v = variants(&more, &p);
+        assert_eq!(v.len(), 2);
+        assert!(v[0].attach_front && !v[1].attach_front);
+        assert!(v[0].attach.as_ref().unwrap().contains(&"--always".into()));
+        assert!(v[1].attach.as_ref().unwrap().contains(&"lower-rest".into()));
+        assert_eq!(baseline_of("php-fpm+all20-front"), Some("php-fpm"));
         assert_eq!(baseline_of("php-fpm+pos-slice"), Some("php-fpm"));
         assert_eq!(baseline_of("apache+all20"), Some("apache"));
         assert_eq!(baseline_of("apache"), None);

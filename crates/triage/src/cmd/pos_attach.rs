@@ -57,6 +57,10 @@ pub struct Args {
     /// bottleneck (below it nothing is raised).
     #[arg(long, default_value = "250us")]
     bottleneck_delay: Dur,
+    /// Mean number of followed tasks waiting for the CPU (LRQ) over a period from which the
+    /// CPU counts as the bottleneck (either this or --bottleneck-delay suffices).
+    #[arg(long, default_value_t = 1.0)]
+    bottleneck_lrq: f64,
     /// Raise marked tasks whether or not the CPU is the bottleneck.
     #[arg(long)]
     always: bool,
@@ -76,6 +80,17 @@ pub struct Args {
     /// match against a server's access log (marking accuracy).
     #[arg(long, value_name = "FILE")]
     actions_log: Option<PathBuf>,
+    /// A process in front of the followed ones that every request crosses (nginx before
+    /// php-fpm; repeatable): it and its descendants are raised while any followed task is.
+    #[arg(long, value_name = "PID")]
+    front_pid: Vec<i32>,
+    /// `raise` (the marked tasks go to nice -20) or `lower-rest` (the followed tasks POS does
+    /// not mark go to --rest-nice; the marked keep their value, nobody else is touched).
+    #[arg(long, default_value = "raise", value_parser = attach::Direction::parse)]
+    direction: attach::Direction,
+    /// Nice value of the unmarked tasks with --direction lower-rest (0 to 19).
+    #[arg(long, default_value_t = 19)]
+    rest_nice: i32,
 }
 
 const AFTER: &str = "\
@@ -115,6 +130,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .cpus
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     cfg.kpos.bottleneck_delay = a.bottleneck_delay.0.as_nanos() as u64;
+    cfg.kpos.bottleneck_lrq = a.bottleneck_lrq;
     cfg.kpos.always = a.always;
     cfg.admin = a.admin;
     cfg.duration = a.duration.map(|d| d.0);
@@ -122,6 +138,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.force = a.force;
     cfg.state_dir = a.state_dir;
     cfg.actions_log = a.actions_log;
+    cfg.front = a.front_pid;
+    cfg.direction = a.direction;
+    cfg.rest_nice = a.rest_nice;
     attach::signals::install()?;
     let mut out = std::io::stdout();
     attach::run(&cfg, &mut out, &attach::signals::stopped)?;
@@ -141,5 +160,19 @@ mod tests {
         assert_eq!(a.lever, LeverKind::NiceSlice);
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--lever", "fifo"]).is_err());
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--poll-every", "2"]).is_err());
+        let a = crate::cmd::parse_args::<Args>(&[
+            "--pid",
+            "1",
+            "--front-pid",
+            "2",
+            "--front-pid",
+            "3",
+            "--direction",
+            "lower-rest",
+        ])
+        .unwrap();
+        assert_eq!(a.front_pid, vec![2, 3]);
+        assert_eq!(a.direction, attach::Direction::LowerRest);
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--direction", "up"]).is_err());
     }
 }
