@@ -229,10 +229,15 @@ impl Running {
         })
     }
 
+    /// The cgroup of the server side it runs on (`None`: the testbed has none).
+    pub fn cgroup<'a>(&self, tb: &'a Testbed) -> Option<&'a os::Cgroup> {
+        tb.server_cgroup_of(self.side)
+    }
+
     /// Stop the server (its process group; the testbed's cgroup kill catches the rest).
     pub fn stop(mut self, tb: &Testbed) {
         self.child.stop(Duration::from_secs(3));
-        if let Some(cg) = tb.server_cgroup_of(self.side) {
+        if let Some(cg) = self.cgroup(tb) {
             let _ = cg.kill_all();
         }
     }

@@ -116,7 +116,7 @@ fn static_spec(env: &Setup<'_>, srv: &Running) -> WrkSpec {
 
 /// The cgroup of `srv`'s server side.
 fn cgroup_of<'a>(tb: &'a Testbed, srv: &Running) -> Result<&'a os::Cgroup> {
-    tb.server_cgroup_of(srv.side).ok_or_else(|| {
+    srv.cgroup(tb).ok_or_else(|| {
         LabError::Os("the testbed has no server cgroup: CPU shares cannot be measured".into())
     })
 }

@@ -239,7 +239,8 @@ pub(crate) fn spread_1_to_5(cgi: &[usize], rps: &[f64]) -> Option<f64> {
 /// of a variant are measured back to back with one server (about 20 s). So each
 /// repetition is a block: its points are divided by the block's mean (complete blocks only:
 /// every count measured), the median ratio per count is taken over the blocks, and multiplied
-/// by the median block mean to give requests/s again.
+/// by the median block mean to give the unit of `tp` again (requests/s, or a ratio to the
+/// twin).
 pub(crate) fn blocked(
     points: &[Point],
     variant: &str,

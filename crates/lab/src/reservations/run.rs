@@ -157,7 +157,7 @@ pub fn measure(
     let twin_samples = twin.map(ClosedLoop::stop);
     let mut strays = kill_strays(cg, srv, Duration::from_secs(2));
     if let Some(t) = &srvs.twin {
-        if let Some(tcg) = tb.server_cgroup_of(ServerSide::Twin) {
+        if let Some(tcg) = t.cgroup(tb) {
             strays += kill_strays(tcg, t, Duration::from_secs(2));
         }
     }
