@@ -13,6 +13,7 @@
 //! sends them, which is what makes locality-aware distribution (LARD) pay. The cache is
 //! generic over keys and values; the store keys it by (device, inode).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
@@ -128,7 +129,11 @@ impl<K: Hash + Eq + Clone, V> BodyCache<K, V> {
     /// The entry for `key`, if held (a hit makes it more recent, or raises its value); counts
     /// a hit or a miss. `valid` decides whether a held entry is still good (a stale one is
     /// dropped and counts as a miss).
-    pub fn get(&mut self, key: &K, valid: impl FnOnce(&V) -> bool) -> Option<&V> {
+    pub fn get<Q>(&mut self, key: &Q, valid: impl FnOnce(&V) -> bool) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let good = self.map.get(key).map(|s| valid(&s.value));
         match good {
             Some(true) => {}
@@ -144,12 +149,15 @@ impl<K: Hash + Eq + Clone, V> BodyCache<K, V> {
         }
         self.stats.hits += 1;
         if self.eviction != Eviction::Clear {
-            let size = self.map[key].size;
+            let (owned, size) = {
+                let (k, s) = self.map.get_key_value(key).expect("held");
+                (k.clone(), s.size)
+            };
             let rank = self.rank(size);
             let slot = self.map.get_mut(key).expect("held");
             let old = std::mem::replace(&mut slot.rank, rank);
             self.order.remove(&old);
-            self.order.insert(rank, key.clone());
+            self.order.insert(rank, owned);
         }
         self.map.get(key).map(|s| &s.value)
     }
@@ -198,7 +206,11 @@ impl<K: Hash + Eq + Clone, V> BodyCache<K, V> {
     }
 
     /// Drop `key`'s entry, if held.
-    pub fn remove(&mut self, key: &K) {
+    pub fn remove<Q>(&mut self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         if let Some(s) = self.map.remove(key) {
             self.order.remove(&s.rank);
             self.stats.bytes -= s.size;

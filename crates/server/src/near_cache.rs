@@ -14,6 +14,7 @@
 //! `gate::shard::CELLS * NEAR_BUDGET` bytes in all. Freshness is the caller's test, as for the
 //! shared cache (the store compares the file's mtime and size on every request).
 
+use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard};
 
@@ -66,12 +67,16 @@ impl<K: Hash + Eq + Clone, V> NearCache<K, V> {
 
     /// The calling thread's entry for `key`, if it holds one that `valid` accepts (a stale
     /// one is dropped); `f` maps it while the shard is held.
-    pub fn get<R>(
+    pub fn get<Q, R>(
         &self,
-        key: &K,
+        key: &Q,
         valid: impl FnOnce(&V) -> bool,
         f: impl FnOnce(&V) -> R,
-    ) -> Option<R> {
+    ) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.shard().get(key, valid).map(f)
     }
 

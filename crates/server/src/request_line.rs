@@ -88,49 +88,72 @@ impl LineScan {
         self.phase != Phase::Off
     }
 
-    fn push(&mut self, b: u8) {
-        self.tail.copy_within(1.., 0);
-        self.tail[11] = b;
+    /// The line's bytes `seg` (no newline) arrived: keep its last bytes, count its spaces,
+    /// check its first word.
+    fn take_line_bytes(&mut self, seg: &[u8]) {
+        for &b in seg {
+            if b == b' ' {
+                self.spaces = self.spaces.saturating_add(1);
+            } else if self.spaces == 0 && !tchar(b) {
+                self.method = false;
+            }
+        }
+        let n = seg.len().min(self.tail.len());
+        self.tail.copy_within(n.., 0);
+        let keep = self.tail.len() - n;
+        self.tail[keep..].copy_from_slice(&seg[seg.len() - n..]);
+        self.len += seg.len();
     }
 
     /// Look at `buf`, the bytes just read (the version digit of an HTTP/1.x line with x > 1 is
-    /// rewritten to `1` when it is in `buf`).
+    /// rewritten to `1` when it is in `buf`). The request line is taken a line at a time (its
+    /// end found by `memchr`), a header line's value skipped to its end: a head costs a few
+    /// passes over its bytes, not a state change per byte.
     pub fn feed(&mut self, buf: &mut [u8]) -> Verdict {
-        for i in 0..buf.len() {
-            let b = buf[i];
+        let mut i = 0;
+        while i < buf.len() {
             match self.phase {
                 Phase::Off => return Verdict::Pass,
                 Phase::Line => {
-                    if self.len == 0 && (b == b'\r' || b == b'\n') {
+                    if self.len == 0 && (buf[i] == b'\r' || buf[i] == b'\n') {
                         // Empty lines before a request line are allowed (RFC 9112 §2.2).
+                        i += 1;
                         continue;
                     }
-                    if b == b'\n' {
-                        if let Verdict::Refuse(s) = self.line_end(buf, i) {
-                            self.phase = Phase::Off;
-                            return Verdict::Refuse(s);
-                        }
-                        // Only a request line's head is followed further.
-                        self.phase = if self.method && self.spaces >= 2 {
-                            Phase::Headers
-                        } else {
-                            Phase::Off
-                        };
-                        continue;
-                    }
-                    if b == b' ' {
-                        self.spaces = self.spaces.saturating_add(1);
-                    } else if self.spaces == 0 && !tchar(b) {
-                        self.method = false;
-                    }
-                    self.push(b);
-                    self.len += 1;
-                    if self.len >= self.limit {
+                    let nl = memchr::memchr(b'\n', &buf[i..]).map(|at| i + at);
+                    let end = nl.unwrap_or(buf.len());
+                    // The line may not reach `limit` bytes before its end (414).
+                    let room = self.limit.saturating_sub(self.len);
+                    if end - i >= room {
                         self.phase = Phase::Off;
                         return Verdict::Refuse(414);
                     }
+                    self.take_line_bytes(&buf[i..end]);
+                    let Some(nl) = nl else {
+                        return Verdict::Pass;
+                    };
+                    if let Verdict::Refuse(s) = self.line_end(buf, nl) {
+                        self.phase = Phase::Off;
+                        return Verdict::Refuse(s);
+                    }
+                    // Only a request line's head is followed further.
+                    self.phase = if self.method && self.spaces >= 2 {
+                        Phase::Headers
+                    } else {
+                        Phase::Off
+                    };
+                    i = nl + 1;
                 }
                 Phase::Headers => {
+                    if !self.in_name {
+                        // A value (or a name longer than any looked for): on to its line end.
+                        match memchr::memchr(b'\n', &buf[i..]) {
+                            Some(at) => i += at,
+                            None => return Verdict::Pass,
+                        }
+                    }
+                    let b = buf[i];
+                    i += 1;
                     if b == b'\n' {
                         if self.at_start {
                             // The empty line: the head is complete.
@@ -149,9 +172,6 @@ impl LineScan {
                         continue;
                     }
                     self.at_start = false;
-                    if !self.in_name {
-                        continue;
-                    }
                     if b == b':' {
                         self.in_name = false;
                         match &self.name[..self.name_len] {

@@ -16,9 +16,36 @@ use crate::resolve::{resolve, Reject};
 use crate::site::Site;
 use crate::store::{Entry, Fill, Lookup};
 
+/// The extensions most requests name, with mime_guess's answer for each (a test holds them
+/// equal): matched byte for byte before mime_guess's case-insensitive search, which cost
+/// about 0.2 us of a 1 KB request's 14 us.
+const COMMON_TYPES: [(&str, &str); 14] = [
+    ("html", "text/html"),
+    ("htm", "text/html"),
+    ("css", "text/css"),
+    ("js", "text/javascript"),
+    ("png", "image/png"),
+    ("jpg", "image/jpeg"),
+    ("jpeg", "image/jpeg"),
+    ("gif", "image/gif"),
+    ("svg", "image/svg+xml"),
+    ("ico", "image/x-icon"),
+    ("json", "application/json"),
+    ("txt", "text/plain"),
+    ("bmp", "image/bmp"),
+    ("webp", "image/webp"),
+];
+
 /// MIME type for a file name's extension.
 pub fn mime_for(ext: Option<&str>) -> &'static str {
-    ext.and_then(|e| mime_guess::from_ext(e).first_raw())
+    let Some(e) = ext else {
+        return "application/octet-stream";
+    };
+    if let Some((_, t)) = COMMON_TYPES.iter().find(|(x, _)| *x == e) {
+        return t;
+    }
+    mime_guess::from_ext(e)
+        .first_raw()
         .unwrap_or("application/octet-stream")
 }
 
@@ -342,5 +369,21 @@ mod tests {
         assert_eq!(redirect_path("//sub"), "/sub");
         assert_eq!(redirect_path("///evil.example/x"), "/evil.example/x");
         assert_eq!(redirect_path("/a//b"), "/a//b");
+    }
+
+    #[test]
+    fn the_common_types_are_what_mime_guess_says() {
+        for (ext, t) in COMMON_TYPES {
+            assert_eq!(mime_guess::from_ext(ext).first_raw(), Some(t), ".{ext}");
+            assert_eq!(mime_for(Some(ext)), t);
+        }
+        assert_eq!(
+            mime_for(Some("HTML")),
+            "text/html",
+            "other cases: mime_guess"
+        );
+        assert_eq!(mime_for(Some("woff2")), "font/woff2");
+        assert_eq!(mime_for(Some("no-such")), "application/octet-stream");
+        assert_eq!(mime_for(None), "application/octet-stream");
     }
 }
