@@ -255,6 +255,48 @@ impl Mounts {
     }
 }
 
+/// The tightest CPU cap on this process, as a fraction of one CPU: the smallest quota of its
+/// own cgroup and the cgroup's ancestors in the hierarchy with the `cpu` controller. `None`: no
+/// cap, or no cgroup with a readable cpu controller (no error: callers tune defaults by it).
+pub fn own_cpu_cap() -> Option<f64> {
+    let m = Mounts::detect().ok()?;
+    let h = m.find("cpu")?;
+    tightest_cap(&h.base, m.version, |p| fs::read_to_string(p).ok())
+}
+
+/// [`own_cpu_cap`] from `dir` up, reading control files with `read` (pure: tested on texts).
+fn tightest_cap(
+    dir: &Path,
+    version: Version,
+    read: impl Fn(&Path) -> Option<String>,
+) -> Option<f64> {
+    let mut cap: Option<f64> = None;
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        let here = match version {
+            Version::V2 => match read(&d.join("cpu.max")) {
+                Some(s) => parse_cpu_max(&s).and_then(|(f, _)| f),
+                None => break,
+            },
+            Version::V1 => {
+                let q =
+                    read(&d.join("cpu.cfs_quota_us")).and_then(|s| s.trim().parse::<i64>().ok());
+                let p =
+                    read(&d.join("cpu.cfs_period_us")).and_then(|s| s.trim().parse::<u64>().ok());
+                match (q, p) {
+                    (Some(q), Some(p)) => (q >= 0).then(|| q as f64 / p.max(1) as f64),
+                    _ => break,
+                }
+            }
+        };
+        if let Some(f) = here {
+            cap = Some(cap.map_or(f, |c: f64| c.min(f)));
+        }
+        at = d.parent();
+    }
+    cap
+}
+
 /// Probe what this kernel and process allow: the version to use, or why cgroups cannot be used
 /// (no cpu controller, no permission, disabled). For clear warnings and test skips.
 pub fn probe() -> Result<Version, String> {
@@ -1605,6 +1647,39 @@ mod tests {
 35 30 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 ";
     const PC_V1: &str = "9:name=systemd:/\n3:cpuset:/\n2:cpuacct:/\n1:cpu:/x/y\n0::/\n";
+
+    #[test]
+    fn the_tightest_cap_up_the_tree_is_the_process_cap() {
+        let files = |m: &'static [(&'static str, &'static str)]| {
+            move |p: &Path| {
+                m.iter()
+                    .find(|(k, _)| Path::new(k) == p)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let v2: &[(&str, &str)] = &[
+            ("/cg/a/b/cpu.max", "max 100000\n"),
+            ("/cg/a/cpu.max", "20000 100000\n"),
+            ("/cg/cpu.max", "150000 100000\n"),
+        ];
+        let cap = tightest_cap(Path::new("/cg/a/b"), Version::V2, files(v2));
+        assert_eq!(cap, Some(0.2), "the parent's 20% binds its child");
+        let none: &[(&str, &str)] = &[("/cg/a/cpu.max", "max 100000")];
+        assert_eq!(
+            tightest_cap(Path::new("/cg/a"), Version::V2, files(none)),
+            None
+        );
+        let v1: &[(&str, &str)] = &[
+            ("/v1/x/cpu.cfs_quota_us", "10000\n"),
+            ("/v1/x/cpu.cfs_period_us", "100000\n"),
+            ("/v1/cpu.cfs_quota_us", "-1\n"),
+            ("/v1/cpu.cfs_period_us", "100000\n"),
+        ];
+        assert_eq!(
+            tightest_cap(Path::new("/v1/x"), Version::V1, files(v1)),
+            Some(0.1)
+        );
+    }
 
     #[test]
     fn detects_separate_v1_hierarchies() {

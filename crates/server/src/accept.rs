@@ -77,7 +77,8 @@ pub fn bind_members(
 }
 
 /// Accept connections on `listener` and serve each in a task of the calling runtime, until
-/// `stop` completes (then the listener closes; the connections' tasks go on).
+/// `stop` completes (then the listener closes, every open connection is told to stop and
+/// their tasks go on until they have).
 pub async fn accept_loop(
     listener: TcpListener,
     serving: &Serving,
@@ -120,6 +121,7 @@ pub async fn accept_loop(
         let conn = crate::conn::open(serving, &stream, peer);
         tokio::spawn(crate::conn::serve(serving.clone(), stream, conn));
     }
+    serving.reclaim.stop_all();
 }
 
 async fn refuse(mut stream: TcpStream) {

@@ -35,7 +35,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::body::ServeBody;
-use crate::ctx::{Conn, Ctx, Timeouts};
+use crate::ctx::{Conn, Ctx, Signal, Timeouts};
 use crate::reclaim::Reclaim;
 use crate::request_line::{LineScan, Verdict};
 
@@ -284,7 +284,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         http,
         timeouts: t,
         epoch,
-        mut stop,
+        stop,
         running,
         max_head,
         reclaim,
@@ -323,7 +323,9 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         let watchdog = tokio::time::sleep_until(parked_until());
         let mut watchdog = pin!(watchdog);
         // A connection accepted as the server stops is closed at once (nothing was asked yet).
+        // Later, the stop reaches it as a signal ([`Reclaim::stop_all`]).
         let mut stopping = *stop.borrow();
+        let mut evict_seen = false;
         while !stopping || conn.is_busy() {
             tokio::select! {
                 biased;
@@ -370,24 +372,28 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                         break;
                     }
                 },
-                _ = stop.changed(), if !stopping => {
-                    stopping = true;
-                    // Between requests (idle, or a head still arriving) nothing is lost by
-                    // closing now; a request being answered finishes first.
-                    if !conn.is_busy() {
-                        break;
+                signal = conn.signalled((evict_seen, stopping)) => match signal {
+                    Signal::Stop => {
+                        stopping = true;
+                        // Between requests (idle, or a head still arriving) nothing is lost by
+                        // closing now; a request being answered finishes first.
+                        if !conn.is_busy() {
+                            break;
+                        }
+                        if let Phase::Active(c) = &mut phase {
+                            Pin::new(&mut **c).graceful_shutdown();
+                        }
                     }
-                    if let Phase::Active(c) = &mut phase {
-                        Pin::new(&mut **c).graceful_shutdown();
+                    Signal::Evict => {
+                        evict_seen = true;
+                        // A request may have started since the eviction was decided: it goes
+                        // on.
+                        if conn.at_rest() {
+                            ctx.metrics().conn_reclaimed();
+                            break;
+                        }
                     }
-                }
-                _ = conn.evicted() => {
-                    // A request may have started since the eviction was decided: it goes on.
-                    if conn.at_rest() {
-                        ctx.metrics().conn_reclaimed();
-                        break;
-                    }
-                }
+                },
                 _ = &mut watchdog => {
                     let now = ctx.now();
                     if now >= conn.deadline(&t) {

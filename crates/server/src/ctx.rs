@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 
 use gate::Gate;
@@ -189,7 +189,22 @@ struct ConnState {
     body_unread: AtomicBool,
     /// Set when the server reclaims the connection's slot (see `reclaim`).
     evicting: AtomicBool,
-    evict: tokio::sync::Notify,
+    /// Set when the server stops (see [`Conn::stop`]).
+    stopping: AtomicBool,
+    /// Wakes the connection's task when `evicting` or `stopping` is set. One atomic waker
+    /// polled with the connection, instead of a `Notify` for the eviction and the stop
+    /// `watch`'s: each of those took a lock on every poll of the connection's task (0.3 us
+    /// of a 1 KB request with fifo, 0.9 us with pos's extra polls, on the 16-core machine).
+    signal: atomic_waker::AtomicWaker,
+}
+
+/// What [`Conn::signalled`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// [`Conn::evict`] was called.
+    Evict,
+    /// [`Conn::stop`] was called.
+    Stop,
 }
 
 /// One connection: the worker serving it, its addresses and socket, and when it last made
@@ -229,7 +244,8 @@ impl Conn {
             refused: std::sync::atomic::AtomicU16::new(0),
             body_unread: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
-            evict: tokio::sync::Notify::new(),
+            stopping: AtomicBool::new(false),
+            signal: atomic_waker::AtomicWaker::new(),
         }))
     }
 
@@ -302,7 +318,7 @@ impl Conn {
         if self.0.evicting.swap(true, Relaxed) {
             return false;
         }
-        self.0.evict.notify_one();
+        self.0.signal.wake();
         true
     }
 
@@ -311,9 +327,37 @@ impl Conn {
         self.0.evicting.load(Relaxed)
     }
 
-    /// Resolves once [`Conn::evict`] has been called.
-    pub async fn evicted(&self) {
-        self.0.evict.notified().await
+    /// The server stops: the connection closes once it is not answering a request.
+    pub fn stop(&self) {
+        if !self.0.stopping.swap(true, SeqCst) {
+            self.0.signal.wake();
+        }
+    }
+
+    /// Resolves with the first signal that is set and not yet `seen` (an eviction, then the
+    /// stop), at once if one already is; pending (woken by [`Conn::evict`] and [`Conn::stop`])
+    /// otherwise.
+    pub fn signalled(&self, seen: (bool, bool)) -> impl std::future::Future<Output = Signal> + '_ {
+        std::future::poll_fn(move |cx| {
+            let check = || {
+                if !seen.0 && self.0.evicting.load(SeqCst) {
+                    Some(Signal::Evict)
+                } else if !seen.1 && self.0.stopping.load(SeqCst) {
+                    Some(Signal::Stop)
+                } else {
+                    None
+                }
+            };
+            if let Some(s) = check() {
+                return std::task::Poll::Ready(s);
+            }
+            self.0.signal.register(cx.waker());
+            // A signal set between the check and the registration woke nobody: look again.
+            match check() {
+                Some(s) => std::task::Poll::Ready(s),
+                None => std::task::Poll::Pending,
+            }
+        })
     }
 
     /// An identity for tables of connections (the address of its shared state).

@@ -66,6 +66,13 @@ impl Reclaim {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The server stops: every open connection is told ([`Conn::stop`]). A connection
+    /// opened after this sees the stop when its task starts (it reads the stop flag then).
+    pub fn stop_all(&self) {
+        let conns: Vec<Conn> = self.lock().values().cloned().collect();
+        conns.iter().for_each(Conn::stop);
+    }
+
     /// Connections asked to close that have not closed yet.
     pub fn pending(&self) -> u64 {
         self.pending.load(Relaxed)

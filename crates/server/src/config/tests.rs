@@ -9,14 +9,28 @@ use policy::Tunable;
 fn event_interval_follows_rounds_unless_set() {
     let mut c = Config::default();
     c.policy.name = "pos".into();
+    c.slots = Some(1);
     assert!(c.rounds_on());
-    assert_eq!(c.effective_event_interval(), 1);
+    assert_eq!(
+        c.event_interval_under(Some(0.1)),
+        1,
+        "a 10% quota: every tick"
+    );
+    assert_eq!(c.event_interval_under(None), ROUNDS_EVENT_INTERVAL);
+    assert_eq!(c.event_interval_under(Some(1.0)), ROUNDS_EVENT_INTERVAL);
+    c.slots = Some(4);
+    assert_eq!(
+        c.event_interval_under(Some(3.5)),
+        1,
+        "less than a CPU per slot"
+    );
     c.policy.name = "fifo".into();
     assert!(!c.rounds_on());
-    assert_eq!(c.effective_event_interval(), TOKIO_EVENT_INTERVAL);
+    assert_eq!(c.event_interval_under(Some(0.1)), TOKIO_EVENT_INTERVAL);
     c.rounds = Rounds::On;
-    assert_eq!(c.effective_event_interval(), 1);
+    assert_eq!(c.event_interval_under(Some(0.1)), 1);
     c.event_interval = Some(16);
+    assert_eq!(c.event_interval_under(Some(0.1)), 16);
     assert_eq!(c.effective_event_interval(), 16);
     c.event_interval = Some(0);
     let e = c.validate().unwrap_err().to_string();
