@@ -42,10 +42,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (None, n) => format!("{n} site(s)"),
         };
         println!(
-            "triage serve: http://{addr}/ ({what}), policy {}, {} slot(s), gate {}",
+            "triage serve: http://{addr}/ ({what}), policy {}, {} slot(s), gate {}, arrivals seen every {} tick(s)",
             cfg.policy.name,
             cfg.effective_slots(),
-            if cfg.gate { "on" } else { "off" }
+            if cfg.gate { "on" } else { "off" },
+            cfg.effective_event_interval()
         );
         if let Some(a) = srv.admin_addr() {
             println!("triage serve: metrics at http://{a}/metrics");
