@@ -103,8 +103,9 @@ pub struct Overrides {
     /// (the policy chooses among every worker ready at once) or `off` (the first to ask runs).
     #[arg(long)]
     pub rounds: Option<Rounds>,
-    /// Runtime ticks between two looks at readiness events (default: 1 when rounds are on,
-    /// tokio's 61 otherwise): how soon an arrived request can join the ready queue.
+    /// Runtime ticks between two looks at readiness events (default with rounds on: 1 under a
+    /// CPU cap below one CPU per slot, else 8; tokio's 61 with rounds off): how soon an
+    /// arrived request can join the ready queue.
     #[arg(long)]
     pub event_interval: Option<u32>,
     /// Body chunk size, one burst each (e.g. 16KiB).
