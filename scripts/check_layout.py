@@ -30,6 +30,8 @@ KERNEL_PATTERNS = [
     (re.compile(r"\bsched_setattr\b"), "calls sched_setattr"),
     (re.compile(r"\bsetpriority\b"), "calls setpriority"),
     (re.compile(r"\blibc::nice\b"), "calls nice"),
+    (re.compile(r"\bSYS_openat2\b"), "calls openat2"),
+    (re.compile(r"\blibc::statx\b"), "calls statx"),
 ]
 
 

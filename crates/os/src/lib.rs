@@ -1,5 +1,5 @@
 //! `os`: the kernel boundary. Everything in triage that touches the kernel's files or its
-//! per-thread state goes through here: cgroups ([`cgroup`]), `/proc` readers ([`procfs`]),
+//! per-thread state goes through here: files beneath a document root ([`beneath`]), cgroups ([`cgroup`]), `/proc` readers ([`procfs`]),
 //! CPU affinity ([`cpu`]), network namespaces ([`netns`], `setns`), kernel parameters
 //! ([`sysctl`]), thread priority and scheduler slice ([`prio`], `setpriority`,
 //! `sched_setattr`), CPU clocks ([`cputime`]), the allocator's freed memory ([`heap`]), process liveness ([`task`]) and keeping started processes in
@@ -8,6 +8,7 @@
 //! raising and restoring them per task ([`lever`]: nice, slice, cgroup weight, journaled). Other crates call these; none reads `/proc` or
 //! `/sys`, or makes these system calls, itself (`scripts/check_layout.py` checks it).
 #![warn(missing_docs)]
+pub mod beneath;
 pub mod cgroup;
 pub mod cgroup_place;
 pub mod cpu;

@@ -27,11 +27,9 @@
 //! whose `statx` names another file, a symlink or nothing takes the full open.
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -43,6 +41,7 @@ use http::HeaderValue;
 use crate::body_cache::{BodyCache, CacheStats, Eviction};
 use crate::disk::EmulatedDisk;
 use crate::near_cache::{NearCache, NEAR_MAX_FILE};
+use os::beneath::STAT_PATH_MAX;
 
 /// A file ready to be served: validators, preformatted header values, and its content (in
 /// memory, or an open file to read chunk by chunk).
@@ -207,48 +206,22 @@ type NearValue = (Identity, Arc<Entry>);
 
 /// Which file a path named, and its validators: a thread's copy is served only while a
 /// `statx` of the path finds all of them unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Identity {
-    /// Device and inode: the same file, not one renamed over it.
-    file: (u64, u64),
-    /// Modification time (s, ns): the content the entry holds.
-    mtime: (i64, i64),
-    /// Size: a write within the mtime's granularity that changed the length.
-    len: u64,
-}
+type Identity = os::beneath::FileId;
 
-impl Identity {
-    fn of(md: &std::fs::Metadata) -> Self {
-        Self {
-            file: (md.dev(), md.ino()),
-            mtime: (md.mtime(), md.mtime_nsec()),
-            len: md.len(),
-        }
+fn identity_of(md: &std::fs::Metadata) -> Identity {
+    Identity {
+        file: (md.dev(), md.ino()),
+        mtime: (md.mtime(), md.mtime_nsec()),
+        len: md.len(),
     }
 }
-
-/// Longest path the `statx` check takes (on the stack); a longer one takes the full open.
-const STAT_PATH_MAX: usize = 512;
 
 impl DirStore {
     /// Open `root` (must be a directory).
     pub fn open(root: &Path, cache_max_file: u64, cache_budget: u64) -> io::Result<Self> {
-        let c = CString::new(root.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in root path"))?;
-        // SAFETY: valid C string; the returned fd is owned below.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
         Ok(Self {
             root: root.to_owned(),
-            // SAFETY: fd was just opened and is owned by nobody else.
-            root_fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            root_fd: os::beneath::open_dir(root)?,
             cache: Mutex::new(Cache::new(Eviction::Clear, cache_budget)),
             near: Some(NearCache::default()),
             cache_max_file,
@@ -315,38 +288,10 @@ impl DirStore {
         }
     }
 
-    /// The regular file `rel` names now, by one `statx` beneath the root (the final symlink
-    /// not followed); `None` for anything else (no such path, a symlink, a directory, a path
-    /// too long for the stack buffer), which then takes the full open.
+    /// The regular file `rel` names now (`os::beneath::stat_beneath`: one `statx`, nothing
+    /// opened); `None` sends the lookup to the full open.
     fn stat_beneath(&self, rel: &[u8]) -> Option<Identity> {
-        let mut path = [0u8; STAT_PATH_MAX];
-        if rel.is_empty() || rel.len() >= STAT_PATH_MAX || rel[0] == b'/' || rel.contains(&0) {
-            return None;
-        }
-        path[..rel.len()].copy_from_slice(rel);
-        // SAFETY: `statx` is a plain C struct of integers; all zeroes is a valid value.
-        let mut st: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid directory fd, a NUL-terminated path in `path`, a valid out struct.
-        let r = unsafe {
-            libc::statx(
-                self.root_fd.as_raw_fd(),
-                path.as_ptr().cast(),
-                libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
-                libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MTIME | libc::STATX_SIZE,
-                &mut st,
-            )
-        };
-        if r != 0 || u32::from(st.stx_mode) & libc::S_IFMT != libc::S_IFREG {
-            return None;
-        }
-        Some(Identity {
-            file: (
-                libc::makedev(st.stx_dev_major, st.stx_dev_minor),
-                st.stx_ino,
-            ),
-            mtime: (st.stx_mtime.tv_sec, i64::from(st.stx_mtime.tv_nsec)),
-            len: st.stx_size,
-        })
+        os::beneath::stat_beneath(self.root_fd.as_fd(), rel)
     }
 
     /// How the cache makes room.
@@ -371,31 +316,7 @@ impl DirStore {
     }
 
     fn open_beneath(&self, rel: &[u8]) -> io::Result<File> {
-        let rel: &[u8] = if rel.is_empty() { b"." } else { rel };
-        let c = CString::new(rel)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-        // SAFETY: `open_how` is a plain C struct of integers, for which all zeroes is a valid
-        // value (no flags, no mode, no resolve restrictions) before the fields are set below.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting (it
-        // changes nothing for regular files and directories, the only types served).
-        how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64;
-        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-        // SAFETY: valid fd, C string and open_how of the size passed.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                self.root_fd.as_raw_fd(),
-                c.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd was just opened and is owned by nobody else.
-        Ok(unsafe { File::from_raw_fd(fd as i32) })
+        os::beneath::open_beneath(self.root_fd.as_fd(), rel)
     }
 
     /// [`DirStore::lookup`], and whether the body came from the cache.
@@ -444,7 +365,7 @@ impl DirStore {
             // FIFOs, sockets, devices: not something a site serves.
             return Lookup::NotFound;
         }
-        let id = Identity::of(&md);
+        let id = identity_of(&md);
         let (key, stamp) = (id.file, id.mtime);
         let fresh = |(s, ns, e): &(i64, i64, Arc<Entry>)| (*s, *ns) == stamp && e.len == md.len();
         let held = self.cache().get(&key, fresh).map(|(_, _, e)| e.clone());
@@ -520,6 +441,8 @@ impl MemStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn dir_store_stays_beneath_root() {
