@@ -266,7 +266,8 @@ fn stale_groups_of_a_crashed_owner_are_removed() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("HELPER "))
+        // libtest may print `test crash_helper ... ` on the same line first.
+        .find_map(|l| l.split_once("HELPER ").map(|(_, rest)| rest))
         .unwrap_or_else(|| panic!("helper printed no path: {stdout}"));
     let (path, pid) = line.split_once(' ').unwrap();
     let (run, pid): (&Path, i32) = (Path::new(path), pid.parse().unwrap());
