@@ -16,6 +16,7 @@ use super::run::Measured;
 use crate::capacity::analyze::{
     busy_range, fits_of, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
 };
+use crate::capacity::Bucketing;
 use crate::harness::Env;
 use crate::results::Goal;
 use crate::stats::{mean_ci95, Ci95};
@@ -54,6 +55,8 @@ pub struct FitRow {
     pub above_cut: Fits,
     /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]).
     pub saturated_points: usize,
+    /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]).
+    pub unsaturated_points: usize,
     /// The points the prediction was fitted on: the busy range, else (fewer than 3 points
     /// there) every unsaturated rate, else every rate.
     pub prediction_range: Range,
@@ -85,6 +88,17 @@ pub struct FitRow {
     /// CPU per request at the lowest rate (us): against `cpu_per_req_us` at saturation, how
     /// far the cost per request falls with the rate (a straight idle line needs it constant).
     pub cpu_per_req_lowest_rate_us: Option<f64>,
+    /// The CPU per request the prediction's idle line implies (us): its slope (% of the quota
+    /// per req/s) times the quota. The seed's assumption is that a request costs this up to
+    /// the peak.
+    pub line_cpu_per_req_us: Option<f64>,
+    /// CPU per request in the overload run, at the measured saturation (us).
+    pub saturation_cpu_per_req_us: Option<f64>,
+    /// `saturation_cpu_per_req_us / line_cpu_per_req_us`: 1 where the seed's assumption holds
+    /// (a request costs at saturation what it costs on the line); below 1 the server got
+    /// cheaper per request past the fitted range (batching) and reaches further than the line
+    /// can see; the prediction's error is then about `1 / ratio - 1` below the saturation.
+    pub cost_ratio_saturation_vs_line: Option<f64>,
     /// `triage capacity` on the access log and the CPU samples: its prediction (req/s).
     pub tool_predicted_rps: Option<f64>,
     /// Its idle line's r.
@@ -247,13 +261,22 @@ pub fn paired_ratio(pairs: &[(f64, f64)], seed: u64) -> (Option<f64>, Option<Ci9
     (Some(mean), ci)
 }
 
+/// `triage capacity`'s shortest step when the lab runs it on its own logs (`--steps`): a
+/// window of the lab's less one second (a step's first second may lose the few milliseconds
+/// the load generator takes to start).
+pub fn tool_min_step_s(window_s: u64) -> u64 {
+    window_s.saturating_sub(1).max(1)
+}
+
 /// The regressions of one group of points: wrk's saturation run `sat`, the overload run
-/// `over` (the measured saturation; `sat` stands in without one) and the rates.
+/// `over` (the measured saturation; `sat` stands in without one) and the rates, on a server
+/// side of `quota` CPUs whose rates ran `window_s` seconds each.
 pub fn fit_row(
     sat: &Measured,
     over: Option<&Measured>,
     rates: &[&Measured],
-    bucket_s: u64,
+    quota: f64,
+    window_s: u64,
 ) -> FitRow {
     let pts: Vec<(f64, f64, f64, f64)> = rates
         .iter()
@@ -265,7 +288,18 @@ pub fn fit_row(
     let busy = busy_range(&pts, cut, KNEE_IDLE_PCT);
     let above_cut = fits_of(&busy);
     let (range, prediction) = prediction_fit(&pts, Some(cut), KNEE_IDLE_PCT);
-    let predicted = prediction.predicted_peak_rps;
+    // Fewer than 3 rates with idle CPU left: no line on which a request has a cost (a
+    // server on poll with 10000 cold connections has none at any rate). No figure, said so.
+    let predicted = prediction
+        .predicted_peak_rps
+        .filter(|_| range != Range::All);
+    let line_cost = prediction
+        .idle
+        .filter(|f| f.slope < 0.0 && range != Range::All)
+        .map(|f| -f.slope / 100.0 * quota * 1e6);
+    let sat_cost = over
+        .map(|m| m.cpu_per_req_us)
+        .filter(|c| c.is_finite() && *c > 0.0);
     let err = |p: f64| (p - measured) / measured * 100.0;
     let used: Vec<f64> = pts
         .iter()
@@ -296,6 +330,7 @@ pub fn fit_row(
         all,
         cut_rps: cut,
         saturated_points: pts.iter().filter(|p| p.0 >= cut).count() - busy.len(),
+        unsaturated_points: pts.iter().filter(|p| p.3 >= KNEE_IDLE_PCT).count(),
         above_cut,
         prediction_range: range,
         prediction,
@@ -308,6 +343,9 @@ pub fn fit_row(
         knee_rps: knee(&pts),
         predicted_vs_knee_pct: predicted.zip(knee(&pts)).map(|(p, k)| (p - k) / k * 100.0),
         cpu_per_req_lowest_rate_us: lowest,
+        line_cpu_per_req_us: line_cost,
+        saturation_cpu_per_req_us: sat_cost,
+        cost_ratio_saturation_vs_line: line_cost.zip(sat_cost).map(|(l, c)| c / l),
         tool_predicted_rps: None,
         tool_r: None,
         tool_buckets: None,
@@ -324,9 +362,12 @@ pub fn fit_row(
                 min_r: DEFAULT_MIN_R,
                 saturated_idle_pct: KNEE_IDLE_PCT,
             };
-            match crate::capacity::analyze_files(&sat.access_log, &csv, bucket_s, &o) {
+            let how = Bucketing::Steps(tool_min_step_s(window_s));
+            match crate::capacity::analyze_files(&sat.access_log, &csv, how, &o) {
                 Ok(a) => {
-                    row.tool_predicted_rps = a.predicted_peak_rps;
+                    row.tool_predicted_rps = a
+                        .predicted_peak_rps
+                        .filter(|_| a.prediction_range != Range::All);
                     let (_, fits) = prediction_fit(
                         &a.buckets
                             .iter()
@@ -366,7 +407,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 let over = g.iter().find(|m| m.step == "overload").copied();
                 let rates: Vec<&Measured> =
                     g.iter().filter(|m| m.step == "rate").copied().collect();
-                fits.push(fit_row(sat, over, &rates, 1));
+                fits.push(fit_row(sat, over, &rates, p.quota, p.window_s));
             }
         }
     }
@@ -463,9 +504,16 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         .filter(|f| f.predicted_rps.is_none())
         .map(|f| {
             format!(
-                "{} at {} cold (rep {}): {} unsaturated rate(s) at or above the cut ({:.0} \
-                 req/s), {} saturated (idle < {KNEE_IDLE_PCT}%): no idle line falling to zero",
-                f.server, f.cold_held, f.rep, f.above_cut.buckets, f.cut_rps, f.saturated_points
+                "{} at {} cold (rep {}): {} of its {} rates left idle CPU (idle >= \
+                 {KNEE_IDLE_PCT}%), {} of them at or above the cut ({:.0} req/s): no idle line \
+                 falling to zero",
+                f.server,
+                f.cold_held,
+                f.rep,
+                f.unsaturated_points,
+                f.all.buckets,
+                f.above_cut.buckets,
+                f.cut_rps
             )
         })
         .collect();
@@ -672,7 +720,7 @@ pub fn raw_csv(points: &[Measured]) -> String {
 /// The results table on stdout.
 pub fn print_table(s: &Summary) {
     println!(
-        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6}",
+        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
         "server",
         "cold",
         "held",
@@ -685,12 +733,13 @@ pub fn print_table(s: &Summary) {
         "all r",
         "knee/s",
         "us/req lo",
+        "line/sat us",
         "tool%"
     );
     for r in &s.fits {
         let o = |x: Option<f64>, p: usize| x.map_or("-".into(), |v| format!("{v:.p$}"));
         println!(
-            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6}",
+            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
             r.server,
             r.cold,
             r.cold_held,
@@ -706,6 +755,11 @@ pub fn print_table(s: &Summary) {
                 "{}/{:.0}",
                 o(r.cpu_per_req_lowest_rate_us, 0),
                 r.cpu_per_req_us
+            ),
+            format!(
+                "{}/{}",
+                o(r.line_cpu_per_req_us, 0),
+                o(r.saturation_cpu_per_req_us, 0)
             ),
             o(r.tool_vs_lab_pct, 1)
         );
@@ -814,7 +868,7 @@ mod tests {
         rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
         rates.push(m("rate", 990.0, 1.0));
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, 1);
+        let row = fit_row(&sat, Some(&over), &refs, 0.1, 3);
         assert!(
             (row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6,
             "{row:?}"

@@ -1,0 +1,194 @@
+//! Buckets that follow a load test's rate ladder (`triage capacity --steps`): instead of
+//! fixed-width buckets, one bucket per *step*, a run of whole seconds whose request counts stay
+//! at one rate, so that no bucket mixes two rates and none cuts a step in two. Seconds between
+//! steps (the ramp from one rate to the next, a pause) form runs shorter than the shortest
+//! step and are counted as outside, not used. Pure.
+//!
+//! Why: a rate ladder (any load generator stepping its rate every few seconds) gives a handful
+//! of steady rates; fixed buckets that straddle two steps make points between them, on no
+//! rate the server really ran at, and the fit then differs from the one over the steps
+//! themselves. Nothing here knows who made the ladder: the steps are read off the log.
+//!
+//! A second joins the current run when its count lies within [`STEP_SIGMAS`] Poisson standard
+//! deviations or [`STEP_REL`] of the run's mean count so far, whichever is wider.
+
+use super::bucket::{utc, Bucket, Bucketed};
+use super::cpu_csv::{at, CpuSample};
+use super::regress::MIN_POINTS;
+use super::CapacityError;
+
+/// A second belongs to the current step when its count lies within this many Poisson standard
+/// deviations (sqrt of the mean) of the step's mean count.
+pub const STEP_SIGMAS: f64 = 3.0;
+
+/// ... or within this fraction of that mean, whichever is wider (open-loop load generators
+/// hold their rate within a few percent; the server's own hiccups move a second more than
+/// Poisson noise does at high rates).
+pub const STEP_REL: f64 = 0.05;
+
+/// The steps of whole seconds in the request `times` (seconds since the epoch) within the span
+/// the CPU `samples` cover, each at least `min_s` seconds long, as buckets (each with its own
+/// width). Requests in shorter runs or outside the samples are counted as outside. Errors as
+/// [`super::bucket::bucketize`]'s: no overlap, fewer than [`MIN_POINTS`] steps.
+pub fn bucketize_steps(
+    times: &[i64],
+    samples: &[CpuSample],
+    min_s: u64,
+) -> Result<Bucketed, CapacityError> {
+    if min_s == 0 {
+        return Err(CapacityError::Config("--steps must be at least 1s".into()));
+    }
+    let (Some(&lo), Some(&hi)) = (times.iter().min(), times.iter().max()) else {
+        return Err(CapacityError::Config("the log has no request".into()));
+    };
+    let (c0, c1) = match (samples.first(), samples.last()) {
+        (Some(a), Some(b)) => (a.unix_s, b.unix_s),
+        _ => return Err(CapacityError::Config("no CPU sample".into())),
+    };
+    let (l0, l1) = (lo as f64, (hi + 1) as f64);
+    let (o0, o1) = (l0.max(c0), l1.min(c1));
+    let first = o0.ceil() as i64;
+    let end = o1.floor() as i64;
+    if end <= first {
+        return Err(CapacityError::NoOverlap {
+            log: format!("{} .. {}", utc(l0), utc(l1)),
+            cpu: format!("{} .. {}", utc(c0), utc(c1)),
+        });
+    }
+    let n = (end - first) as usize;
+    let mut counts = vec![0u64; n];
+    let mut outside = 0u64;
+    for &t in times {
+        if t >= first && t < end {
+            counts[(t - first) as usize] += 1;
+        } else {
+            outside += 1;
+        }
+    }
+    let runs = steps_of(&counts);
+    let mut buckets = Vec::new();
+    for (a, len) in runs {
+        let reqs: u64 = counts[a..a + len].iter().sum();
+        if (len as u64) < min_s {
+            outside += reqs;
+            continue;
+        }
+        let s = first + a as i64;
+        let e = s + len as i64;
+        let x = at(samples, s as f64).expect("inside the samples' span");
+        let y = at(samples, e as f64).expect("inside the samples' span");
+        let d = y.minus(&x);
+        let total = d.user_s + d.system_s + d.idle_s;
+        let pct = |v: f64| if total > 0.0 { 100.0 * v / total } else { 0.0 };
+        buckets.push(Bucket {
+            start_unix: s,
+            width_s: len as u64,
+            requests: reqs,
+            rate: reqs as f64 / len as f64,
+            user_pct: pct(d.user_s),
+            kernel_pct: pct(d.system_s),
+            idle_pct: pct(d.idle_s),
+        });
+    }
+    if buckets.len() < MIN_POINTS {
+        return Err(CapacityError::TooFewBuckets {
+            got: buckets.len(),
+            need: MIN_POINTS,
+            width_s: min_s,
+            overlap_s: o1 - o0,
+        });
+    }
+    Ok(Bucketed {
+        width_s: min_s,
+        steps: true,
+        buckets,
+        requests_outside: outside,
+    })
+}
+
+/// The runs of `counts` (one per second) at one rate: (first index, length), in order,
+/// covering every second.
+pub fn steps_of(counts: &[u64]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut sum = 0u64;
+    for (i, &c) in counts.iter().enumerate() {
+        let len = i - start;
+        if len > 0 {
+            let mean = sum as f64 / len as f64;
+            let tol = (STEP_SIGMAS * mean.max(1.0).sqrt()).max(STEP_REL * mean);
+            if (c as f64 - mean).abs() > tol {
+                out.push((start, len));
+                start = i;
+                sum = 0;
+            }
+        }
+        sum += c;
+    }
+    if start < counts.len() {
+        out.push((start, counts.len() - start));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ladder_splits_at_its_steps_and_drops_the_seconds_between() {
+        // 3 s at 100/s, a 1 s pause (2 requests), 3 s at 300/s, a ramp second at 200, 3 s at
+        // 500 with Poisson-sized noise.
+        let c = [100, 97, 104, 2, 300, 310, 291, 200, 500, 520, 489];
+        assert_eq!(
+            steps_of(&c),
+            [(0, 3), (3, 1), (4, 3), (7, 1), (8, 3)],
+            "{c:?}"
+        );
+        assert!(steps_of(&[]).is_empty());
+        assert_eq!(steps_of(&[5]), [(0, 1)]);
+        // A steady rate stays one step however long.
+        assert_eq!(steps_of(&[1000; 50]), [(0, 50)]);
+    }
+
+    #[test]
+    fn steps_become_buckets_with_their_own_width_and_cpu() {
+        // Samples every second from 1000 to 1012; CPU busy 0.1 + 0.001 * rate of one CPU.
+        let rates = [100u64, 100, 100, 0, 300, 300, 300, 300, 0, 500, 500, 500];
+        let mut s = vec![CpuSample {
+            unix_s: 1000.0,
+            user_s: 0.0,
+            system_s: 0.0,
+            idle_s: 0.0,
+        }];
+        let mut times = Vec::new();
+        for (k, &r) in rates.iter().enumerate() {
+            let p = *s.last().unwrap();
+            let busy = 0.1 + 0.001 * r as f64;
+            s.push(CpuSample {
+                unix_s: p.unix_s + 1.0,
+                user_s: p.user_s + busy / 2.0,
+                system_s: p.system_s + busy / 2.0,
+                idle_s: p.idle_s + 1.0 - busy,
+            });
+            times.extend(std::iter::repeat_n(1000 + k as i64, r as usize));
+        }
+        times.push(990); // before the samples
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        assert!(b.steps);
+        let got: Vec<(i64, u64, f64)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.start_unix, x.width_s, x.rate))
+            .collect();
+        assert_eq!(got, [(1000, 3, 100.0), (1004, 4, 300.0), (1009, 3, 500.0)]);
+        assert_eq!(b.requests_outside, 1);
+        assert!((b.buckets[1].idle_pct - 60.0).abs() < 1e-9);
+        // Steps of at least 4 s: only one left, an error that says so.
+        let e = bucketize_steps(&times, &s, 4).unwrap_err().to_string();
+        assert!(e.contains("1 bucket(s)"), "{e}");
+        let e = bucketize_steps(&[5000], &s, 2).unwrap_err().to_string();
+        assert!(e.contains("do not overlap"), "{e}");
+        assert!(bucketize_steps(&times, &s, 0).is_err());
+    }
+}
