@@ -857,6 +857,127 @@ mod tests {
         );
     }
 
+    /// A Combined Log Format line for a request at `t` (seconds since the epoch).
+    fn clf(t: i64) -> String {
+        let ts = time::OffsetDateTime::from_unix_timestamp(t).unwrap();
+        const MON: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        format!(
+            "127.0.0.1 - - [{:02}/{}/{}:{:02}:{:02}:{:02} +0000] \"GET /file.html HTTP/1.1\" 200 \
+             1024 \"-\" \"loadgen\"\n",
+            ts.day(),
+            MON[ts.month() as usize - 1],
+            ts.year(),
+            ts.hour(),
+            ts.minute(),
+            ts.second()
+        )
+    }
+
+    #[test]
+    fn the_tool_on_the_labs_log_and_samples_fits_the_labs_own_points() {
+        // A server on a 10% quota whose request costs more at low rates (waking it):
+        // c(rate) = 31.25 us * (1 + 2 exp(-rate / 600)). The lab's ladder at 3000 req/s
+        // measured saturation: 3 s windows on whole seconds, each followed by a second of
+        // drain and pause (a few requests, little CPU) and the lab's own window 30 ms longer
+        // than the log's 3 s (the drain). Per-second counts and CPU carry seeded noise.
+        let q = 0.1;
+        let cost = |r: f64| 31.25e-6 * (1.0 + 2.0 * (-r / 600.0).exp());
+        let mut seed = 0x2002u64;
+        let mut noise = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0 // -1..1
+        };
+        let d = tempfile::tempdir().unwrap();
+        let (log_path, cpu_path) = (d.path().join("access.log"), d.path().join("cpu.csv"));
+        let t0: i64 = 1_764_144_000;
+        let mut log = String::new();
+        let mut cpu = format!("# synthetic\n{}\n", crate::capacity::cpu_csv::HEADER);
+        let (mut t, mut used) = (t0 - 1, 0.0f64);
+        let mut sample = |t: i64, used: f64, cpu: &mut String| {
+            let s = crate::capacity::cpu_csv::CpuSample {
+                unix_s: t as f64,
+                user_s: 0.6 * used,
+                system_s: 0.4 * used,
+                idle_s: q * (t - (t0 - 1)) as f64 - used,
+            };
+            cpu.push_str(&crate::capacity::cpu_csv::format_line(&s));
+            cpu.push('\n');
+        };
+        sample(t, used, &mut cpu);
+        let sat_rps = 3000.0;
+        let mut rates = Vec::new();
+        for frac in super::super::plan::fracs(8) {
+            let r = frac * sat_rps;
+            let (mut n, mut busy) = (0u64, 0.0);
+            for _ in 0..3 {
+                let k = (r + 1.5 * r.sqrt() * noise()).round().max(0.0) as u64;
+                let b = k as f64 * cost(r) + 0.005 * q * noise();
+                for _ in 0..k {
+                    log.push_str(&clf(t));
+                }
+                (n, busy, used) = (n + k, busy + b, used + b);
+                t += 1;
+                sample(t, used, &mut cpu);
+            }
+            // The drain: 30 ms of requests, in the second after the window.
+            let drain = (0.03 * r).round() as u64;
+            for _ in 0..drain {
+                log.push_str(&clf(t));
+            }
+            let b = drain as f64 * cost(r);
+            used += b + 0.001;
+            t += 1;
+            sample(t, used, &mut cpu);
+            let (n, busy, dt) = (n + drain, busy + b, 3.03);
+            let mut mr = m("rate", n as f64 / dt, 100.0 - 100.0 * busy / (q * dt));
+            (mr.frac, mr.requests, mr.window_s) = (Some(frac), n, dt);
+            (mr.user_pct, mr.kernel_pct) = (60.0 * busy / (q * dt), 40.0 * busy / (q * dt));
+            (mr.cpu_s, mr.cpu_per_req_us) = (busy, busy / n as f64 * 1e6);
+            mr.access_log = log_path.clone();
+            rates.push(mr);
+        }
+        rates.last_mut().unwrap().cpu_csv = Some(cpu_path.clone());
+        std::fs::write(&log_path, &log).unwrap();
+        std::fs::write(&cpu_path, &cpu).unwrap();
+        let mut sat = m("saturate", 3600.0, 0.0);
+        sat.access_log = log_path.clone();
+        let mut over = m("overload", sat_rps, 0.5);
+        over.cpu_per_req_us = 1e6 * q / sat_rps;
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, q, 3);
+        assert_eq!(row.tool_error, None, "{row:?}");
+        assert_eq!(row.prediction_range, Range::Busy);
+        assert_eq!(
+            row.tool_buckets,
+            Some(6),
+            "the six busy-range steps: {row:?}"
+        );
+        let (lab, tool) = (row.predicted_rps.unwrap(), row.tool_predicted_rps.unwrap());
+        let diff = row.tool_vs_lab_pct.unwrap();
+        assert!(
+            diff < 5.0,
+            "tool {tool:.0} against the lab's {lab:.0}: {diff:.1}%"
+        );
+        // The line's CPU per request (its slope times the quota) against the saturation's.
+        let line = row.line_cpu_per_req_us.unwrap();
+        assert!(line > 25.0 && line < 40.0, "{line}");
+        let ratio = row.cost_ratio_saturation_vs_line.unwrap();
+        assert!((ratio - over.cpu_per_req_us / line).abs() < 1e-12);
+        // 1 s buckets would mix in the drain seconds and the seconds between the rates.
+        let o = Options {
+            low_rate_cut: Some(row.cut_rps),
+            min_r: DEFAULT_MIN_R,
+            saturated_idle_pct: KNEE_IDLE_PCT,
+        };
+        let fixed =
+            crate::capacity::analyze_files(&log_path, &cpu_path, Bucketing::Fixed(1), &o).unwrap();
+        assert!(fixed.buckets.len() > 3 * 8, "{}", fixed.buckets.len());
+    }
+
     #[test]
     fn a_linear_server_is_predicted_at_its_saturation() {
         // wrk 1300 req/s; the open loop saturates at 1000; idle = 100 - 0.1 * rate above the
