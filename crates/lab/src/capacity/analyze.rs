@@ -377,6 +377,7 @@ mod tests {
         Bucket {
             start_unix: 0,
             width_s: 900,
+            edge_s: 0.0,
             requests: rate as u64,
             rate,
             user_pct: busy * 0.7,

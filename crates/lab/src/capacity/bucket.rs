@@ -17,11 +17,14 @@ use super::CapacityError;
 pub struct Bucket {
     /// Start (seconds since the Unix epoch).
     pub start_unix: i64,
-    /// Its width (s): the bucket width, or a step's length (`--steps`).
+    /// Its width (s): the bucket width, or a step's whole seconds (`--steps`).
     pub width_s: u64,
+    /// A step's partial first and last seconds counted in, as the fraction of a second they
+    /// stand for (`--steps`; 0 for fixed buckets): the bucket spans `width_s + edge_s`.
+    pub edge_s: f64,
     /// Requests logged in it.
     pub requests: u64,
-    /// `requests` per second of the bucket (over `width_s`).
+    /// `requests` per second of the bucket (over `width_s + edge_s`).
     pub rate: f64,
     /// User-mode share of the CPU (%).
     pub user_pct: f64,
@@ -130,6 +133,7 @@ pub fn bucketize(
         buckets.push(Bucket {
             start_unix: s,
             width_s,
+            edge_s: 0.0,
             requests: counts[k],
             rate: counts[k] as f64 / width_s as f64,
             user_pct: pct(d.user_s),

@@ -10,7 +10,8 @@
 //! themselves. Nothing here knows who made the ladder: the steps are read off the log.
 //!
 //! A second joins the current run when its count lies within [`STEP_SIGMAS`] Poisson standard
-//! deviations or [`STEP_REL`] of the run's mean count so far, whichever is wider.
+//! deviations or [`STEP_REL`] of the run's mean count so far, whichever is wider; a lone
+//! partial second at either end of a step ([`PARTIAL_MIN`]) is counted in with its fraction.
 
 use super::bucket::{utc, Bucket, Bucketed};
 use super::cpu_csv::{at, CpuSample};
@@ -20,6 +21,14 @@ use super::CapacityError;
 /// A second belongs to the current step when its count lies within this many Poisson standard
 /// deviations (sqrt of the mean) of the step's mean count.
 pub const STEP_SIGMAS: f64 = 3.0;
+
+/// A lone second beside a step holding at least this fraction of the step's rate (and at
+/// most all of it) is the step's partial first or last second: a step that starts or ends
+/// inside a second, or a server whose log clock runs a fraction of a second behind (lighttpd
+/// stamps requests with a clock it updates once a second), leaves one there. It is counted
+/// in with the fraction of a second it stands for; under this fraction it is taken for the
+/// seconds between steps (a drain, a pause), which are left out.
+pub const PARTIAL_MIN: f64 = 0.5;
 
 /// ... or within this fraction of that mean, whichever is wider (open-loop load generators
 /// hold their rate within a few percent; the server's own hiccups move a second more than
@@ -66,30 +75,60 @@ pub fn bucketize_steps(
         }
     }
     let runs = steps_of(&counts);
+    let mut claimed = vec![false; runs.len()];
     let mut buckets = Vec::new();
-    for (a, len) in runs {
-        let reqs: u64 = counts[a..a + len].iter().sum();
+    for (i, &(a, len)) in runs.iter().enumerate() {
         if (len as u64) < min_s {
-            outside += reqs;
             continue;
         }
-        let s = first + a as i64;
-        let e = s + len as i64;
-        let x = at(samples, s as f64).expect("inside the samples' span");
-        let y = at(samples, e as f64).expect("inside the samples' span");
+        let full: u64 = counts[a..a + len].iter().sum();
+        let rate = full as f64 / len as f64;
+        // A lone second on either side holding part of this step's rate is the step's own
+        // partial second (the step started or ended inside it): counted in, with the fraction
+        // of a second it stands for.
+        let edge = |j: usize, claimed: &mut Vec<bool>| -> Option<(u64, f64)> {
+            let (b, l) = runs[j];
+            let c = counts[b];
+            let f = c as f64 / rate;
+            (l == 1 && !claimed[j] && (PARTIAL_MIN..=1.0).contains(&f)).then(|| {
+                claimed[j] = true;
+                (c, f)
+            })
+        };
+        let head = if i > 0 {
+            edge(i - 1, &mut claimed)
+        } else {
+            None
+        };
+        let tail = if i + 1 < runs.len() {
+            edge(i + 1, &mut claimed)
+        } else {
+            None
+        };
+        claimed[i] = true;
+        let (hc, hf) = head.unwrap_or((0, 0.0));
+        let (tc, tf) = tail.unwrap_or((0, 0.0));
+        let s = (first + a as i64) as f64 - hf;
+        let e = (first + (a + len) as i64) as f64 + tf;
+        let x = at(samples, s).expect("inside the samples' span");
+        let y = at(samples, e).expect("inside the samples' span");
         let d = y.minus(&x);
         let total = d.user_s + d.system_s + d.idle_s;
         let pct = |v: f64| if total > 0.0 { 100.0 * v / total } else { 0.0 };
+        let reqs = full + hc + tc;
         buckets.push(Bucket {
-            start_unix: s,
+            start_unix: first + a as i64,
             width_s: len as u64,
+            edge_s: hf + tf,
             requests: reqs,
-            rate: reqs as f64 / len as f64,
+            rate: reqs as f64 / (e - s),
             user_pct: pct(d.user_s),
             kernel_pct: pct(d.system_s),
             idle_pct: pct(d.idle_s),
         });
     }
+    let used: u64 = buckets.iter().map(|b| b.requests).sum();
+    outside += counts.iter().sum::<u64>() - used;
     if buckets.len() < MIN_POINTS {
         return Err(CapacityError::TooFewBuckets {
             got: buckets.len(),
@@ -190,5 +229,61 @@ mod tests {
         let e = bucketize_steps(&[5000], &s, 2).unwrap_err().to_string();
         assert!(e.contains("do not overlap"), "{e}");
         assert!(bucketize_steps(&times, &s, 0).is_err());
+    }
+
+    #[test]
+    fn a_log_clock_behind_the_samples_keeps_each_steps_partial_last_second() {
+        // Steps of 1000, 2000 and 3000 req/s over the real seconds 1001-1004, 1005-1008 and
+        // 1009-1012; the log stamps each request 0.2 s late (lighttpd's once-a-second clock):
+        // logged second k holds the real [k + 0.2, k + 1.2). CPU (of one CPU): 0.1 +
+        // 0.0002 * rate in a step, 0.1 between.
+        let step = |t: f64| match t {
+            t if (1001.0..1004.0).contains(&t) => 1000.0,
+            t if (1005.0..1008.0).contains(&t) => 2000.0,
+            t if (1009.0..1012.0).contains(&t) => 3000.0,
+            _ => 0.0,
+        };
+        let mut s = vec![CpuSample {
+            unix_s: 1000.0,
+            user_s: 0.0,
+            system_s: 0.0,
+            idle_s: 0.0,
+        }];
+        let mut times = Vec::new();
+        for k in 1000..1012i64 {
+            let p = *s.last().unwrap();
+            let busy = 0.1 + 0.0002 * step(k as f64);
+            s.push(CpuSample {
+                unix_s: p.unix_s + 1.0,
+                user_s: p.user_s + busy,
+                system_s: p.system_s,
+                idle_s: p.idle_s + 1.0 - busy,
+            });
+            // Requests in the real [k + 0.2, k + 1.2), in tenths of a second.
+            let n: f64 = (2..12)
+                .map(|i| step(k as f64 + i as f64 / 10.0) / 10.0)
+                .sum();
+            times.extend(std::iter::repeat_n(k, n as usize));
+        }
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        let got: Vec<(i64, u64, f64, f64, f64)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.start_unix, x.width_s, x.edge_s, x.rate, x.idle_pct))
+            .collect();
+        let want = [
+            (1001, 2, 0.8, 1000.0, 70.0),
+            (1005, 2, 0.8, 2000.0, 50.0),
+            (1009, 2, 0.8, 3000.0, 30.0),
+        ];
+        assert_eq!(got.len(), 3, "{got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!((g.0, g.1), (w.0, w.1), "{got:?}");
+            for (x, y) in [(g.2, w.2), (g.3, w.3), (g.4, w.4)] {
+                assert!((x - y).abs() < 1e-6, "{got:?}");
+            }
+        }
+        // The first 0.2 s of each step, logged in the second before it, is left out.
+        assert_eq!(b.requests_outside, 200 + 400 + 600);
     }
 }

@@ -430,6 +430,8 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
             // Its first sample falls at the next whole second: the requests before it are
             // outside the tool's buckets (counted as such), as they would be in production.
             r.recorder = Some(Recorder::start(dir, cap, path)?);
+            // A second for that first sample to be taken before the first rate begins.
+            crate::signals::sleep(Duration::from_secs(1))?;
         }
         // Each rate starts on a whole second, so that its window is whole seconds of the
         // access log (whose timestamps are whole seconds): `triage capacity --steps` then

@@ -897,7 +897,7 @@ mod tests {
         let mut log = String::new();
         let mut cpu = format!("# synthetic\n{}\n", crate::capacity::cpu_csv::HEADER);
         let (mut t, mut used) = (t0 - 1, 0.0f64);
-        let mut sample = |t: i64, used: f64, cpu: &mut String| {
+        let sample = |t: i64, used: f64, cpu: &mut String| {
             let s = crate::capacity::cpu_csv::CpuSample {
                 unix_s: t as f64,
                 user_s: 0.6 * used,
