@@ -24,10 +24,10 @@ pub const STEP_SIGMAS: f64 = 3.0;
 
 /// A lone second beside a step holding at least this fraction of the step's rate (and at
 /// most all of it) is the step's partial first or last second: a step that starts or ends
-/// inside a second, or a server whose log clock runs a fraction of a second behind (lighttpd
-/// stamps requests with a clock it updates once a second), leaves one there. It is counted
-/// in with the fraction of a second it stands for; under this fraction it is taken for the
-/// seconds between steps (a drain, a pause), which are left out.
+/// inside a second (an overloaded step's drain runs on into the next) leaves one there. It
+/// is counted in with the fraction of a second it stands for, and the whole second's CPU
+/// (the rest of it is the pause beside the step); under this fraction it is taken for the
+/// seconds between steps (a short drain, a pause), which are left out.
 pub const PARTIAL_MIN: f64 = 0.5;
 
 /// ... or within this fraction of that mean, whichever is wider (open-loop load generators
@@ -108,23 +108,35 @@ pub fn bucketize_steps(
         claimed[i] = true;
         let (hc, hf) = head.unwrap_or((0, 0.0));
         let (tc, tf) = tail.unwrap_or((0, 0.0));
-        let s = (first + a as i64) as f64 - hf;
-        let e = (first + (a + len) as i64) as f64 + tf;
-        let x = at(samples, s).expect("inside the samples' span");
-        let y = at(samples, e).expect("inside the samples' span");
+        // The CPU of the whole seconds, partial ones included: the rest of a partial second
+        // is the pause beside the step, where the server used next to nothing, and CPU within
+        // a second is not spread evenly (a drain comes first), so it is not interpolated.
+        // Its shares are of the capacity over the step's span, whole plus partial seconds.
+        let s = first + a as i64 - i64::from(head.is_some());
+        let e = first + (a + len) as i64 + i64::from(tail.is_some());
+        let x = at(samples, s as f64).expect("inside the samples' span");
+        let y = at(samples, e as f64).expect("inside the samples' span");
         let d = y.minus(&x);
-        let total = d.user_s + d.system_s + d.idle_s;
-        let pct = |v: f64| if total > 0.0 { 100.0 * v / total } else { 0.0 };
+        let span = len as f64 + hf + tf;
+        let capacity = (d.user_s + d.system_s + d.idle_s) / (e - s) as f64 * span;
+        let pct = |v: f64| {
+            if capacity > 0.0 {
+                100.0 * v / capacity
+            } else {
+                0.0
+            }
+        };
         let reqs = full + hc + tc;
+        let (user_pct, kernel_pct) = (pct(d.user_s), pct(d.system_s));
         buckets.push(Bucket {
             start_unix: first + a as i64,
             width_s: len as u64,
             edge_s: hf + tf,
             requests: reqs,
-            rate: reqs as f64 / (e - s),
-            user_pct: pct(d.user_s),
-            kernel_pct: pct(d.system_s),
-            idle_pct: pct(d.idle_s),
+            rate: reqs as f64 / span,
+            user_pct,
+            kernel_pct,
+            idle_pct: 100.0 - user_pct - kernel_pct,
         });
     }
     let used: u64 = buckets.iter().map(|b| b.requests).sum();
@@ -232,15 +244,15 @@ mod tests {
     }
 
     #[test]
-    fn a_log_clock_behind_the_samples_keeps_each_steps_partial_last_second() {
-        // Steps of 1000, 2000 and 3000 req/s over the real seconds 1001-1004, 1005-1008 and
-        // 1009-1012; the log stamps each request 0.2 s late (lighttpd's once-a-second clock):
-        // logged second k holds the real [k + 0.2, k + 1.2). CPU (of one CPU): 0.1 +
-        // 0.0002 * rate in a step, 0.1 between.
+    fn a_step_ending_inside_a_second_keeps_its_partial_last_second() {
+        // Steps of 1000, 2000 and 3000 req/s over [1001, 1003.8), [1005, 1007.8) and
+        // [1009, 1011.8) (an overloaded step's drain runs on into its last second; the
+        // server is idle between steps). CPU (of one CPU): 0.0002 * rate while a step runs,
+        // the whole of it in the first 0.8 s of the last second.
         let step = |t: f64| match t {
-            t if (1001.0..1004.0).contains(&t) => 1000.0,
-            t if (1005.0..1008.0).contains(&t) => 2000.0,
-            t if (1009.0..1012.0).contains(&t) => 3000.0,
+            t if (1001.0..1003.8).contains(&t) => 1000.0,
+            t if (1005.0..1007.8).contains(&t) => 2000.0,
+            t if (1009.0..1011.8).contains(&t) => 3000.0,
             _ => 0.0,
         };
         let mut s = vec![CpuSample {
@@ -252,18 +264,18 @@ mod tests {
         let mut times = Vec::new();
         for k in 1000..1012i64 {
             let p = *s.last().unwrap();
-            let busy = 0.1 + 0.0002 * step(k as f64);
+            // Tenths of a second.
+            let n: f64 = (0..10)
+                .map(|i| step(k as f64 + i as f64 / 10.0) / 10.0)
+                .sum();
+            let busy = 0.0002 * n;
             s.push(CpuSample {
                 unix_s: p.unix_s + 1.0,
                 user_s: p.user_s + busy,
                 system_s: p.system_s,
                 idle_s: p.idle_s + 1.0 - busy,
             });
-            // Requests in the real [k + 0.2, k + 1.2), in tenths of a second.
-            let n: f64 = (2..12)
-                .map(|i| step(k as f64 + i as f64 / 10.0) / 10.0)
-                .sum();
-            times.extend(std::iter::repeat_n(k, n as usize));
+            times.extend(std::iter::repeat_n(k, n.round() as usize));
         }
         let b = bucketize_steps(&times, &s, 2).unwrap();
         let got: Vec<(i64, u64, f64, f64, f64)> = b
@@ -272,9 +284,9 @@ mod tests {
             .map(|x| (x.start_unix, x.width_s, x.edge_s, x.rate, x.idle_pct))
             .collect();
         let want = [
-            (1001, 2, 0.8, 1000.0, 70.0),
-            (1005, 2, 0.8, 2000.0, 50.0),
-            (1009, 2, 0.8, 3000.0, 30.0),
+            (1001, 2, 0.8, 1000.0, 80.0),
+            (1005, 2, 0.8, 2000.0, 60.0),
+            (1009, 2, 0.8, 3000.0, 40.0),
         ];
         assert_eq!(got.len(), 3, "{got:?}");
         for (g, w) in got.iter().zip(want) {
@@ -283,7 +295,6 @@ mod tests {
                 assert!((x - y).abs() < 1e-6, "{got:?}");
             }
         }
-        // The first 0.2 s of each step, logged in the second before it, is left out.
-        assert_eq!(b.requests_outside, 200 + 400 + 600);
+        assert_eq!(b.requests_outside, 0);
     }
 }

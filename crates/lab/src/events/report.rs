@@ -220,11 +220,11 @@ pub fn report(s: &Summary) -> String {
          rate. wrk's peak is a cheaper traffic (its one thread serves many responses per \
          wake-up) and is not what the rates' line extrapolates to. 'Idle ran out at' is the \
          rate at which the open loop's idle CPU fell below {KNEE_IDLE_PCT}%, interpolated. \
-         The seed's assumption, checked: 'the line' is the CPU per request the fitted idle \
-         line implies (its slope times the quota), 'the measured saturation' what a request \
-         cost in the overload run; a ratio below 1 means the server got cheaper per request \
-         past the fitted range (it serves several requests per wake-up once busy) and \
-         reaches beyond the line's X-intercept by about 1/ratio. 'triage capacity' is the \
+         The seed's assumption, checked: the mean CPU per request over the fitted rates \
+         against what a request cost in the overload run; 1 where the assumption holds, above \
+         1 the server got cheaper per request past the fitted range (several requests per \
+         wake-up, a batch after each throttled period) and serves more than the line's \
+         X-intercept. 'triage capacity' is the \
          tool run on the server's access log and CPU samples with --steps (one bucket per \
          step of the rate ladder, read off the log) and the same cut."
     ));
@@ -260,9 +260,9 @@ pub fn report(s: &Summary) -> String {
                 ),
                 format!(
                     "{} / {} ({})",
-                    o(f.line_cpu_per_req_us, 1),
+                    o(f.fitted_cpu_per_req_us, 1),
                     o(f.saturation_cpu_per_req_us, 1),
-                    o(f.cost_ratio_saturation_vs_line, 2)
+                    o(f.cost_ratio_fitted_vs_saturation, 2)
                 ),
                 o(f.tool_predicted_rps, 0),
                 o(f.tool_r, 3),
@@ -289,7 +289,7 @@ pub fn report(s: &Summary) -> String {
             "idle ran out at",
             "predicted vs that %",
             "CPU/req us: lowest rate / wrk's saturation",
-            "CPU/req us: the line / the measured saturation (ratio)",
+            "CPU/req us: the fitted rates / the measured saturation (ratio)",
             "triage capacity (log)",
             "its r",
             "tool vs lab %",

@@ -88,17 +88,16 @@ pub struct FitRow {
     /// CPU per request at the lowest rate (us): against `cpu_per_req_us` at saturation, how
     /// far the cost per request falls with the rate (a straight idle line needs it constant).
     pub cpu_per_req_lowest_rate_us: Option<f64>,
-    /// The CPU per request the prediction's idle line implies (us): its slope (% of the quota
-    /// per req/s) times the quota. The seed's assumption is that a request costs this up to
-    /// the peak.
-    pub line_cpu_per_req_us: Option<f64>,
+    /// Mean CPU per request over the rates the prediction was fitted on (us).
+    pub fitted_cpu_per_req_us: Option<f64>,
     /// CPU per request in the overload run, at the measured saturation (us).
     pub saturation_cpu_per_req_us: Option<f64>,
-    /// `saturation_cpu_per_req_us / line_cpu_per_req_us`: 1 where the seed's assumption holds
-    /// (a request costs at saturation what it costs on the line); below 1 the server got
-    /// cheaper per request past the fitted range (batching) and reaches further than the line
-    /// can see; the prediction's error is then about `1 / ratio - 1` below the saturation.
-    pub cost_ratio_saturation_vs_line: Option<f64>,
+    /// `fitted_cpu_per_req_us / saturation_cpu_per_req_us`: the seed's assumption, checked. 1
+    /// where it holds (a request costs the same at the fitted rates and at the saturation, so
+    /// the idle line runs out where the server does); above 1 the server got cheaper per
+    /// request past the fitted range (several requests per wake-up, batches after each
+    /// throttled period) and serves more than the line's X-intercept.
+    pub cost_ratio_fitted_vs_saturation: Option<f64>,
     /// `triage capacity` on the access log and the CPU samples: its prediction (req/s).
     pub tool_predicted_rps: Option<f64>,
     /// Its idle line's r.
@@ -269,13 +268,12 @@ pub fn tool_min_step_s(window_s: u64) -> u64 {
 }
 
 /// The regressions of one group of points: wrk's saturation run `sat`, the overload run
-/// `over` (the measured saturation; `sat` stands in without one) and the rates, on a server
-/// side of `quota` CPUs whose rates ran `window_s` seconds each.
+/// `over` (the measured saturation; `sat` stands in without one) and the rates, each of
+/// `window_s` seconds.
 pub fn fit_row(
     sat: &Measured,
     over: Option<&Measured>,
     rates: &[&Measured],
-    quota: f64,
     window_s: u64,
 ) -> FitRow {
     let pts: Vec<(f64, f64, f64, f64)> = rates
@@ -293,23 +291,24 @@ pub fn fit_row(
     let predicted = prediction
         .predicted_peak_rps
         .filter(|_| range != Range::All);
-    let line_cost = prediction
-        .idle
-        .filter(|f| f.slope < 0.0 && range != Range::All)
-        .map(|f| -f.slope / 100.0 * quota * 1e6);
+    let in_range = |p: &(f64, f64, f64, f64)| match range {
+        Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
+        Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
+        Range::All => true,
+    };
+    let fitted_costs: Vec<f64> = rates
+        .iter()
+        .filter(|m| in_range(&(m.rps, m.user_pct, m.kernel_pct, m.idle_pct)))
+        .map(|m| m.cpu_per_req_us)
+        .filter(|c| c.is_finite())
+        .collect();
+    let fitted_cost = (predicted.is_some() && !fitted_costs.is_empty())
+        .then(|| fitted_costs.iter().sum::<f64>() / fitted_costs.len() as f64);
     let sat_cost = over
         .map(|m| m.cpu_per_req_us)
         .filter(|c| c.is_finite() && *c > 0.0);
     let err = |p: f64| (p - measured) / measured * 100.0;
-    let used: Vec<f64> = pts
-        .iter()
-        .filter(|p| match range {
-            Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
-            Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
-            Range::All => true,
-        })
-        .map(|p| p.0)
-        .collect();
+    let used: Vec<f64> = pts.iter().filter(|p| in_range(p)).map(|p| p.0).collect();
     let fitted = prediction.idle.and_then(|_| {
         let lo = used.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = used.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -343,9 +342,9 @@ pub fn fit_row(
         knee_rps: knee(&pts),
         predicted_vs_knee_pct: predicted.zip(knee(&pts)).map(|(p, k)| (p - k) / k * 100.0),
         cpu_per_req_lowest_rate_us: lowest,
-        line_cpu_per_req_us: line_cost,
+        fitted_cpu_per_req_us: fitted_cost,
         saturation_cpu_per_req_us: sat_cost,
-        cost_ratio_saturation_vs_line: line_cost.zip(sat_cost).map(|(l, c)| c / l),
+        cost_ratio_fitted_vs_saturation: fitted_cost.zip(sat_cost).map(|(f, c)| f / c),
         tool_predicted_rps: None,
         tool_r: None,
         tool_buckets: None,
@@ -407,7 +406,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 let over = g.iter().find(|m| m.step == "overload").copied();
                 let rates: Vec<&Measured> =
                     g.iter().filter(|m| m.step == "rate").copied().collect();
-                fits.push(fit_row(sat, over, &rates, p.quota, p.window_s));
+                fits.push(fit_row(sat, over, &rates, p.window_s));
             }
         }
     }
@@ -733,7 +732,7 @@ pub fn print_table(s: &Summary) {
         "all r",
         "knee/s",
         "us/req lo",
-        "line/sat us",
+        "fit/sat us",
         "tool%"
     );
     for r in &s.fits {
@@ -758,7 +757,7 @@ pub fn print_table(s: &Summary) {
             ),
             format!(
                 "{}/{}",
-                o(r.line_cpu_per_req_us, 0),
+                o(r.fitted_cpu_per_req_us, 0),
                 o(r.saturation_cpu_per_req_us, 0)
             ),
             o(r.tool_vs_lab_pct, 1)
@@ -948,7 +947,7 @@ mod tests {
         let mut over = m("overload", sat_rps, 0.5);
         over.cpu_per_req_us = 1e6 * q / sat_rps;
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, q, 3);
+        let row = fit_row(&sat, Some(&over), &refs, 3);
         assert_eq!(row.tool_error, None, "{row:?}");
         assert_eq!(row.prediction_range, Range::Busy);
         assert_eq!(
@@ -962,11 +961,17 @@ mod tests {
             diff < 5.0,
             "tool {tool:.0} against the lab's {lab:.0}: {diff:.1}%"
         );
-        // The line's CPU per request (its slope times the quota) against the saturation's.
-        let line = row.line_cpu_per_req_us.unwrap();
-        assert!(line > 25.0 && line < 40.0, "{line}");
-        let ratio = row.cost_ratio_saturation_vs_line.unwrap();
-        assert!((ratio - over.cpu_per_req_us / line).abs() < 1e-12);
+        // The fitted rates' CPU per request against the saturation's: dearer (the cost falls
+        // with the rate), which is why the line stops short of the saturation.
+        let fitted = row.fitted_cpu_per_req_us.unwrap();
+        let busy: Vec<f64> = rates[2..].iter().map(|m| m.cpu_per_req_us).collect();
+        assert!(
+            (fitted - busy.iter().sum::<f64>() / 6.0).abs() < 1e-9,
+            "{fitted}"
+        );
+        let ratio = row.cost_ratio_fitted_vs_saturation.unwrap();
+        assert!((ratio - fitted / over.cpu_per_req_us).abs() < 1e-12);
+        assert!(ratio > 1.0, "{ratio}");
         // 1 s buckets would mix in the drain seconds and the seconds between the rates.
         let o = Options {
             low_rate_cut: Some(row.cut_rps),
@@ -989,7 +994,7 @@ mod tests {
         rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
         rates.push(m("rate", 990.0, 1.0));
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, 0.1, 3);
+        let row = fit_row(&sat, Some(&over), &refs, 3);
         assert!(
             (row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6,
             "{row:?}"
