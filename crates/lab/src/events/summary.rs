@@ -288,9 +288,15 @@ pub fn fit_row(
     let (range, prediction) = prediction_fit(&pts, Some(cut), KNEE_IDLE_PCT);
     // Fewer than 3 rates with idle CPU left: no line on which a request has a cost (a
     // server on poll with 10000 cold connections has none at any rate). No figure, said so.
+    // Nor is a line with |r| under DEFAULT_MIN_R a measurement (`triage capacity` warns "too
+    // weak to trust"): idle barely falling over the fitted rates puts its X-intercept
+    // anywhere. No figure, said so with r.
+    let trusted = |range: Range, f: &Fits| {
+        range != Range::All && f.idle.is_some_and(|l| l.r.abs() >= DEFAULT_MIN_R)
+    };
     let predicted = prediction
         .predicted_peak_rps
-        .filter(|_| range != Range::All);
+        .filter(|_| trusted(range, &prediction));
     let in_range = |p: &(f64, f64, f64, f64)| match range {
         Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
         Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
@@ -364,10 +370,7 @@ pub fn fit_row(
             let how = Bucketing::Steps(tool_min_step_s(window_s));
             match crate::capacity::analyze_files(&sat.access_log, &csv, how, &o) {
                 Ok(a) => {
-                    row.tool_predicted_rps = a
-                        .predicted_peak_rps
-                        .filter(|_| a.prediction_range != Range::All);
-                    let (_, fits) = prediction_fit(
+                    let (tool_range, fits) = prediction_fit(
                         &a.buckets
                             .iter()
                             .map(|b| (b.rate, b.user_pct, b.kernel_pct, b.idle_pct))
@@ -375,6 +378,8 @@ pub fn fit_row(
                         Some(cut),
                         KNEE_IDLE_PCT,
                     );
+                    row.tool_predicted_rps =
+                        a.predicted_peak_rps.filter(|_| trusted(tool_range, &fits));
                     row.tool_r = fits.idle.map(|f| f.r);
                     row.tool_buckets = Some(fits.buckets);
                     row.tool_vs_lab_pct = match (a.predicted_peak_rps, predicted) {
@@ -501,8 +506,20 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
     let no_prediction: Vec<String> = fits
         .iter()
         .filter(|f| f.predicted_rps.is_none())
-        .map(|f| {
-            format!(
+        .map(|f| match f.prediction.idle {
+            Some(l) if f.prediction_range != Range::All && l.r.abs() < DEFAULT_MIN_R => format!(
+                "{} at {} cold (rep {}): the idle line over the {} has r = {:.3} (|r| < \
+                 {DEFAULT_MIN_R}: too weak to trust; it would predict {})",
+                f.server,
+                f.cold_held,
+                f.rep,
+                f.prediction_range.describe(),
+                l.r,
+                f.prediction
+                    .predicted_peak_rps
+                    .map_or("nothing".into(), |p| format!("{p:.0} req/s"))
+            ),
+            _ => format!(
                 "{} at {} cold (rep {}): {} of its {} rates left idle CPU (idle >= \
                  {KNEE_IDLE_PCT}%), {} of them at or above the cut ({:.0} req/s): no idle line \
                  falling to zero",
@@ -513,7 +530,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 f.all.buckets,
                 f.above_cut.buckets,
                 f.cut_rps
-            )
+            ),
         })
         .collect();
     let capacity_vs_knee_pct_max = maxf(
@@ -981,6 +998,25 @@ mod tests {
         let fixed =
             crate::capacity::analyze_files(&log_path, &cpu_path, Bucketing::Fixed(1), &o).unwrap();
         assert!(fixed.buckets.len() > 3 * 8, "{}", fixed.buckets.len());
+    }
+
+    #[test]
+    fn a_line_too_weak_to_trust_predicts_nothing() {
+        // Idle barely falls and scatters over the busy range (r about -0.3): its
+        // X-intercept would be anywhere; no figure, and the reason names r.
+        let sat = m("saturate", 1300.0, 0.0);
+        let over = m("overload", 1000.0, 0.5);
+        let mut rates = vec![m("rate", 100.0, 70.0)];
+        rates.extend(
+            [(500.0, 8.0), (600.0, 4.0), (700.0, 9.0), (800.0, 5.0)].map(|(r, i)| m("rate", r, i)),
+        );
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, 3);
+        assert_eq!(row.prediction_range, Range::Busy);
+        let r = row.prediction.idle.unwrap().r;
+        assert!(r.abs() < DEFAULT_MIN_R, "{r}");
+        assert_eq!((row.predicted_rps, row.error_pct), (None, None), "{row:?}");
+        assert_eq!(row.fitted_cpu_per_req_us, None);
     }
 
     #[test]
