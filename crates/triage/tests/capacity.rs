@@ -182,6 +182,34 @@ fn capacity_reads_a_real_triage_log_and_its_cpu_samples() {
     );
     assert!(text.contains("predicted peak rate"), "{text}");
 
+    // The same log by the steps of its rate ladder (50, 150, 300 req/s, 2 s each, not on
+    // whole seconds): one bucket per rate at least, every request accounted for.
+    let o = capacity(&[
+        "--log",
+        log.to_str().unwrap(),
+        "--cpu",
+        cpu.to_str().unwrap(),
+        "--steps",
+        "1s",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(a["steps"], true, "{a}");
+    assert!(a["buckets"].as_array().unwrap().len() >= 3, "{a}");
+    let used = a["requests_used"].as_u64().unwrap();
+    assert_eq!(used + a["requests_outside"].as_u64().unwrap(), sent, "{a}");
+    let busiest = a["busiest_rps"].as_f64().unwrap();
+    assert!((200.0..=450.0).contains(&busiest), "{a}");
+    let o = capacity(&[
+        "--log", "x", "--cpu", "y", "--steps", "1s", "--bucket", "1m",
+    ]);
+    assert!(
+        !o.status.success(),
+        "--steps and --bucket exclude each other"
+    );
+
     // Malformed lines: counted, skipped, reported.
     let mut bad = std::fs::read_to_string(&log).unwrap();
     bad.push_str("not a log line\n\"GET / HTTP/1.1\" 200\n");

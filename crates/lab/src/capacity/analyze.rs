@@ -136,8 +136,10 @@ pub struct Options {
 /// The whole analysis (`triage capacity --json` prints it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Analysis {
-    /// Bucket width (s).
+    /// Bucket width (s); with `steps`, the shortest step kept.
     pub bucket_s: u64,
+    /// The buckets are the steps of a rate ladder (`--steps`), each with its own width.
+    pub steps: bool,
     /// The buckets.
     pub buckets: Vec<Bucket>,
     /// Requests counted in buckets.
@@ -238,13 +240,22 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
         notes.push(malformed_note.to_owned());
     }
     if b.requests_outside > 0 {
-        notes.push(format!(
-            "{} logged requests fall outside the CPU samples' whole buckets and were not used",
-            b.requests_outside
-        ));
+        notes.push(if b.steps {
+            format!(
+                "{} logged requests fall outside the CPU samples or between the steps (runs \
+                 shorter than {} s) and were not used",
+                b.requests_outside, b.width_s
+            )
+        } else {
+            format!(
+                "{} logged requests fall outside the CPU samples' whole buckets and were not used",
+                b.requests_outside
+            )
+        });
     }
     Analysis {
         bucket_s: b.width_s,
+        steps: b.steps,
         requests_used: b.buckets.iter().map(|x| x.requests).sum(),
         requests_outside: b.requests_outside,
         malformed_lines: malformed,
@@ -298,13 +309,19 @@ fn table(title: &str, f: &Fits) -> String {
 pub fn text(a: &Analysis) -> String {
     let mut s = String::new();
     if let (Some(f), Some(l)) = (a.buckets.first(), a.buckets.last()) {
+        let what = if a.steps {
+            let lo = a.buckets.iter().map(|b| b.width_s).min().unwrap_or(0);
+            let hi = a.buckets.iter().map(|b| b.width_s).max().unwrap_or(0);
+            format!("steady-rate steps of {lo}-{hi} s")
+        } else {
+            format!("buckets of {} s", a.bucket_s)
+        };
         let _ = writeln!(
             s,
-            "{} buckets of {} s from {} to {}, {} requests",
+            "{} {what} from {} to {}, {} requests",
             a.buckets.len(),
-            a.bucket_s,
             utc(f.start_unix as f64),
-            utc((l.start_unix + a.bucket_s as i64) as f64),
+            utc((l.start_unix + l.width_s as i64) as f64),
             a.requests_used
         );
     }
@@ -359,6 +376,8 @@ mod tests {
         let busy = 100.0 - idle;
         Bucket {
             start_unix: 0,
+            width_s: 900,
+            edge_s: 0.0,
             requests: rate as u64,
             rate,
             user_pct: busy * 0.7,
@@ -370,6 +389,7 @@ mod tests {
     fn bucketed(b: Vec<Bucket>) -> Bucketed {
         Bucketed {
             width_s: 900,
+            steps: false,
             buckets: b,
             requests_outside: 0,
         }

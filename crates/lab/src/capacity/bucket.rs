@@ -17,9 +17,14 @@ use super::CapacityError;
 pub struct Bucket {
     /// Start (seconds since the Unix epoch).
     pub start_unix: i64,
+    /// Its width (s): the bucket width, or a step's whole seconds (`--steps`).
+    pub width_s: u64,
+    /// A step's partial first and last seconds counted in, as the fraction of a second they
+    /// stand for (`--steps`; 0 for fixed buckets): the bucket spans `width_s + edge_s`.
+    pub edge_s: f64,
     /// Requests logged in it.
     pub requests: u64,
-    /// `requests` per second of the bucket.
+    /// `requests` per second of the bucket (over `width_s + edge_s`).
     pub rate: f64,
     /// User-mode share of the CPU (%).
     pub user_pct: f64,
@@ -32,8 +37,11 @@ pub struct Bucket {
 /// The buckets of a log and its CPU samples, and what fell outside them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bucketed {
-    /// Width of every bucket (s).
+    /// Width of every bucket (s); with `steps`, the shortest step kept.
     pub width_s: u64,
+    /// The buckets are the steps of a rate ladder ([`super::steps`]), each with its own
+    /// width, not fixed-width buckets.
+    pub steps: bool,
     /// The buckets, in time order.
     pub buckets: Vec<Bucket>,
     /// Requests logged outside every bucket (before the CPU samples start, after they end,
@@ -124,6 +132,8 @@ pub fn bucketize(
         let pct = |x: f64| if total > 0.0 { 100.0 * x / total } else { 0.0 };
         buckets.push(Bucket {
             start_unix: s,
+            width_s,
+            edge_s: 0.0,
             requests: counts[k],
             rate: counts[k] as f64 / width_s as f64,
             user_pct: pct(d.user_s),
@@ -133,6 +143,7 @@ pub fn bucketize(
     }
     Ok(Bucketed {
         width_s,
+        steps: false,
         buckets,
         requests_outside: outside,
     })

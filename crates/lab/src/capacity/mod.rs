@@ -4,9 +4,11 @@
 //! the idle line's X-intercept (58 req/s on the old kernel, 69 on the new). This module does
 //! the same for any server: [`sample`] records CPU samples (machine, cgroup, process or
 //! triage's `/metrics`) into a [`cpu_csv`] file; [`log`] reads the access log's request times
-//! with the one Combined Log Format parser; [`bucket`] lines the two up in time buckets;
+//! with the one Combined Log Format parser; [`bucket`] lines the two up in time buckets
+//! ([`steps`]: one bucket per step of a rate ladder);
 //! [`regress`] fits the lines; [`analyze`] predicts the peak, the headroom and says when not to
-//! trust them. Leaves first: `regress`, `cpu_csv`, `bucket`, `log`, `analyze`, `sample`.
+//! trust them. Leaves first: `regress`, `cpu_csv`, `bucket`, `steps`, `log`, `analyze`,
+//! `sample`.
 //!
 //! Every bad input is an error or a warning, never a silent figure: malformed log lines are
 //! counted, skipped and reported; a log whose clock does not overlap the samples, too few
@@ -21,6 +23,7 @@ pub mod log;
 pub mod opts;
 pub mod regress;
 pub mod sample;
+pub mod steps;
 
 pub use analyze::{Analysis, Fits, Options};
 pub use opts::{AnalyzeOpts, SampleOpts};
@@ -84,11 +87,21 @@ pub enum CapacityError {
     Config(String),
 }
 
-/// The whole analysis of `log` against `cpu` with buckets of `bucket_s` seconds.
+/// How the log's requests and the CPU samples are grouped into the points the lines are
+/// fitted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bucketing {
+    /// Buckets of this many seconds at whole multiples of it since the epoch (`--bucket`).
+    Fixed(u64),
+    /// The steps of a rate ladder, each at least this many seconds long (`--steps`).
+    Steps(u64),
+}
+
+/// The whole analysis of `log` against `cpu`, bucketed as `how` says.
 pub fn analyze_files(
     log: &Path,
     cpu: &Path,
-    bucket_s: u64,
+    how: Bucketing,
     o: &Options,
 ) -> Result<Analysis, CapacityError> {
     let times = log::read_log(log)?;
@@ -97,7 +110,10 @@ pub fn analyze_files(
         source: e,
     })?;
     let samples = cpu_csv::parse_cpu_csv(&text)?;
-    let b = bucket::bucketize(&times.times, &samples, bucket_s)?;
+    let b = match how {
+        Bucketing::Fixed(w) => bucket::bucketize(&times.times, &samples, w)?,
+        Bucketing::Steps(min) => steps::bucketize_steps(&times.times, &samples, min)?,
+    };
     Ok(analyze::analyze(
         &b,
         times.malformed,
@@ -108,13 +124,19 @@ pub fn analyze_files(
 
 /// `triage capacity`: the analysis as text (or JSON) on standard output.
 pub fn run_analyze(o: &AnalyzeOpts) -> Result<Analysis, CapacityError> {
-    let bucket = o.bucket;
-    if bucket.subsec_nanos() != 0 || bucket.as_secs() == 0 {
-        return Err(CapacityError::Config(format!(
-            "--bucket must be whole seconds (the log's resolution), not {}",
-            units::format_duration(bucket)
-        )));
-    }
+    let whole = |flag: &str, d: std::time::Duration| {
+        if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+            return Err(CapacityError::Config(format!(
+                "{flag} must be whole seconds (the log's resolution), not {}",
+                units::format_duration(d)
+            )));
+        }
+        Ok(d.as_secs())
+    };
+    let how = match o.steps {
+        Some(m) => Bucketing::Steps(whole("--steps", m)?),
+        None => Bucketing::Fixed(whole("--bucket", o.bucket)?),
+    };
     if !(0.0..=1.0).contains(&o.min_r) {
         return Err(CapacityError::Config("--min-r must be within 0..1".into()));
     }
@@ -136,7 +158,7 @@ pub fn run_analyze(o: &AnalyzeOpts) -> Result<Analysis, CapacityError> {
     let a = analyze_files(
         log,
         cpu,
-        bucket.as_secs(),
+        how,
         &Options {
             low_rate_cut: o.low_rate_cut,
             min_r: o.min_r,
@@ -260,7 +282,7 @@ mod tests {
             min_r: 0.8,
             saturated_idle_pct: analyze::SATURATED_IDLE_PCT,
         };
-        let a = analyze_files(&log, &cpu, 60, &o).unwrap();
+        let a = analyze_files(&log, &cpu, Bucketing::Fixed(60), &o).unwrap();
         assert_eq!(a.buckets.len(), 9);
         assert_eq!(a.malformed_lines, 1);
         assert!(a.notes[0].contains("1 of"), "{:?}", a.notes);
@@ -287,17 +309,23 @@ mod tests {
         }
         let other = d.path().join("other.csv");
         std::fs::write(&other, shifted).unwrap();
-        let e = analyze_files(&log, &other, 60, &o).unwrap_err().to_string();
+        let e = analyze_files(&log, &other, Bucketing::Fixed(60), &o)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("do not overlap") && e.contains("2025-11-26"),
             "{e}"
         );
         // Too few buckets.
-        let e = analyze_files(&log, &cpu, 300, &o).unwrap_err().to_string();
+        let e = analyze_files(&log, &cpu, Bucketing::Fixed(300), &o)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("1 bucket(s) of 300 s"), "{e}");
         // A broken samples file names its line.
         std::fs::write(&other, format!("{}\n1,2,3\n", cpu_csv::HEADER)).unwrap();
-        let e = analyze_files(&log, &other, 60, &o).unwrap_err().to_string();
+        let e = analyze_files(&log, &other, Bucketing::Fixed(60), &o)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 2"), "{e}");
     }
 }

@@ -16,6 +16,12 @@ pub struct AnalyzeOpts {
     /// Bucket width, whole seconds with a unit (seed 002 used 15m).
     #[arg(long, value_parser = units::parse_positive_duration, default_value = "15m")]
     pub bucket: Duration,
+    /// Bucket by the steps of a rate ladder instead of --bucket: each run of whole seconds
+    /// whose request counts stay at one rate, at least this long, is one bucket, and the
+    /// seconds between steps are left out (for a load test that steps its rate every few
+    /// seconds, so that no bucket mixes two rates).
+    #[arg(long, value_name = "MIN", value_parser = units::parse_positive_duration, conflicts_with = "bucket")]
+    pub steps: Option<Duration>,
     /// Also fit the busy range, the buckets at or above this many requests/s (seed 002's
     /// Table 5 cut 20: night-time housekeeping at low rates bends the idle line; on a fast
     /// server waking it from idle does), less the saturated ones; the prediction then comes

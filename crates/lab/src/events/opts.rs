@@ -8,7 +8,7 @@ use crate::util::{clap_defaults, parse_quota};
 /// What `triage lab events` was asked for.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EventsOpts {
-    /// A run of about six minutes: cold counts 0 and 10000, six rates of 3 s, one
+    /// A run of about seven minutes: cold counts 0 and 10000, eight rates of 3 s, one
     /// repetition, no select.
     #[arg(long)]
     pub quick: bool,
@@ -20,8 +20,10 @@ pub struct EventsOpts {
     /// lighttpd-select when the build has it].
     #[arg(long, value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
-    /// Rates per cold count, spread evenly from 10% to 95% of the measured saturation (the
-    /// open loop's served rate when offered 1.25x wrk's peak) [default: 8; --quick 6].
+    /// Rates per cold count, as fractions of the measured saturation (the open loop's served
+    /// rate when offered 1.25x wrk's peak): 10%, 30%, and the rest spread evenly over 50-95%,
+    /// the busy range the prediction is fitted on (under 6 rates: evenly over 10-95%)
+    /// [default: 10; --quick 8].
     #[arg(long)]
     pub rates: Option<usize>,
     /// Length of each rate point and of the saturation run, whole seconds [default: 3s].

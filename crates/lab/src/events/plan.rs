@@ -151,6 +151,18 @@ impl Params {
 /// Lowest and highest rate, as fractions of the measured saturation.
 pub const FRAC_RANGE: (f64, f64) = (0.10, 0.95);
 
+/// The rates below the busy range: the lowest two of a ladder of [`DENSE_FROM_RATES`] or
+/// more (Table 4's low end, where waking an idle server dominates the cost of a request).
+pub const LOW_FRACS: [f64; 2] = [0.10, 0.30];
+
+/// The busy range of the ladder starts here (a fraction of the measured saturation): the
+/// prediction is fitted there, so that is where the rates are dense.
+pub const BUSY_FROM: f64 = 0.50;
+
+/// From this many rates on, the ladder is [`LOW_FRACS`] and the rest spread evenly over
+/// [`BUSY_FROM`]..95% (fewer: evenly over [`FRAC_RANGE`]).
+pub const DENSE_FROM_RATES: usize = 6;
+
 /// The overload run offers this many times wrk's peak (the open loop's traffic costs the
 /// servers more per request than wrk's, so its saturation lies below wrk's peak).
 pub const OVERLOAD: f64 = 1.25;
@@ -158,15 +170,26 @@ pub const OVERLOAD: f64 = 1.25;
 /// Window of each run of a pair (s).
 pub const PAIR_WINDOW_S: u64 = 1;
 
-/// `n` fractions spread evenly over [`FRAC_RANGE`].
+/// `n` fractions of the measured saturation, ascending: with [`DENSE_FROM_RATES`] or more,
+/// the two [`LOW_FRACS`] and `n - 2` spread evenly over [`BUSY_FROM`]..95% (the busy range,
+/// where the prediction's line is fitted, holds most of them); with fewer, spread evenly over
+/// [`FRAC_RANGE`].
 pub fn fracs(n: usize) -> Vec<f64> {
     let (lo, hi) = FRAC_RANGE;
-    if n == 1 {
-        return vec![hi];
+    let spread = |n: usize, lo: f64| -> Vec<f64> {
+        if n == 1 {
+            return vec![hi];
+        }
+        (0..n)
+            .map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
+            .collect()
+    };
+    if n < DENSE_FROM_RATES {
+        return spread(n, lo);
     }
-    (0..n)
-        .map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
-        .collect()
+    let mut v = LOW_FRACS.to_vec();
+    v.extend(spread(n - LOW_FRACS.len(), BUSY_FROM));
+    v
 }
 
 /// Resolve `o` into parameters (an error names a bad option).
@@ -184,7 +207,7 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
     if cold.is_empty() {
         return bad("--cold needs at least one count".into());
     }
-    let rates = o.rates.unwrap_or(if o.quick { 6 } else { 8 });
+    let rates = o.rates.unwrap_or(if o.quick { 8 } else { 10 });
     if rates < 3 {
         return bad(format!(
             "--rates {rates}: a regression needs at least 3 rates"
@@ -273,9 +296,17 @@ mod tests {
         let mut o = EventsOpts::new(PathBuf::from("/bin/true"));
         let p = resolve(&o).unwrap();
         assert_eq!(p.cold, [0, 1000, 5000, 10000]);
-        assert_eq!((p.fracs.len(), p.window_s, p.reps), (8, 3, 3));
+        assert_eq!((p.fracs.len(), p.window_s, p.reps), (10, 3, 3));
         assert_eq!(p.servers.len(), 5);
-        assert!((p.fracs[0] - 0.10).abs() < 1e-12 && (p.fracs[7] - 0.95).abs() < 1e-12);
+        assert!((p.fracs[0] - 0.10).abs() < 1e-12 && (p.fracs[9] - 0.95).abs() < 1e-12);
+        // Dense in the busy range: 0.10, 0.30, then 0.50 to 0.95 in 8 steps.
+        assert!((p.fracs[1] - 0.30).abs() < 1e-12 && (p.fracs[2] - 0.50).abs() < 1e-12);
+        assert!(p.fracs.windows(2).all(|w| w[1] > w[0]));
+        assert_eq!(p.fracs.iter().filter(|&&f| f >= BUSY_FROM).count(), 8);
+        // Few rates: evenly over the whole range.
+        let f = fracs(4);
+        assert!((f[1] - (0.10 + 0.85 / 3.0)).abs() < 1e-12, "{f:?}");
+        assert_eq!(fracs(1), [0.95]);
         assert_eq!(p.pairs, 8);
         o.quick = true;
         let p = resolve(&o).unwrap();
@@ -291,15 +322,15 @@ mod tests {
         );
         let s = sessions(&p);
         assert_eq!(s.len(), 4);
-        assert_eq!((p.fracs.len(), p.window_s), (6, 3));
-        // 0 cold: saturate, overload, 6 rates; 10000: the same and the pairs.
-        assert_eq!(s[0].points.len(), 8 + 9);
+        assert_eq!((p.fracs.len(), p.window_s), (8, 3));
+        // 0 cold: saturate, overload, 8 rates; 10000: the same and the pairs.
+        assert_eq!(s[0].points.len(), 10 + 11);
         assert_eq!(s[0].points[0].step, Step::Saturate);
         assert_eq!(s[0].points[1].step, Step::Overload);
-        assert_eq!(s[0].points[8].cold, 10000);
-        assert_eq!(s[0].points[16].step, Step::Pairs);
+        assert_eq!(s[0].points[10].cold, 10000);
+        assert_eq!(s[0].points[20].step, Step::Pairs);
         o.pairs = 0;
-        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 16);
+        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 20);
         o.pairs = 8;
         assert_eq!(s[3].dir, "lighttpd-poll-r0");
         o.servers = Some(vec!["apache".into()]);

@@ -219,7 +219,14 @@ pub fn report(s: &Summary) -> String {
          cost at the lowest rate against wrk's saturation), which bends the line over every \
          rate. wrk's peak is a cheaper traffic (its one thread serves many responses per \
          wake-up) and is not what the rates' line extrapolates to. 'Idle ran out at' is the \
-         rate at which the open loop's idle CPU fell below {KNEE_IDLE_PCT}%, interpolated."
+         rate at which the open loop's idle CPU fell below {KNEE_IDLE_PCT}%, interpolated. \
+         The seed's assumption, checked: the mean CPU per request over the fitted rates \
+         against what a request cost in the overload run; 1 where the assumption holds, above \
+         1 the server got cheaper per request past the fitted range (several requests per \
+         wake-up, a batch after each throttled period) and serves more than the line's \
+         X-intercept. 'triage capacity' is the \
+         tool run on the server's access log and CPU samples with --steps (one bucket per \
+         step of the rate ladder, read off the log) and the same cut."
     ));
     let rows: Vec<Vec<String>> = s
         .fits
@@ -240,7 +247,7 @@ pub fn report(s: &Summary) -> String {
                 f.saturated_points.to_string(),
                 o(f.predicted_rps, 0),
                 o(f.error_pct, 1),
-                o(f.above_cut.idle.map(|x| x.r), 3),
+                o(f.prediction.idle.map(|x| x.r), 3),
                 o(f.all_points_predicted_rps, 0),
                 o(f.all_points_error_pct, 1),
                 o(f.all.idle.map(|x| x.r), 3),
@@ -250,6 +257,12 @@ pub fn report(s: &Summary) -> String {
                     "{} / {:.1}",
                     o(f.cpu_per_req_lowest_rate_us, 1),
                     f.cpu_per_req_us
+                ),
+                format!(
+                    "{} / {} ({})",
+                    o(f.fitted_cpu_per_req_us, 1),
+                    o(f.saturation_cpu_per_req_us, 1),
+                    o(f.cost_ratio_fitted_vs_saturation, 2)
                 ),
                 o(f.tool_predicted_rps, 0),
                 o(f.tool_r, 3),
@@ -276,6 +289,7 @@ pub fn report(s: &Summary) -> String {
             "idle ran out at",
             "predicted vs that %",
             "CPU/req us: lowest rate / wrk's saturation",
+            "CPU/req us: the fitted rates / the measured saturation (ratio)",
             "triage capacity (log)",
             "its r",
             "tool vs lab %",

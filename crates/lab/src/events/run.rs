@@ -415,6 +415,29 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     let window = s.p.window();
     let cap = s.p.quota;
     let url = format!("http://{}{FILE}", r.addr);
+    if let Step::Rate { idx, .. } = pt.step {
+        if idx == 0 {
+            let dir =
+                s.tb.server_cgroup()
+                    .and_then(|c| c.accounting_dir())
+                    .ok_or_else(|| LabError::Os("no CPU accounting cgroup".into()))?;
+            let path = s.cpu_dir.join(format!(
+                "{}-r{}-cold{}.csv",
+                r.server.name(),
+                pt.rep,
+                pt.cold
+            ));
+            // Its first sample falls at the next whole second: the requests before it are
+            // outside the tool's buckets (counted as such), as they would be in production.
+            r.recorder = Some(Recorder::start(dir, cap, path)?);
+            // A second for that first sample to be taken before the first rate begins.
+            crate::signals::sleep(Duration::from_secs(1))?;
+        }
+        // Each rate starts on a whole second, so that its window is whole seconds of the
+        // access log (whose timestamps are whole seconds): `triage capacity --steps` then
+        // finds the same steps the lab measured, with no second shared by two rates.
+        crate::signals::sleep(to_next_second())?;
+    }
     let c0 = cpu_now(s.tb)?;
     let t0 = Instant::now();
     let (target, requests, errors, p50, p90, p99, frac) = match pt.step {
@@ -442,21 +465,6 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 return Err(LabError::Results(
                     "no peak or saturation measured before the rates".into(),
                 ));
-            }
-            if let Step::Rate { idx: 0, .. } = pt.step {
-                let dir =
-                    s.tb.server_cgroup()
-                        .and_then(|c| c.accounting_dir())
-                        .ok_or_else(|| LabError::Os("no CPU accounting cgroup".into()))?;
-                let path = s.cpu_dir.join(format!(
-                    "{}-r{}-cold{}.csv",
-                    r.server.name(),
-                    pt.rep,
-                    pt.cold
-                ));
-                // Its first sample falls at the next whole second: the requests before it are
-                // outside the tool's buckets (counted as such), as they would be in production.
-                r.recorder = Some(Recorder::start(dir, cap, path)?);
             }
             let mut cfg = loadgen::LoadConfig::new(url);
             cfg.plain = true;
@@ -550,6 +558,14 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         pairs: Vec::new(),
         note: r.limit_note.clone(),
     })
+}
+
+/// The time left to the next whole second of the wall clock (the access logs' resolution).
+pub fn to_next_second() -> Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Duration::from_secs(1) - Duration::from_nanos(u64::from(now.subsec_nanos()))
 }
 
 /// A step's name in raw.csv and summary.json.

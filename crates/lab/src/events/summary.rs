@@ -16,6 +16,7 @@ use super::run::Measured;
 use crate::capacity::analyze::{
     busy_range, fits_of, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
 };
+use crate::capacity::Bucketing;
 use crate::harness::Env;
 use crate::results::Goal;
 use crate::stats::{mean_ci95, Ci95};
@@ -54,6 +55,8 @@ pub struct FitRow {
     pub above_cut: Fits,
     /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]).
     pub saturated_points: usize,
+    /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]).
+    pub unsaturated_points: usize,
     /// The points the prediction was fitted on: the busy range, else (fewer than 3 points
     /// there) every unsaturated rate, else every rate.
     pub prediction_range: Range,
@@ -85,6 +88,16 @@ pub struct FitRow {
     /// CPU per request at the lowest rate (us): against `cpu_per_req_us` at saturation, how
     /// far the cost per request falls with the rate (a straight idle line needs it constant).
     pub cpu_per_req_lowest_rate_us: Option<f64>,
+    /// Mean CPU per request over the rates the prediction was fitted on (us).
+    pub fitted_cpu_per_req_us: Option<f64>,
+    /// CPU per request in the overload run, at the measured saturation (us).
+    pub saturation_cpu_per_req_us: Option<f64>,
+    /// `fitted_cpu_per_req_us / saturation_cpu_per_req_us`: the seed's assumption, checked. 1
+    /// where it holds (a request costs the same at the fitted rates and at the saturation, so
+    /// the idle line runs out where the server does); above 1 the server got cheaper per
+    /// request past the fitted range (several requests per wake-up, batches after each
+    /// throttled period) and serves more than the line's X-intercept.
+    pub cost_ratio_fitted_vs_saturation: Option<f64>,
     /// `triage capacity` on the access log and the CPU samples: its prediction (req/s).
     pub tool_predicted_rps: Option<f64>,
     /// Its idle line's r.
@@ -247,13 +260,21 @@ pub fn paired_ratio(pairs: &[(f64, f64)], seed: u64) -> (Option<f64>, Option<Ci9
     (Some(mean), ci)
 }
 
+/// `triage capacity`'s shortest step when the lab runs it on its own logs (`--steps`): a
+/// window of the lab's less one second (a step's first second may lose the few milliseconds
+/// the load generator takes to start).
+pub fn tool_min_step_s(window_s: u64) -> u64 {
+    window_s.saturating_sub(1).max(1)
+}
+
 /// The regressions of one group of points: wrk's saturation run `sat`, the overload run
-/// `over` (the measured saturation; `sat` stands in without one) and the rates.
+/// `over` (the measured saturation; `sat` stands in without one) and the rates, each of
+/// `window_s` seconds.
 pub fn fit_row(
     sat: &Measured,
     over: Option<&Measured>,
     rates: &[&Measured],
-    bucket_s: u64,
+    window_s: u64,
 ) -> FitRow {
     let pts: Vec<(f64, f64, f64, f64)> = rates
         .iter()
@@ -265,17 +286,35 @@ pub fn fit_row(
     let busy = busy_range(&pts, cut, KNEE_IDLE_PCT);
     let above_cut = fits_of(&busy);
     let (range, prediction) = prediction_fit(&pts, Some(cut), KNEE_IDLE_PCT);
-    let predicted = prediction.predicted_peak_rps;
-    let err = |p: f64| (p - measured) / measured * 100.0;
-    let used: Vec<f64> = pts
+    // Fewer than 3 rates with idle CPU left: no line on which a request has a cost (a
+    // server on poll with 10000 cold connections has none at any rate). No figure, said so.
+    // Nor is a line with |r| under DEFAULT_MIN_R a measurement (`triage capacity` warns "too
+    // weak to trust"): idle barely falling over the fitted rates puts its X-intercept
+    // anywhere. No figure, said so with r.
+    let trusted = |range: Range, f: &Fits| {
+        range != Range::All && f.idle.is_some_and(|l| l.r.abs() >= DEFAULT_MIN_R)
+    };
+    let predicted = prediction
+        .predicted_peak_rps
+        .filter(|_| trusted(range, &prediction));
+    let in_range = |p: &(f64, f64, f64, f64)| match range {
+        Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
+        Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
+        Range::All => true,
+    };
+    let fitted_costs: Vec<f64> = rates
         .iter()
-        .filter(|p| match range {
-            Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
-            Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
-            Range::All => true,
-        })
-        .map(|p| p.0)
+        .filter(|m| in_range(&(m.rps, m.user_pct, m.kernel_pct, m.idle_pct)))
+        .map(|m| m.cpu_per_req_us)
+        .filter(|c| c.is_finite())
         .collect();
+    let fitted_cost = (predicted.is_some() && !fitted_costs.is_empty())
+        .then(|| fitted_costs.iter().sum::<f64>() / fitted_costs.len() as f64);
+    let sat_cost = over
+        .map(|m| m.cpu_per_req_us)
+        .filter(|c| c.is_finite() && *c > 0.0);
+    let err = |p: f64| (p - measured) / measured * 100.0;
+    let used: Vec<f64> = pts.iter().filter(|p| in_range(p)).map(|p| p.0).collect();
     let fitted = prediction.idle.and_then(|_| {
         let lo = used.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = used.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -296,6 +335,7 @@ pub fn fit_row(
         all,
         cut_rps: cut,
         saturated_points: pts.iter().filter(|p| p.0 >= cut).count() - busy.len(),
+        unsaturated_points: pts.iter().filter(|p| p.3 >= KNEE_IDLE_PCT).count(),
         above_cut,
         prediction_range: range,
         prediction,
@@ -308,6 +348,9 @@ pub fn fit_row(
         knee_rps: knee(&pts),
         predicted_vs_knee_pct: predicted.zip(knee(&pts)).map(|(p, k)| (p - k) / k * 100.0),
         cpu_per_req_lowest_rate_us: lowest,
+        fitted_cpu_per_req_us: fitted_cost,
+        saturation_cpu_per_req_us: sat_cost,
+        cost_ratio_fitted_vs_saturation: fitted_cost.zip(sat_cost).map(|(f, c)| f / c),
         tool_predicted_rps: None,
         tool_r: None,
         tool_buckets: None,
@@ -324,10 +367,10 @@ pub fn fit_row(
                 min_r: DEFAULT_MIN_R,
                 saturated_idle_pct: KNEE_IDLE_PCT,
             };
-            match crate::capacity::analyze_files(&sat.access_log, &csv, bucket_s, &o) {
+            let how = Bucketing::Steps(tool_min_step_s(window_s));
+            match crate::capacity::analyze_files(&sat.access_log, &csv, how, &o) {
                 Ok(a) => {
-                    row.tool_predicted_rps = a.predicted_peak_rps;
-                    let (_, fits) = prediction_fit(
+                    let (tool_range, fits) = prediction_fit(
                         &a.buckets
                             .iter()
                             .map(|b| (b.rate, b.user_pct, b.kernel_pct, b.idle_pct))
@@ -335,6 +378,8 @@ pub fn fit_row(
                         Some(cut),
                         KNEE_IDLE_PCT,
                     );
+                    row.tool_predicted_rps =
+                        a.predicted_peak_rps.filter(|_| trusted(tool_range, &fits));
                     row.tool_r = fits.idle.map(|f| f.r);
                     row.tool_buckets = Some(fits.buckets);
                     row.tool_vs_lab_pct = match (a.predicted_peak_rps, predicted) {
@@ -366,7 +411,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 let over = g.iter().find(|m| m.step == "overload").copied();
                 let rates: Vec<&Measured> =
                     g.iter().filter(|m| m.step == "rate").copied().collect();
-                fits.push(fit_row(sat, over, &rates, 1));
+                fits.push(fit_row(sat, over, &rates, p.window_s));
             }
         }
     }
@@ -461,12 +506,31 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
     let no_prediction: Vec<String> = fits
         .iter()
         .filter(|f| f.predicted_rps.is_none())
-        .map(|f| {
-            format!(
-                "{} at {} cold (rep {}): {} unsaturated rate(s) at or above the cut ({:.0} \
-                 req/s), {} saturated (idle < {KNEE_IDLE_PCT}%): no idle line falling to zero",
-                f.server, f.cold_held, f.rep, f.above_cut.buckets, f.cut_rps, f.saturated_points
-            )
+        .map(|f| match f.prediction.idle {
+            Some(l) if f.prediction_range != Range::All && l.r.abs() < DEFAULT_MIN_R => format!(
+                "{} at {} cold (rep {}): the idle line over the {} has r = {:.3} (|r| < \
+                 {DEFAULT_MIN_R}: too weak to trust; it would predict {})",
+                f.server,
+                f.cold_held,
+                f.rep,
+                f.prediction_range.describe(),
+                l.r,
+                f.prediction
+                    .predicted_peak_rps
+                    .map_or("nothing".into(), |p| format!("{p:.0} req/s"))
+            ),
+            _ => format!(
+                "{} at {} cold (rep {}): {} of its {} rates left idle CPU (idle >= \
+                 {KNEE_IDLE_PCT}%), {} of them at or above the cut ({:.0} req/s): no idle line \
+                 falling to zero",
+                f.server,
+                f.cold_held,
+                f.rep,
+                f.unsaturated_points,
+                f.all.buckets,
+                f.above_cut.buckets,
+                f.cut_rps
+            ),
         })
         .collect();
     let capacity_vs_knee_pct_max = maxf(
@@ -672,7 +736,7 @@ pub fn raw_csv(points: &[Measured]) -> String {
 /// The results table on stdout.
 pub fn print_table(s: &Summary) {
     println!(
-        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6}",
+        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
         "server",
         "cold",
         "held",
@@ -685,12 +749,13 @@ pub fn print_table(s: &Summary) {
         "all r",
         "knee/s",
         "us/req lo",
+        "fit/sat us",
         "tool%"
     );
     for r in &s.fits {
         let o = |x: Option<f64>, p: usize| x.map_or("-".into(), |v| format!("{v:.p$}"));
         println!(
-            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6}",
+            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
             r.server,
             r.cold,
             r.cold_held,
@@ -706,6 +771,11 @@ pub fn print_table(s: &Summary) {
                 "{}/{:.0}",
                 o(r.cpu_per_req_lowest_rate_us, 0),
                 r.cpu_per_req_us
+            ),
+            format!(
+                "{}/{}",
+                o(r.fitted_cpu_per_req_us, 0),
+                o(r.saturation_cpu_per_req_us, 0)
             ),
             o(r.tool_vs_lab_pct, 1)
         );
@@ -803,6 +873,152 @@ mod tests {
         );
     }
 
+    /// A Combined Log Format line for a request at `t` (seconds since the epoch).
+    fn clf(t: i64) -> String {
+        let ts = time::OffsetDateTime::from_unix_timestamp(t).unwrap();
+        const MON: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        format!(
+            "127.0.0.1 - - [{:02}/{}/{}:{:02}:{:02}:{:02} +0000] \"GET /file.html HTTP/1.1\" 200 \
+             1024 \"-\" \"loadgen\"\n",
+            ts.day(),
+            MON[ts.month() as usize - 1],
+            ts.year(),
+            ts.hour(),
+            ts.minute(),
+            ts.second()
+        )
+    }
+
+    #[test]
+    fn the_tool_on_the_labs_log_and_samples_fits_the_labs_own_points() {
+        // A server on a 10% quota whose request costs more at low rates (waking it):
+        // c(rate) = 31.25 us * (1 + 2 exp(-rate / 600)). The lab's ladder at 3000 req/s
+        // measured saturation: 3 s windows on whole seconds, each followed by a second of
+        // drain and pause (a few requests, little CPU) and the lab's own window 30 ms longer
+        // than the log's 3 s (the drain). Per-second counts and CPU carry seeded noise.
+        let q = 0.1;
+        let cost = |r: f64| 31.25e-6 * (1.0 + 2.0 * (-r / 600.0).exp());
+        let mut seed = 0x2002u64;
+        let mut noise = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0 // -1..1
+        };
+        let d = tempfile::tempdir().unwrap();
+        let (log_path, cpu_path) = (d.path().join("access.log"), d.path().join("cpu.csv"));
+        let t0: i64 = 1_764_144_000;
+        let mut log = String::new();
+        let mut cpu = format!("# synthetic\n{}\n", crate::capacity::cpu_csv::HEADER);
+        let (mut t, mut used) = (t0 - 1, 0.0f64);
+        let sample = |t: i64, used: f64, cpu: &mut String| {
+            let s = crate::capacity::cpu_csv::CpuSample {
+                unix_s: t as f64,
+                user_s: 0.6 * used,
+                system_s: 0.4 * used,
+                idle_s: q * (t - (t0 - 1)) as f64 - used,
+            };
+            cpu.push_str(&crate::capacity::cpu_csv::format_line(&s));
+            cpu.push('\n');
+        };
+        sample(t, used, &mut cpu);
+        let sat_rps = 3000.0;
+        let mut rates = Vec::new();
+        for frac in super::super::plan::fracs(8) {
+            let r = frac * sat_rps;
+            let (mut n, mut busy) = (0u64, 0.0);
+            for _ in 0..3 {
+                let k = (r + 1.5 * r.sqrt() * noise()).round().max(0.0) as u64;
+                let b = k as f64 * cost(r) + 0.005 * q * noise();
+                for _ in 0..k {
+                    log.push_str(&clf(t));
+                }
+                (n, busy, used) = (n + k, busy + b, used + b);
+                t += 1;
+                sample(t, used, &mut cpu);
+            }
+            // The drain: 30 ms of requests, in the second after the window.
+            let drain = (0.03 * r).round() as u64;
+            for _ in 0..drain {
+                log.push_str(&clf(t));
+            }
+            let b = drain as f64 * cost(r);
+            used += b + 0.001;
+            t += 1;
+            sample(t, used, &mut cpu);
+            let (n, busy, dt) = (n + drain, busy + b, 3.03);
+            let mut mr = m("rate", n as f64 / dt, 100.0 - 100.0 * busy / (q * dt));
+            (mr.frac, mr.requests, mr.window_s) = (Some(frac), n, dt);
+            (mr.user_pct, mr.kernel_pct) = (60.0 * busy / (q * dt), 40.0 * busy / (q * dt));
+            (mr.cpu_s, mr.cpu_per_req_us) = (busy, busy / n as f64 * 1e6);
+            mr.access_log = log_path.clone();
+            rates.push(mr);
+        }
+        rates.last_mut().unwrap().cpu_csv = Some(cpu_path.clone());
+        std::fs::write(&log_path, &log).unwrap();
+        std::fs::write(&cpu_path, &cpu).unwrap();
+        let mut sat = m("saturate", 3600.0, 0.0);
+        sat.access_log = log_path.clone();
+        let mut over = m("overload", sat_rps, 0.5);
+        over.cpu_per_req_us = 1e6 * q / sat_rps;
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, 3);
+        assert_eq!(row.tool_error, None, "{row:?}");
+        assert_eq!(row.prediction_range, Range::Busy);
+        assert_eq!(
+            row.tool_buckets,
+            Some(6),
+            "the six busy-range steps: {row:?}"
+        );
+        let (lab, tool) = (row.predicted_rps.unwrap(), row.tool_predicted_rps.unwrap());
+        let diff = row.tool_vs_lab_pct.unwrap();
+        assert!(
+            diff < 5.0,
+            "tool {tool:.0} against the lab's {lab:.0}: {diff:.1}%"
+        );
+        // The fitted rates' CPU per request against the saturation's: dearer (the cost falls
+        // with the rate), which is why the line stops short of the saturation.
+        let fitted = row.fitted_cpu_per_req_us.unwrap();
+        let busy: Vec<f64> = rates[2..].iter().map(|m| m.cpu_per_req_us).collect();
+        assert!(
+            (fitted - busy.iter().sum::<f64>() / 6.0).abs() < 1e-9,
+            "{fitted}"
+        );
+        let ratio = row.cost_ratio_fitted_vs_saturation.unwrap();
+        assert!((ratio - fitted / over.cpu_per_req_us).abs() < 1e-12);
+        assert!(ratio > 1.0, "{ratio}");
+        // 1 s buckets would mix in the drain seconds and the seconds between the rates.
+        let o = Options {
+            low_rate_cut: Some(row.cut_rps),
+            min_r: DEFAULT_MIN_R,
+            saturated_idle_pct: KNEE_IDLE_PCT,
+        };
+        let fixed =
+            crate::capacity::analyze_files(&log_path, &cpu_path, Bucketing::Fixed(1), &o).unwrap();
+        assert!(fixed.buckets.len() > 3 * 8, "{}", fixed.buckets.len());
+    }
+
+    #[test]
+    fn a_line_too_weak_to_trust_predicts_nothing() {
+        // Idle barely falls and scatters over the busy range (r about -0.3): its
+        // X-intercept would be anywhere; no figure, and the reason names r.
+        let sat = m("saturate", 1300.0, 0.0);
+        let over = m("overload", 1000.0, 0.5);
+        let mut rates = vec![m("rate", 100.0, 70.0)];
+        rates.extend(
+            [(500.0, 8.0), (600.0, 4.0), (700.0, 9.0), (800.0, 5.0)].map(|(r, i)| m("rate", r, i)),
+        );
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, 3);
+        assert_eq!(row.prediction_range, Range::Busy);
+        let r = row.prediction.idle.unwrap().r;
+        assert!(r.abs() < DEFAULT_MIN_R, "{r}");
+        assert_eq!((row.predicted_rps, row.error_pct), (None, None), "{row:?}");
+        assert_eq!(row.fitted_cpu_per_req_us, None);
+    }
+
     #[test]
     fn a_linear_server_is_predicted_at_its_saturation() {
         // wrk 1300 req/s; the open loop saturates at 1000; idle = 100 - 0.1 * rate above the
@@ -814,7 +1030,7 @@ mod tests {
         rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
         rates.push(m("rate", 990.0, 1.0));
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, 1);
+        let row = fit_row(&sat, Some(&over), &refs, 3);
         assert!(
             (row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6,
             "{row:?}"

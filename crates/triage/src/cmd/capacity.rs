@@ -20,7 +20,8 @@ malformed log lines are counted and skipped, clocks that do not overlap and too 
 errors.\n\nFirst record CPU samples beside the server while it logs:\n  triage capacity sample \
 --out cpu.csv --cgroup /sys/fs/cgroup/cpuacct/system.slice/nginx.service --interval 1s \
 --duration 1h\nthen:\n  triage capacity --log /var/log/nginx/access.log --cpu cpu.csv --bucket \
-1m --low-rate-cut 20"
+1m --low-rate-cut 20\nA load test stepping its rate every few seconds: --steps 2s instead of --bucket (one \
+bucket per step, read off the log)."
 )]
 pub struct Args {
     #[command(subcommand)]

@@ -1,0 +1,300 @@
+//! Buckets that follow a load test's rate ladder (`triage capacity --steps`): instead of
+//! fixed-width buckets, one bucket per *step*, a run of whole seconds whose request counts stay
+//! at one rate, so that no bucket mixes two rates and none cuts a step in two. Seconds between
+//! steps (the ramp from one rate to the next, a pause) form runs shorter than the shortest
+//! step and are counted as outside, not used. Pure.
+//!
+//! Why: a rate ladder (any load generator stepping its rate every few seconds) gives a handful
+//! of steady rates; fixed buckets that straddle two steps make points between them, on no
+//! rate the server really ran at, and the fit then differs from the one over the steps
+//! themselves. Nothing here knows who made the ladder: the steps are read off the log.
+//!
+//! A second joins the current run when its count lies within [`STEP_SIGMAS`] Poisson standard
+//! deviations or [`STEP_REL`] of the run's mean count so far, whichever is wider; a lone
+//! partial second at either end of a step ([`PARTIAL_MIN`]) is counted in with its fraction.
+
+use super::bucket::{utc, Bucket, Bucketed};
+use super::cpu_csv::{at, CpuSample};
+use super::regress::MIN_POINTS;
+use super::CapacityError;
+
+/// A second belongs to the current step when its count lies within this many Poisson standard
+/// deviations (sqrt of the mean) of the step's mean count.
+pub const STEP_SIGMAS: f64 = 3.0;
+
+/// A lone second beside a step holding at least this fraction of the step's rate (and at
+/// most all of it) is the step's partial first or last second: a step that starts or ends
+/// inside a second (an overloaded step's drain runs on into the next) leaves one there. It
+/// is counted in with the fraction of a second it stands for, and the whole second's CPU
+/// (the rest of it is the pause beside the step); under this fraction it is taken for the
+/// seconds between steps (a short drain, a pause), which are left out.
+pub const PARTIAL_MIN: f64 = 0.5;
+
+/// ... or within this fraction of that mean, whichever is wider (open-loop load generators
+/// hold their rate within a few percent; the server's own hiccups move a second more than
+/// Poisson noise does at high rates).
+pub const STEP_REL: f64 = 0.05;
+
+/// The steps of whole seconds in the request `times` (seconds since the epoch) within the span
+/// the CPU `samples` cover, each at least `min_s` seconds long, as buckets (each with its own
+/// width). Requests in shorter runs or outside the samples are counted as outside. Errors as
+/// [`super::bucket::bucketize`]'s: no overlap, fewer than [`MIN_POINTS`] steps.
+pub fn bucketize_steps(
+    times: &[i64],
+    samples: &[CpuSample],
+    min_s: u64,
+) -> Result<Bucketed, CapacityError> {
+    if min_s == 0 {
+        return Err(CapacityError::Config("--steps must be at least 1s".into()));
+    }
+    let (Some(&lo), Some(&hi)) = (times.iter().min(), times.iter().max()) else {
+        return Err(CapacityError::Config("the log has no request".into()));
+    };
+    let (c0, c1) = match (samples.first(), samples.last()) {
+        (Some(a), Some(b)) => (a.unix_s, b.unix_s),
+        _ => return Err(CapacityError::Config("no CPU sample".into())),
+    };
+    let (l0, l1) = (lo as f64, (hi + 1) as f64);
+    let (o0, o1) = (l0.max(c0), l1.min(c1));
+    let first = o0.ceil() as i64;
+    let end = o1.floor() as i64;
+    if end <= first {
+        return Err(CapacityError::NoOverlap {
+            log: format!("{} .. {}", utc(l0), utc(l1)),
+            cpu: format!("{} .. {}", utc(c0), utc(c1)),
+        });
+    }
+    let n = (end - first) as usize;
+    let mut counts = vec![0u64; n];
+    let mut outside = 0u64;
+    for &t in times {
+        if t >= first && t < end {
+            counts[(t - first) as usize] += 1;
+        } else {
+            outside += 1;
+        }
+    }
+    let runs = steps_of(&counts);
+    let mut claimed = vec![false; runs.len()];
+    let mut buckets = Vec::new();
+    for (i, &(a, len)) in runs.iter().enumerate() {
+        if (len as u64) < min_s {
+            continue;
+        }
+        let full: u64 = counts[a..a + len].iter().sum();
+        let rate = full as f64 / len as f64;
+        // A lone second on either side holding part of this step's rate is the step's own
+        // partial second (the step started or ended inside it): counted in, with the fraction
+        // of a second it stands for.
+        let edge = |j: usize, claimed: &mut Vec<bool>| -> Option<(u64, f64)> {
+            let (b, l) = runs[j];
+            let c = counts[b];
+            let f = c as f64 / rate;
+            (l == 1 && !claimed[j] && (PARTIAL_MIN..=1.0).contains(&f)).then(|| {
+                claimed[j] = true;
+                (c, f)
+            })
+        };
+        let head = if i > 0 {
+            edge(i - 1, &mut claimed)
+        } else {
+            None
+        };
+        let tail = if i + 1 < runs.len() {
+            edge(i + 1, &mut claimed)
+        } else {
+            None
+        };
+        claimed[i] = true;
+        let (hc, hf) = head.unwrap_or((0, 0.0));
+        let (tc, tf) = tail.unwrap_or((0, 0.0));
+        // The CPU of the whole seconds, partial ones included: the rest of a partial second
+        // is the pause beside the step, where the server used next to nothing, and CPU within
+        // a second is not spread evenly (a drain comes first), so it is not interpolated.
+        // Its shares are of the capacity over the step's span, whole plus partial seconds.
+        let s = first + a as i64 - i64::from(head.is_some());
+        let e = first + (a + len) as i64 + i64::from(tail.is_some());
+        let x = at(samples, s as f64).expect("inside the samples' span");
+        let y = at(samples, e as f64).expect("inside the samples' span");
+        let d = y.minus(&x);
+        let span = len as f64 + hf + tf;
+        let capacity = (d.user_s + d.system_s + d.idle_s) / (e - s) as f64 * span;
+        let pct = |v: f64| {
+            if capacity > 0.0 {
+                100.0 * v / capacity
+            } else {
+                0.0
+            }
+        };
+        let reqs = full + hc + tc;
+        let (user_pct, kernel_pct) = (pct(d.user_s), pct(d.system_s));
+        buckets.push(Bucket {
+            start_unix: first + a as i64,
+            width_s: len as u64,
+            edge_s: hf + tf,
+            requests: reqs,
+            rate: reqs as f64 / span,
+            user_pct,
+            kernel_pct,
+            idle_pct: 100.0 - user_pct - kernel_pct,
+        });
+    }
+    let used: u64 = buckets.iter().map(|b| b.requests).sum();
+    outside += counts.iter().sum::<u64>() - used;
+    if buckets.len() < MIN_POINTS {
+        return Err(CapacityError::TooFewBuckets {
+            got: buckets.len(),
+            need: MIN_POINTS,
+            width_s: min_s,
+            overlap_s: o1 - o0,
+        });
+    }
+    Ok(Bucketed {
+        width_s: min_s,
+        steps: true,
+        buckets,
+        requests_outside: outside,
+    })
+}
+
+/// The runs of `counts` (one per second) at one rate: (first index, length), in order,
+/// covering every second.
+pub fn steps_of(counts: &[u64]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut sum = 0u64;
+    for (i, &c) in counts.iter().enumerate() {
+        let len = i - start;
+        if len > 0 {
+            let mean = sum as f64 / len as f64;
+            let tol = (STEP_SIGMAS * mean.max(1.0).sqrt()).max(STEP_REL * mean);
+            if (c as f64 - mean).abs() > tol {
+                out.push((start, len));
+                start = i;
+                sum = 0;
+            }
+        }
+        sum += c;
+    }
+    if start < counts.len() {
+        out.push((start, counts.len() - start));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ladder_splits_at_its_steps_and_drops_the_seconds_between() {
+        // 3 s at 100/s, a 1 s pause (2 requests), 3 s at 300/s, a ramp second at 200, 3 s at
+        // 500 with Poisson-sized noise.
+        let c = [100, 97, 104, 2, 300, 310, 291, 200, 500, 520, 489];
+        assert_eq!(
+            steps_of(&c),
+            [(0, 3), (3, 1), (4, 3), (7, 1), (8, 3)],
+            "{c:?}"
+        );
+        assert!(steps_of(&[]).is_empty());
+        assert_eq!(steps_of(&[5]), [(0, 1)]);
+        // A steady rate stays one step however long.
+        assert_eq!(steps_of(&[1000; 50]), [(0, 50)]);
+    }
+
+    #[test]
+    fn steps_become_buckets_with_their_own_width_and_cpu() {
+        // Samples every second from 1000 to 1012; CPU busy 0.1 + 0.001 * rate of one CPU.
+        let rates = [100u64, 100, 100, 0, 300, 300, 300, 300, 0, 500, 500, 500];
+        let mut s = vec![CpuSample {
+            unix_s: 1000.0,
+            user_s: 0.0,
+            system_s: 0.0,
+            idle_s: 0.0,
+        }];
+        let mut times = Vec::new();
+        for (k, &r) in rates.iter().enumerate() {
+            let p = *s.last().unwrap();
+            let busy = 0.1 + 0.001 * r as f64;
+            s.push(CpuSample {
+                unix_s: p.unix_s + 1.0,
+                user_s: p.user_s + busy / 2.0,
+                system_s: p.system_s + busy / 2.0,
+                idle_s: p.idle_s + 1.0 - busy,
+            });
+            times.extend(std::iter::repeat_n(1000 + k as i64, r as usize));
+        }
+        times.push(990); // before the samples
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        assert!(b.steps);
+        let got: Vec<(i64, u64, f64)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.start_unix, x.width_s, x.rate))
+            .collect();
+        assert_eq!(got, [(1000, 3, 100.0), (1004, 4, 300.0), (1009, 3, 500.0)]);
+        assert_eq!(b.requests_outside, 1);
+        assert!((b.buckets[1].idle_pct - 60.0).abs() < 1e-9);
+        // Steps of at least 4 s: only one left, an error that says so.
+        let e = bucketize_steps(&times, &s, 4).unwrap_err().to_string();
+        assert!(e.contains("1 bucket(s)"), "{e}");
+        let e = bucketize_steps(&[5000], &s, 2).unwrap_err().to_string();
+        assert!(e.contains("do not overlap"), "{e}");
+        assert!(bucketize_steps(&times, &s, 0).is_err());
+    }
+
+    #[test]
+    fn a_step_ending_inside_a_second_keeps_its_partial_last_second() {
+        // Steps of 1000, 2000 and 3000 req/s over [1001, 1003.8), [1005, 1007.8) and
+        // [1009, 1011.8) (an overloaded step's drain runs on into its last second; the
+        // server is idle between steps). CPU (of one CPU): 0.0002 * rate while a step runs,
+        // the whole of it in the first 0.8 s of the last second.
+        let step = |t: f64| match t {
+            t if (1001.0..1003.8).contains(&t) => 1000.0,
+            t if (1005.0..1007.8).contains(&t) => 2000.0,
+            t if (1009.0..1011.8).contains(&t) => 3000.0,
+            _ => 0.0,
+        };
+        let mut s = vec![CpuSample {
+            unix_s: 1000.0,
+            user_s: 0.0,
+            system_s: 0.0,
+            idle_s: 0.0,
+        }];
+        let mut times = Vec::new();
+        for k in 1000..1012i64 {
+            let p = *s.last().unwrap();
+            // Tenths of a second.
+            let n: f64 = (0..10)
+                .map(|i| step(k as f64 + i as f64 / 10.0) / 10.0)
+                .sum();
+            let busy = 0.0002 * n;
+            s.push(CpuSample {
+                unix_s: p.unix_s + 1.0,
+                user_s: p.user_s + busy,
+                system_s: p.system_s,
+                idle_s: p.idle_s + 1.0 - busy,
+            });
+            times.extend(std::iter::repeat_n(k, n.round() as usize));
+        }
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        let got: Vec<(i64, u64, f64, f64, f64)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.start_unix, x.width_s, x.edge_s, x.rate, x.idle_pct))
+            .collect();
+        let want = [
+            (1001, 2, 0.8, 1000.0, 80.0),
+            (1005, 2, 0.8, 2000.0, 60.0),
+            (1009, 2, 0.8, 3000.0, 40.0),
+        ];
+        assert_eq!(got.len(), 3, "{got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!((g.0, g.1), (w.0, w.1), "{got:?}");
+            for (x, y) in [(g.2, w.2), (g.3, w.3), (g.4, w.4)] {
+                assert!((x - y).abs() < 1e-6, "{got:?}");
+            }
+        }
+        assert_eq!(b.requests_outside, 0);
+    }
+}
