@@ -326,6 +326,7 @@ proptest! {
             pos_tail: Default::default(),
             period,
             starvation_bound: None,
+            slp_floor: 0,
         }).unwrap();
         let ctx = |now| Ctx { now, busy: 0, slots: 1 };
         let mut expected = DEFAULT_SLP;
@@ -376,6 +377,7 @@ proptest! {
             rw_rule: RwRule::Split,
             pos_tail: Default::default(),
             period: 300,
+            slp_floor: 0,
             starvation_bound: Some(bound),
         };
         let stays = simulate(Sched::new(slots, build(name, &cfg).unwrap()), &lives);

@@ -412,6 +412,33 @@ mod tests {
             }
             _ => panic!("not triage"),
         }
+        let args = |v: &Variant| match &v.server {
+            crate::runner::ServerKind::Triage { args } => args.clone(),
+            _ => Vec::new(),
+        };
+        assert!(!v
+            .iter()
+            .any(|v| args(v).contains(&"--slp-floor".to_string())));
+        // Predicted SLP (exp 3-4) has a floor (10 ms by default, `--slp-floor`), so the
+        // pauses between an image's chunks do not mark every chunk as text.
+        let slp_floor = |o: &PosOpts| -> Vec<Vec<String>> {
+            variants(&resolve(o).unwrap(), o)
+                .iter()
+                .filter(|v| v.name.starts_with("pos-auto"))
+                .map(args)
+                .collect()
+        };
+        let a3 = slp_floor(&opts(3));
+        assert_eq!(a3.len(), 3);
+        for a in &a3 {
+            assert!(a.windows(2).any(|w| w == ["--slp", "auto"]), "{a:?}");
+            assert!(a.windows(2).any(|w| w == ["--slp-floor", "10ms"]), "{a:?}");
+        }
+        let mut o0 = opts(4);
+        o0.slp_floor = Some(Duration::ZERO);
+        for a in slp_floor(&o0) {
+            assert!(a.windows(2).any(|w| w == ["--slp-floor", "0ms"]), "{a:?}");
+        }
         // The same gate mechanism for every triage variant, fifo included, and no starvation
         // guard (not in the paper).
         for t in &v {

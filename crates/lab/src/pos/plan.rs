@@ -10,8 +10,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::opts::{
-    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES, DEFAULT_SLP_MAX,
-    DEFAULT_STAGGER, DEFAULT_WINDOW,
+    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES, DEFAULT_SLP_FLOOR,
+    DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW,
 };
 use crate::error::{LabError, Result};
 use crate::peers::Peer;
@@ -49,6 +49,8 @@ pub struct Params {
     pub hog: bool,
     /// SLP of the fixed-SLP variants (s) or null when predicted.
     pub slp_s: Option<f64>,
+    /// Exp 3-4: the floor of the predicted SLP (s, `--slp-floor`); null when SLP is fixed.
+    pub slp_floor_s: Option<f64>,
     /// RW of the fixed-RW POS variants.
     pub rw: Vec<u32>,
     /// Server-side CPU quota (fraction of one CPU).
@@ -217,6 +219,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         pos_tail: o.pos_tail,
         hog: o.exp == 1,
         slp_s: (o.exp <= 2).then_some(slp.as_secs_f64()),
+        slp_floor_s: (o.exp > 2).then(|| o.slp_floor.unwrap_or(DEFAULT_SLP_FLOOR).as_secs_f64()),
         rw,
         quota: Some(quota),
         period_ms: period.as_secs_f64() * 1e3,
@@ -265,6 +268,15 @@ pub fn slp_flag(p: &Params) -> String {
     }
 }
 
+/// The SLP flags of a POS variant of `p`: `--slp <fixed>`, or `--slp auto` with its floor.
+pub fn slp_flags(p: &Params) -> Vec<String> {
+    let mut f = vec!["--slp".to_string(), slp_flag(p)];
+    if let (None, Some(floor)) = (p.slp_s, p.slp_floor_s) {
+        f.extend(["--slp-floor".to_string(), ms(floor)]);
+    }
+    f
+}
+
 /// The variants of an experiment, in order.
 pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     if p.site_kind == SiteKind::Cgi {
@@ -281,27 +293,16 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     // it rescued 20-40 image chunks a run ahead of the text POS had promoted (docs/lab.md).
     let tv = |name: &str, args: &[&str]| triage_variant(p, name, args);
     v.push(tv("fifo", &["--policy", "fifo"]));
-    let slp = slp_flag(p);
+    let slp = slp_flags(p);
     let prefix = if p.slp_s.is_some() { "pos" } else { "pos-auto" };
     let tail = tail_name(p.pos_tail);
     // One POS variant: fixed SLP (or auto), this RW, tail order and kernel boost.
     let pos_variant = |name: &str, rw: u32, tail: &str, boost: &str| {
         let r = rw.to_string();
-        tv(
-            name,
-            &[
-                "--policy",
-                "pos",
-                "--slp",
-                &slp,
-                "--rw",
-                &r,
-                "--pos-tail",
-                tail,
-                "--boost",
-                boost,
-            ],
-        )
+        let mut a = vec!["--policy", "pos"];
+        a.extend(slp.iter().map(String::as_str));
+        a.extend(["--rw", &r, "--pos-tail", tail, "--boost", boost]);
+        tv(name, &a)
     };
     for &rw in &p.rw {
         v.push(pos_variant(&format!("{prefix}-rw{rw}"), rw, tail, "off"));
@@ -339,23 +340,20 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             if !named(&format!("pos-auto-rwauto-{rule}")) {
                 continue;
             }
-            v.push(tv(
-                &format!("pos-auto-rwauto-{rule}"),
-                &[
-                    "--policy",
-                    "pos",
-                    "--slp",
-                    "auto",
-                    "--rw",
-                    "auto",
-                    "--rw-rule",
-                    rule,
-                    "--pos-tail",
-                    tail,
-                    "--boost",
-                    "off",
-                ],
-            ));
+            // SLP predicted here whatever the experiment, with exp 3's floor.
+            let mut a = vec!["--policy", "pos"];
+            a.extend(slp.iter().map(String::as_str));
+            a.extend([
+                "--rw",
+                "auto",
+                "--rw-rule",
+                rule,
+                "--pos-tail",
+                tail,
+                "--boost",
+                "off",
+            ]);
+            v.push(tv(&format!("pos-auto-rwauto-{rule}"), &a));
         }
     }
     // Exp 4 (16 cells) measures content and the peers only when `--variants` names them, so

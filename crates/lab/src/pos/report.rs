@@ -80,9 +80,15 @@ fn conditions(r: &mut Report, s: &Summary) {
             ],
             vec![
                 "SLP".into(),
-                s.params.slp_s.map_or("predicted every 500 ms".into(), |v| {
-                    format!("fixed {:.3} s", v)
-                }),
+                s.params.slp_s.map_or_else(
+                    || {
+                        format!(
+                            "predicted every 500 ms, at least {:.0} ms (--slp-floor)",
+                            s.params.slp_floor_s.unwrap_or(0.0) * 1e3
+                        )
+                    },
+                    |v| format!("fixed {:.3} s", v),
+                ),
             ],
             vec![
                 "repetitions".into(),
