@@ -289,7 +289,7 @@ mod tests {
         let mut sync = opts(1);
         sync.stagger = Some(Duration::ZERO);
         assert_eq!(resolve(&sync).unwrap().stagger_ms, Some(0.0));
-        assert_eq!(resolve(&opts(2)).unwrap().rw, vec![3, 6, 9]);
+        assert_eq!(resolve(&opts(2)).unwrap().rw, vec![1, 3, 6, 9]);
         assert_eq!(resolve(&opts(2)).unwrap().stagger_ms, None);
         assert!(p.slp_s.unwrap() < p.interval_s);
         let p3 = resolve(&opts(3)).unwrap();
@@ -373,6 +373,7 @@ mod tests {
             names(3),
             [
                 "fifo",
+                "pos-auto-rw1",
                 "pos-auto-rw3",
                 "pos-auto-rw6",
                 "pos-auto-rw9",
@@ -383,7 +384,13 @@ mod tests {
         );
         assert_eq!(
             names(4),
-            ["fifo", "pos-auto-rw3", "pos-auto-rw6", "pos-auto-rw9"]
+            [
+                "fifo",
+                "pos-auto-rw1",
+                "pos-auto-rw3",
+                "pos-auto-rw6",
+                "pos-auto-rw9"
+            ]
         );
         let mut named = opts(3);
         named.only = Some(vec!["fifo".into(), "pos-auto-rwauto-split".into()]);
@@ -429,7 +436,7 @@ mod tests {
                 .collect()
         };
         let a3 = slp_floor(&opts(3));
-        assert_eq!(a3.len(), 3);
+        assert_eq!(a3.len(), 4);
         for a in &a3 {
             assert!(a.windows(2).any(|w| w == ["--slp", "auto"]), "{a:?}");
             assert!(a.windows(2).any(|w| w == ["--slp-floor", "10ms"]), "{a:?}");

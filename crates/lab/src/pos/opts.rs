@@ -36,8 +36,8 @@ pub struct PosOpts {
     /// Pages per browser per run [default: exp 1 3, exp 2-3 4, exp 4 3; --quick and tiny 2].
     #[arg(long)]
     pub pages: Option<usize>,
-    /// RW of the fixed-RW pos variants, e.g. 3,6,9 [default: exp 1 1,3,6,9, exp 2-4 3,6,9;
-    /// --quick and tiny: the first alone].
+    /// RW of the fixed-RW pos variants, e.g. 3,6,9 [default: 1,3,6,9 (the paper's 3,6,9 and
+    /// RW 1, the changes of one HTML response here); --quick and tiny: 1].
     #[arg(long, value_delimiter = ',')]
     pub rw: Option<Vec<u32>>,
     /// Fixed SLP of exp 1-2 [default: interval/3, at most 1500ms].
