@@ -28,6 +28,7 @@ use crate::testbed::TestbedConfig;
 
 pub mod attach;
 pub mod cgi;
+pub mod figures;
 pub mod opts;
 pub mod php;
 pub mod plan;
@@ -834,6 +835,25 @@ mod tests {
             report::report(&s, &cells).as_bytes(),
         )
         .unwrap();
+        // Every figure of seed 001 has a row: this run's numbers for exp 1's, the experiment
+        // that measures it for the others.
+        let fig = figures::rows(&s);
+        for n in 1..=7 {
+            assert!(
+                fig.iter().any(|r| r[0].starts_with(&format!("Fig. {n}"))),
+                "Fig. {n}: {fig:?}"
+            );
+        }
+        let ours = |f: &str| fig.iter().find(|r| r[0] == f).unwrap()[3].clone();
+        // --quick runs RW 1 alone: the paper's RW 3 / 6 / 9 are missing, and said so.
+        assert_eq!(
+            ours("Fig. 2"),
+            "min 100 vs - / - / - ms; max 300 vs - / - / - ms"
+        );
+        assert_eq!(ours("Fig. 4(a)"), "measured by `triage lab pos --exp 2`");
+        assert_eq!(ours("Fig. 7"), "measured by `triage lab pos --exp 4`");
+        let html = std::fs::read_to_string(d.path().join("report.html")).unwrap();
+        assert!(html.contains("Every figure of seed 001") && html.contains("Fig. 5(b)"));
         let raw = std::fs::read_to_string(d.path().join("raw.csv")).unwrap();
         assert_eq!(raw.lines().count(), 1 + 3 * cells.len());
         assert!(raw.lines().nth(1).unwrap().starts_with("1,fifo,0,9,0,0,"));
