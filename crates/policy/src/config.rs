@@ -76,6 +76,14 @@ pub struct PolicyConfig {
     /// replication of the paper).
     #[serde(deserialize_with = "de::opt_nanos")]
     pub starvation_bound: Option<Nanos>,
+    /// POS with `slp = "auto"`: the smallest SLP a prediction may set; 0 = seed 001's rule as
+    /// written. The rule takes the smallest of the workers' longest waits of a period, and a
+    /// worker that only paused between the chunks of one response (microseconds, where a
+    /// socket write returns at once) pulls SLP down to microseconds: then every chunk leaves a
+    /// "long" wait, restarts the run/wait counter and keeps every image marked, and POS orders
+    /// like FIFO (`docs/policy.md`, "SLP floor").
+    #[serde(deserialize_with = "de::nanos")]
+    pub slp_floor: Nanos,
 }
 
 /// Parse `auto` or a duration (SLP), e.g. from a command-line flag.
@@ -195,6 +203,7 @@ impl Default for PolicyConfig {
             pos_tail: PosTail::Fifo,
             period: 500 * MS,
             starvation_bound: Some(200 * MS),
+            slp_floor: 0,
         }
     }
 }

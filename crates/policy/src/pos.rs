@@ -81,6 +81,8 @@ pub struct Pos {
     rw_rule: RwRule,
     tail: PosTail,
     period: Nanos,
+    /// Smallest predicted SLP ([`PolicyConfig::slp_floor`]).
+    slp_floor: Nanos,
     slp: Nanos,
     rw: u32,
     workers: crate::idhash::IdMap<WorkerId, Worker>,
@@ -116,6 +118,7 @@ impl Pos {
             rw_rule: cfg.rw_rule,
             tail: cfg.pos_tail,
             period: cfg.period,
+            slp_floor: cfg.slp_floor,
             slp: match cfg.slp {
                 Tunable::Fixed(v) => v,
                 Tunable::Auto => DEFAULT_SLP,
@@ -363,7 +366,7 @@ impl Policy for Pos {
                 .filter_map(|w| w.longest_wait)
                 .chain(self.gone_longest_wait);
             if let Some(slp) = slp_paper(waits) {
-                self.slp = slp;
+                self.slp = slp.max(self.slp_floor);
             }
         }
         if self.rw_cfg == Tunable::Auto {
@@ -426,7 +429,7 @@ impl Policy for Pos {
     fn apply_predictions(&mut self, slp: Option<Nanos>, rw: Option<u32>, _ctx: &Ctx) {
         if self.slp_cfg == Tunable::Auto {
             if let Some(slp) = slp {
-                self.slp = slp;
+                self.slp = slp.max(self.slp_floor);
             }
         }
         if self.rw_cfg == Tunable::Auto {

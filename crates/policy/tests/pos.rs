@@ -18,6 +18,7 @@ fn cfg(slp: Tunable<u64>, rw: Tunable<u32>) -> PolicyConfig {
         pos_tail: PosTail::Fifo,
         period: 10_000,
         starvation_bound: None,
+        slp_floor: 0,
     }
 }
 

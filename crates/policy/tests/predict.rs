@@ -20,6 +20,7 @@ fn pos(slp: Tunable<u64>, rw: Tunable<u32>, rule: RwRule) -> Pos {
         pos_tail: Default::default(),
         period: 1_000_000,
         starvation_bound: None,
+        slp_floor: 0,
     })
     .unwrap()
 }
@@ -314,4 +315,64 @@ fn pfs_episodes_agree_with_the_live_policy() {
     online.tick(&ctx(1_000_000));
     assert_eq!(offline_paper, Some(paper.rw()));
     assert_eq!(offline_split, online.rw());
+}
+
+/// A worker streaming one response pauses a few microseconds between its chunks (the socket
+/// write returned at once). Seed 001's SLP rule takes the smallest longest wait of the period,
+/// so such a period sets SLP to microseconds, and from then on every pause is "long": it
+/// restarts the run/wait counter and keeps the worker marked as text however many chunks it
+/// sends. The SLP floor keeps SLP above the pauses, so the counter grows and RW demotes it.
+#[test]
+fn slp_floor_keeps_pauses_between_chunks_from_marking_a_stream() {
+    const PAUSE: u64 = 5_000;
+    let floor_10ms = 10_000_000;
+    for (floor, want_slp, marked_at_end) in [(0, PAUSE, true), (floor_10ms, floor_10ms, false)] {
+        let mut p = Pos::new(&PolicyConfig {
+            slp: Tunable::Auto,
+            rw: Tunable::Fixed(3),
+            period: 1_000_000,
+            slp_floor: floor,
+            ..PolicyConfig::default()
+        })
+        .unwrap();
+        let s = |w, st, t| (w, Some(st), t);
+        // Period 1: the worker leaves a 2 s wait for its request.
+        let t0 = 2_000_000_000;
+        replay(
+            &mut p,
+            &[
+                s(1, State::Wait, 0),
+                s(1, State::Ready, t0),
+                s(1, State::Run, t0),
+            ],
+        );
+        assert!(p.marked(1), "floor {floor}: a 2 s wait marks the worker");
+        p.tick(&ctx(t0));
+        // Period 2: chunks separated by 5 µs pauses only.
+        let mut t = t0;
+        let mut stream = |p: &mut Pos, pause: u64, chunks: u32| {
+            for _ in 0..chunks {
+                t += 1_000;
+                replay(
+                    p,
+                    &[
+                        s(1, State::Wait, t),
+                        s(1, State::Ready, t + pause),
+                        s(1, State::Run, t + pause),
+                    ],
+                );
+                t += pause;
+            }
+            t
+        };
+        let end = stream(&mut p, PAUSE, 10);
+        p.tick(&ctx(end));
+        assert_eq!(p.slp(), want_slp, "floor {floor}");
+        // Period 3: pauses of 6 µs, longer than the 5 µs SLP of the rule as written.
+        stream(&mut p, PAUSE + 1_000, 10);
+        assert_eq!(p.marked(1), marked_at_end, "floor {floor}");
+        if floor > 0 {
+            assert!(p.counter(1).unwrap() > 3, "the counter grew past RW");
+        }
+    }
 }

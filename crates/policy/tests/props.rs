@@ -272,6 +272,7 @@ proptest! {
             pos_tail: Default::default(),
             period: 500,
             starvation_bound: bound,
+            slp_floor: 0,
         };
         let mut real = Sched::new(slots, build("pos", &cfg).unwrap());
         let mut model = Sched::new(slots, Box::new(RefPos::new(slp, rw, bound)));
@@ -326,6 +327,7 @@ proptest! {
             pos_tail: Default::default(),
             period,
             starvation_bound: None,
+            slp_floor: 0,
         }).unwrap();
         let ctx = |now| Ctx { now, busy: 0, slots: 1 };
         let mut expected = DEFAULT_SLP;
@@ -376,6 +378,7 @@ proptest! {
             rw_rule: RwRule::Split,
             pos_tail: Default::default(),
             period: 300,
+            slp_floor: 0,
             starvation_bound: Some(bound),
         };
         let stays = simulate(Sched::new(slots, build(name, &cfg).unwrap()), &lives);
@@ -489,6 +492,7 @@ fn without_the_guard_a_stream_of_text_starves_an_image() {
             pos_tail: Default::default(),
             period: 1_000_000,
             starvation_bound: bound,
+            slp_floor: 0,
         };
         let mut lives: Vec<Vec<(Nanos, Nanos)>> = vec![vec![(0, 5), (0, 30)]];
         for i in 1..40u64 {

@@ -50,7 +50,8 @@ mod tests {
                 "rw_rule",
                 "pos_tail",
                 "period",
-                "starvation_bound"
+                "starvation_bound",
+                "slp_floor"
             ]
         );
         assert!(super::of::<u32>().is_empty());

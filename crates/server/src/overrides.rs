@@ -62,6 +62,10 @@ pub struct Overrides {
     /// POS run/wait change threshold: a count or `auto`.
     #[arg(long, value_parser = policy::registry::parse_rw)]
     pub rw: Option<Tunable<u32>>,
+    /// With `--slp auto`: the smallest SLP a prediction may set (e.g. 10ms) [default: 0s, seed
+    /// 001's rule as written; docs/policy.md, "SLP floor"].
+    #[arg(long, value_parser = units::parse_duration)]
+    pub slp_floor: Option<Duration>,
     /// Rule for `--rw auto`: paper or split.
     #[arg(long)]
     pub rw_rule: Option<RwRule>,
@@ -225,6 +229,9 @@ impl Config {
         if let Some(v) = o.rw_rule {
             p.config.rw_rule = v;
         }
+        if let Some(v) = o.slp_floor {
+            p.config.slp_floor = nanos(v);
+        }
         if let Some(v) = o.pos_tail {
             p.config.pos_tail = v;
         }
@@ -292,6 +299,7 @@ mod tests {
             "--pos-tail=episode",
             "--period=1s",
             "--starvation-bound=off",
+            "--slp-floor=10ms",
             "--slots=2",
             "--threads=1",
             "--gate=off",
@@ -328,6 +336,7 @@ mod tests {
         assert_eq!(p.pos_tail, PosTail::Episode);
         assert_eq!(p.period, 1_000_000_000);
         assert_eq!(p.starvation_bound, None);
+        assert_eq!(p.slp_floor, 10_000_000);
         assert_eq!((c.slots, c.threads), (Some(2), Some(1)));
         assert!(!c.gate);
         assert_eq!(c.rounds, Rounds::On);

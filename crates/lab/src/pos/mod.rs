@@ -28,6 +28,7 @@ use crate::testbed::TestbedConfig;
 
 pub mod attach;
 pub mod cgi;
+pub mod figures;
 pub mod opts;
 pub mod php;
 pub mod plan;
@@ -289,7 +290,7 @@ mod tests {
         let mut sync = opts(1);
         sync.stagger = Some(Duration::ZERO);
         assert_eq!(resolve(&sync).unwrap().stagger_ms, Some(0.0));
-        assert_eq!(resolve(&opts(2)).unwrap().rw, vec![3, 6, 9]);
+        assert_eq!(resolve(&opts(2)).unwrap().rw, vec![1, 3, 6, 9]);
         assert_eq!(resolve(&opts(2)).unwrap().stagger_ms, None);
         assert!(p.slp_s.unwrap() < p.interval_s);
         let p3 = resolve(&opts(3)).unwrap();
@@ -373,6 +374,7 @@ mod tests {
             names(3),
             [
                 "fifo",
+                "pos-auto-rw1",
                 "pos-auto-rw3",
                 "pos-auto-rw6",
                 "pos-auto-rw9",
@@ -383,7 +385,13 @@ mod tests {
         );
         assert_eq!(
             names(4),
-            ["fifo", "pos-auto-rw3", "pos-auto-rw6", "pos-auto-rw9"]
+            [
+                "fifo",
+                "pos-auto-rw1",
+                "pos-auto-rw3",
+                "pos-auto-rw6",
+                "pos-auto-rw9"
+            ]
         );
         let mut named = opts(3);
         named.only = Some(vec!["fifo".into(), "pos-auto-rwauto-split".into()]);
@@ -411,6 +419,33 @@ mod tests {
                     .any(|w| w[0] == "--slp" && w[1].ends_with("ms")));
             }
             _ => panic!("not triage"),
+        }
+        let args = |v: &Variant| match &v.server {
+            crate::runner::ServerKind::Triage { args } => args.clone(),
+            _ => Vec::new(),
+        };
+        assert!(!v
+            .iter()
+            .any(|v| args(v).contains(&"--slp-floor".to_string())));
+        // Predicted SLP (exp 3-4) has a floor (10 ms by default, `--slp-floor`), so the
+        // pauses between an image's chunks do not mark every chunk as text.
+        let slp_floor = |o: &PosOpts| -> Vec<Vec<String>> {
+            variants(&resolve(o).unwrap(), o)
+                .iter()
+                .filter(|v| v.name.starts_with("pos-auto"))
+                .map(args)
+                .collect()
+        };
+        let a3 = slp_floor(&opts(3));
+        assert_eq!(a3.len(), 4);
+        for a in &a3 {
+            assert!(a.windows(2).any(|w| w == ["--slp", "auto"]), "{a:?}");
+            assert!(a.windows(2).any(|w| w == ["--slp-floor", "10ms"]), "{a:?}");
+        }
+        let mut o0 = opts(4);
+        o0.slp_floor = Some(Duration::ZERO);
+        for a in slp_floor(&o0) {
+            assert!(a.windows(2).any(|w| w == ["--slp-floor", "0ms"]), "{a:?}");
         }
         // The same gate mechanism for every triage variant, fifo included, and no starvation
         // guard (not in the paper).
@@ -800,6 +835,25 @@ mod tests {
             report::report(&s, &cells).as_bytes(),
         )
         .unwrap();
+        // Every figure of seed 001 has a row: this run's numbers for exp 1's, the experiment
+        // that measures it for the others.
+        let fig = figures::rows(&s);
+        for n in 1..=7 {
+            assert!(
+                fig.iter().any(|r| r[0].starts_with(&format!("Fig. {n}"))),
+                "Fig. {n}: {fig:?}"
+            );
+        }
+        let ours = |f: &str| fig.iter().find(|r| r[0] == f).unwrap()[3].clone();
+        // --quick runs RW 1 alone: the paper's RW 3 / 6 / 9 are missing, and said so.
+        assert_eq!(
+            ours("Fig. 2"),
+            "min 100 vs - / - / - ms; max 300 vs - / - / - ms"
+        );
+        assert_eq!(ours("Fig. 4(a)"), "measured by `triage lab pos --exp 2`");
+        assert_eq!(ours("Fig. 7"), "measured by `triage lab pos --exp 4`");
+        let html = std::fs::read_to_string(d.path().join("report.html")).unwrap();
+        assert!(html.contains("Every figure of seed 001") && html.contains("Fig. 5(b)"));
         let raw = std::fs::read_to_string(d.path().join("raw.csv")).unwrap();
         assert_eq!(raw.lines().count(), 1 + 3 * cells.len());
         assert!(raw.lines().nth(1).unwrap().starts_with("1,fifo,0,9,0,0,"));

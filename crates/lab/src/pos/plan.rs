@@ -10,8 +10,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::opts::{
-    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES, DEFAULT_SLP_MAX,
-    DEFAULT_STAGGER, DEFAULT_WINDOW,
+    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES, DEFAULT_SLP_FLOOR,
+    DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW,
 };
 use crate::error::{LabError, Result};
 use crate::peers::Peer;
@@ -49,6 +49,8 @@ pub struct Params {
     pub hog: bool,
     /// SLP of the fixed-SLP variants (s) or null when predicted.
     pub slp_s: Option<f64>,
+    /// Exp 3-4: the floor of the predicted SLP (s, `--slp-floor`); null when SLP is fixed.
+    pub slp_floor_s: Option<f64>,
     /// RW of the fixed-RW POS variants.
     pub rw: Vec<u32>,
     /// Server-side CPU quota (fraction of one CPU).
@@ -120,8 +122,8 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         (false, 1) => Duration::from_secs(5),
         (false, _) => Duration::from_secs(4),
     });
-    // Exp 3 and exp 4 fit one run of the default command in about 8 minutes: exp 3 has 7
-    // variants x 4 repetitions x 4 bursts, exp 4 4 browser counts x 4 variants x 2 x 3.
+    // Exp 3 and exp 4 fit one run of the default command in about 8 minutes: exp 3 has 8
+    // variants x 4 repetitions x 4 bursts, exp 4 4 browser counts x 5 variants x 2 x 3.
     let pages = o.pages.unwrap_or(match (tiny, o.quick, o.exp) {
         (true, _, _) => 2,
         (false, true, _) => 2,
@@ -146,17 +148,19 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
             "repetitions, pages and interval must be positive".into(),
         ));
     }
-    // Exp 1 adds RW 1 to the paper's 3, 6, 9: here a 4 KB HTML page is one burst and an image
-    // 2-6 bursts (16 KiB each), so RW 3 leaves an image's worker marked for two of them.
-    let rw = o.rw.clone().unwrap_or(match (o.exp, o.quick || tiny) {
+    // Every experiment adds RW 1 to the paper's 3, 6, 9: here a 4 KB HTML page is one burst
+    // and an image 2-6 bursts (16 KiB each), so RW 3 leaves an image's worker marked for two of
+    // them. Seed 001 §4.2: "the closer RW is set to the number of times WWW server process
+    // handling HTML files actually change between run state and wait state, the less benefit
+    // the WWW server processes handling Image files ... will take"; its HTML processes changed
+    // three or four times and RW 3 was best, triage's change once (docs/lab.md).
+    let rw = o.rw.clone().unwrap_or(match o.quick || tiny {
         // A CGI request is a longer episode: the burst that starts the script (1), the wake-up
         // for its output (2) and the first relay burst (3). RW 3 keeps a page's worker marked
         // until its HTML is relayed and demotes an image's at its first band (super::cgi).
         _ if cgi => vec![3],
-        (1, true) => vec![1],
-        (1, false) => vec![1, 3, 6, 9],
-        (_, true) => vec![3],
-        (_, false) => vec![3, 6, 9],
+        true => vec![1],
+        false => vec![1, 3, 6, 9],
     });
     if rw.is_empty() || rw.contains(&0) {
         return Err(LabError::Config("--rw values must be at least 1".into()));
@@ -217,6 +221,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         pos_tail: o.pos_tail,
         hog: o.exp == 1,
         slp_s: (o.exp <= 2).then_some(slp.as_secs_f64()),
+        slp_floor_s: (o.exp > 2).then(|| o.slp_floor.unwrap_or(DEFAULT_SLP_FLOOR).as_secs_f64()),
         rw,
         quota: Some(quota),
         period_ms: period.as_secs_f64() * 1e3,
@@ -265,6 +270,15 @@ pub fn slp_flag(p: &Params) -> String {
     }
 }
 
+/// The SLP flags of a POS variant of `p`: `--slp <fixed>`, or `--slp auto` with its floor.
+pub fn slp_flags(p: &Params) -> Vec<String> {
+    let mut f = vec!["--slp".to_string(), slp_flag(p)];
+    if let (None, Some(floor)) = (p.slp_s, p.slp_floor_s) {
+        f.extend(["--slp-floor".to_string(), ms(floor)]);
+    }
+    f
+}
+
 /// The variants of an experiment, in order.
 pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     if p.site_kind == SiteKind::Cgi {
@@ -281,27 +295,16 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     // it rescued 20-40 image chunks a run ahead of the text POS had promoted (docs/lab.md).
     let tv = |name: &str, args: &[&str]| triage_variant(p, name, args);
     v.push(tv("fifo", &["--policy", "fifo"]));
-    let slp = slp_flag(p);
+    let slp = slp_flags(p);
     let prefix = if p.slp_s.is_some() { "pos" } else { "pos-auto" };
     let tail = tail_name(p.pos_tail);
     // One POS variant: fixed SLP (or auto), this RW, tail order and kernel boost.
     let pos_variant = |name: &str, rw: u32, tail: &str, boost: &str| {
         let r = rw.to_string();
-        tv(
-            name,
-            &[
-                "--policy",
-                "pos",
-                "--slp",
-                &slp,
-                "--rw",
-                &r,
-                "--pos-tail",
-                tail,
-                "--boost",
-                boost,
-            ],
-        )
+        let mut a = vec!["--policy", "pos"];
+        a.extend(slp.iter().map(String::as_str));
+        a.extend(["--rw", &r, "--pos-tail", tail, "--boost", boost]);
+        tv(name, &a)
     };
     for &rw in &p.rw {
         v.push(pos_variant(&format!("{prefix}-rw{rw}"), rw, tail, "off"));
@@ -339,23 +342,20 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             if !named(&format!("pos-auto-rwauto-{rule}")) {
                 continue;
             }
-            v.push(tv(
-                &format!("pos-auto-rwauto-{rule}"),
-                &[
-                    "--policy",
-                    "pos",
-                    "--slp",
-                    "auto",
-                    "--rw",
-                    "auto",
-                    "--rw-rule",
-                    rule,
-                    "--pos-tail",
-                    tail,
-                    "--boost",
-                    "off",
-                ],
-            ));
+            // SLP predicted here whatever the experiment, with exp 3's floor.
+            let mut a = vec!["--policy", "pos"];
+            a.extend(slp.iter().map(String::as_str));
+            a.extend([
+                "--rw",
+                "auto",
+                "--rw-rule",
+                rule,
+                "--pos-tail",
+                tail,
+                "--boost",
+                "off",
+            ]);
+            v.push(tv(&format!("pos-auto-rwauto-{rule}"), &a));
         }
     }
     // Exp 4 (16 cells) measures content and the peers only when `--variants` names them, so

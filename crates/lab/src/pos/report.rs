@@ -38,6 +38,13 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
     goals(&mut r, s);
     results(&mut r, s);
     paper_beside_ours(&mut r, s);
+    r.h2("Every figure of seed 001");
+    r.p("One row per figure: the paper's number (or its words where it gives none) and this run's, or the experiment that measures it.");
+    let rows: Vec<Vec<String>> = super::figures::rows(s)
+        .into_iter()
+        .map(|r| r.to_vec())
+        .collect();
+    r.table(&["figure", "what it shows", "paper", "ours"], &rows);
     figures(&mut r, s, cells);
     if s.exp == 4 {
         figures_exp4(&mut r, s);
@@ -80,9 +87,15 @@ fn conditions(r: &mut Report, s: &Summary) {
             ],
             vec![
                 "SLP".into(),
-                s.params.slp_s.map_or("predicted every 500 ms".into(), |v| {
-                    format!("fixed {:.3} s", v)
-                }),
+                s.params.slp_s.map_or_else(
+                    || {
+                        format!(
+                            "predicted every 500 ms, at least {:.0} ms (--slp-floor)",
+                            s.params.slp_floor_s.unwrap_or(0.0) * 1e3
+                        )
+                    },
+                    |v| format!("fixed {:.3} s", v),
+                ),
             ],
             vec![
                 "repetitions".into(),
