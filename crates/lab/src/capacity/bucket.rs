@@ -66,6 +66,47 @@ pub fn utc(unix: f64) -> String {
         .unwrap_or_else(|_| format!("{unix} s"))
 }
 
+/// Where the log's requests and the CPU samples overlap (unix seconds), and both spans for the
+/// error that says they do not.
+pub(super) struct Overlap {
+    /// Start of the overlap.
+    pub start: f64,
+    /// End of the overlap.
+    pub end: f64,
+    /// The log's span: its first request's second to the end of its last's.
+    log: (f64, f64),
+    /// The CPU samples' span.
+    cpu: (f64, f64),
+}
+
+impl Overlap {
+    /// The overlap of `times` (request seconds) and `samples`; an error if either is empty.
+    pub fn of(times: &[i64], samples: &[CpuSample]) -> Result<Self, CapacityError> {
+        let (Some(&lo), Some(&hi)) = (times.iter().min(), times.iter().max()) else {
+            return Err(CapacityError::Config("the log has no request".into()));
+        };
+        let cpu = match (samples.first(), samples.last()) {
+            (Some(a), Some(b)) => (a.unix_s, b.unix_s),
+            _ => return Err(CapacityError::Config("no CPU sample".into())),
+        };
+        let log = (lo as f64, (hi + 1) as f64);
+        Ok(Self {
+            start: log.0.max(cpu.0),
+            end: log.1.min(cpu.1),
+            log,
+            cpu,
+        })
+    }
+
+    /// The error for spans that do not overlap (enough).
+    pub fn none(&self) -> CapacityError {
+        CapacityError::NoOverlap {
+            log: format!("{} .. {}", utc(self.log.0), utc(self.log.1)),
+            cpu: format!("{} .. {}", utc(self.cpu.0), utc(self.cpu.1)),
+        }
+    }
+}
+
 /// Bucket the request `times` (seconds since the epoch, any order) against the CPU
 /// `samples` (time order). Errors: clocks that do not overlap, fewer than
 /// [`MIN_POINTS`] whole buckets in the overlap.
@@ -77,20 +118,10 @@ pub fn bucketize(
     if width_s == 0 {
         return Err(CapacityError::Config("--bucket must be at least 1s".into()));
     }
-    let (Some(&lo), Some(&hi)) = (times.iter().min(), times.iter().max()) else {
-        return Err(CapacityError::Config("the log has no request".into()));
-    };
-    let (c0, c1) = match (samples.first(), samples.last()) {
-        (Some(a), Some(b)) => (a.unix_s, b.unix_s),
-        _ => return Err(CapacityError::Config("no CPU sample".into())),
-    };
-    let (l0, l1) = (lo as f64, (hi + 1) as f64);
-    let (o0, o1) = (l0.max(c0), l1.min(c1));
+    let ov = Overlap::of(times, samples)?;
+    let (o0, o1) = (ov.start, ov.end);
     if o0 >= o1 {
-        return Err(CapacityError::NoOverlap {
-            log: format!("{} .. {}", utc(l0), utc(l1)),
-            cpu: format!("{} .. {}", utc(c0), utc(c1)),
-        });
+        return Err(ov.none());
     }
     let w = width_s as i64;
     let first = (o0.ceil() as i64).div_euclid(w) * w;

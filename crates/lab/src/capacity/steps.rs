@@ -13,7 +13,7 @@
 //! deviations or [`STEP_REL`] of the run's mean count so far, whichever is wider; a lone
 //! partial second at either end of a step ([`PARTIAL_MIN`]) is counted in with its fraction.
 
-use super::bucket::{utc, Bucket, Bucketed};
+use super::bucket::{Bucket, Bucketed, Overlap};
 use super::cpu_csv::{at, CpuSample};
 use super::regress::MIN_POINTS;
 use super::CapacityError;
@@ -47,22 +47,12 @@ pub fn bucketize_steps(
     if min_s == 0 {
         return Err(CapacityError::Config("--steps must be at least 1s".into()));
     }
-    let (Some(&lo), Some(&hi)) = (times.iter().min(), times.iter().max()) else {
-        return Err(CapacityError::Config("the log has no request".into()));
-    };
-    let (c0, c1) = match (samples.first(), samples.last()) {
-        (Some(a), Some(b)) => (a.unix_s, b.unix_s),
-        _ => return Err(CapacityError::Config("no CPU sample".into())),
-    };
-    let (l0, l1) = (lo as f64, (hi + 1) as f64);
-    let (o0, o1) = (l0.max(c0), l1.min(c1));
+    let ov = Overlap::of(times, samples)?;
+    let (o0, o1) = (ov.start, ov.end);
     let first = o0.ceil() as i64;
     let end = o1.floor() as i64;
     if end <= first {
-        return Err(CapacityError::NoOverlap {
-            log: format!("{} .. {}", utc(l0), utc(l1)),
-            cpu: format!("{} .. {}", utc(c0), utc(c1)),
-        });
+        return Err(ov.none());
     }
     let n = (end - first) as usize;
     let mut counts = vec![0u64; n];

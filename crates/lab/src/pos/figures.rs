@@ -37,6 +37,11 @@ fn join(v: &[f64], d: usize) -> String {
         .join(" / ")
 }
 
+/// The paper's mean and median improvements, `a / b / c / median d / e / f` (RW 3 / 6 / 9).
+fn mean_median(mean: &[f64], median: &[f64]) -> String {
+    format!("{} / median {}", join(mean, 1), join(median, 1))
+}
+
 /// Fig. 2 from this run: fifo's min and max t1 against the POS variants' (RW 3 / 6 / 9).
 fn fig2(s: &Summary, prefix: &str) -> String {
     let stat = |name: &str, f: fn(&crate::results::Stats) -> f64| {
@@ -76,6 +81,13 @@ pub fn rows(s: &Summary) -> Vec<FigureRow> {
     let mean = |v: &VariantSummary| v.t1_mean_improvement_pct;
     let median = |v: &VariantSummary| v.t1_median_improvement_pct;
     let t2 = |v: &VariantSummary| v.t2_mean_improvement_pct;
+    let ours_mean_median = || {
+        format!(
+            "{} / median {}",
+            per_rw(s, prefix, mean),
+            per_rw(s, prefix, median)
+        )
+    };
     let mut out = vec![row(
         "Fig. 1",
         "A / B processing times (s), timesharing and POS (the example of §2)",
@@ -91,19 +103,11 @@ pub fn rows(s: &Summary) -> Vec<FigureRow> {
     out.push(row(
         "Fig. 3(a)",
         "exp 1, mean / median t1 improvement (%), RW = 3 / 6 / 9",
-        format!(
-            "{} / median {}",
-            join(&PAPER.exp1_t1_mean_improvement_pct, 1),
-            join(&PAPER.exp1_t1_median_improvement_pct, 1)
+        mean_median(
+            &PAPER.exp1_t1_mean_improvement_pct,
+            &PAPER.exp1_t1_median_improvement_pct,
         ),
-        here(
-            1,
-            format!(
-                "{} / median {}",
-                per_rw(s, prefix, mean),
-                per_rw(s, prefix, median)
-            ),
-        ),
+        here(1, ours_mean_median()),
     ));
     out.push(row(
         "Fig. 3(b)",
@@ -126,19 +130,11 @@ pub fn rows(s: &Summary) -> Vec<FigureRow> {
     out.push(row(
         "Fig. 5(a)",
         "exp 3 (SLP predicted), mean / median t1 improvement (%), RW = 3 / 6 / 9",
-        format!(
-            "{} / median {}",
-            join(&PAPER.exp3_t1_mean_improvement_pct, 1),
-            join(&PAPER.exp3_t1_median_improvement_pct, 1)
+        mean_median(
+            &PAPER.exp3_t1_mean_improvement_pct,
+            &PAPER.exp3_t1_median_improvement_pct,
         ),
-        here(
-            3,
-            format!(
-                "{} / median {}",
-                per_rw(s, prefix, mean),
-                per_rw(s, prefix, median)
-            ),
-        ),
+        here(3, ours_mean_median()),
     ));
     out.push(row(
         "Fig. 5(b)",
