@@ -284,7 +284,7 @@ fn tightest_cap(
                 let p =
                     read(&d.join("cpu.cfs_period_us")).and_then(|s| s.trim().parse::<u64>().ok());
                 match (q, p) {
-                    (Some(q), Some(p)) => (q >= 0).then(|| q as f64 / p.max(1) as f64),
+                    (Some(q), Some(p)) => v1_cap(q, p),
                     _ => break,
                 }
             }
@@ -1087,7 +1087,7 @@ impl Cgroup {
             Version::V1 => {
                 let q = read_num::<i64>(&dir.join("cpu.cfs_quota_us"), "cpu bandwidth control")?;
                 let p = read_num::<u64>(&dir.join("cpu.cfs_period_us"), "cpu bandwidth control")?;
-                let frac = (q >= 0).then(|| q as f64 / p.max(1) as f64);
+                let frac = v1_cap(q, p);
                 Ok((frac, Duration::from_micros(p)))
             }
         }
@@ -1291,6 +1291,12 @@ impl Cgroup {
             .ok()
             .map(OwnedFd::from)
     }
+}
+
+/// A v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us` pair as a fraction of one CPU (`None`: -1,
+/// unlimited).
+fn v1_cap(quota_us: i64, period_us: u64) -> Option<f64> {
+    (quota_us >= 0).then(|| quota_us as f64 / period_us.max(1) as f64)
 }
 
 fn parse_cpu_max(s: &str) -> Option<(Option<f64>, Duration)> {

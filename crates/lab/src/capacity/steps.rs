@@ -192,28 +192,46 @@ mod tests {
         assert_eq!(steps_of(&[1000; 50]), [(0, 50)]);
     }
 
-    #[test]
-    fn steps_become_buckets_with_their_own_width_and_cpu() {
-        // Samples every second from 1000 to 1012; CPU busy 0.1 + 0.001 * rate of one CPU.
-        let rates = [100u64, 100, 100, 0, 300, 300, 300, 300, 0, 500, 500, 500];
+    /// Requests and CPU samples second by second from `first`: for each second, its requests
+    /// (all stamped with that second) and the user and system CPU it used (of one CPU).
+    fn per_second(
+        first: i64,
+        seconds: impl IntoIterator<Item = (usize, f64, f64)>,
+    ) -> (Vec<i64>, Vec<CpuSample>) {
         let mut s = vec![CpuSample {
-            unix_s: 1000.0,
+            unix_s: first as f64,
             user_s: 0.0,
             system_s: 0.0,
             idle_s: 0.0,
         }];
         let mut times = Vec::new();
-        for (k, &r) in rates.iter().enumerate() {
+        for (k, (n, user, system)) in seconds.into_iter().enumerate() {
             let p = *s.last().unwrap();
-            let busy = 0.1 + 0.001 * r as f64;
             s.push(CpuSample {
                 unix_s: p.unix_s + 1.0,
-                user_s: p.user_s + busy / 2.0,
-                system_s: p.system_s + busy / 2.0,
-                idle_s: p.idle_s + 1.0 - busy,
+                user_s: p.user_s + user,
+                system_s: p.system_s + system,
+                idle_s: p.idle_s + 1.0 - user - system,
             });
-            times.extend(std::iter::repeat_n(1000 + k as i64, r as usize));
+            times.extend(std::iter::repeat_n(first + k as i64, n));
         }
+        (times, s)
+    }
+
+    #[test]
+    fn steps_become_buckets_with_their_own_width_and_cpu() {
+        // Samples every second from 1000 to 1012; CPU busy 0.1 + 0.001 * rate of one CPU.
+        let rates = [100u64, 100, 100, 0, 300, 300, 300, 300, 0, 500, 500, 500];
+        let (mut times, s) = per_second(
+            1000,
+            rates.map(|r| {
+                (
+                    r as usize,
+                    (0.1 + 0.001 * r as f64) / 2.0,
+                    (0.1 + 0.001 * r as f64) / 2.0,
+                )
+            }),
+        );
         times.push(990); // before the samples
         let b = bucketize_steps(&times, &s, 2).unwrap();
         assert!(b.steps);
@@ -245,28 +263,16 @@ mod tests {
             t if (1009.0..1011.8).contains(&t) => 3000.0,
             _ => 0.0,
         };
-        let mut s = vec![CpuSample {
-            unix_s: 1000.0,
-            user_s: 0.0,
-            system_s: 0.0,
-            idle_s: 0.0,
-        }];
-        let mut times = Vec::new();
-        for k in 1000..1012i64 {
-            let p = *s.last().unwrap();
-            // Tenths of a second.
-            let n: f64 = (0..10)
-                .map(|i| step(k as f64 + i as f64 / 10.0) / 10.0)
-                .sum();
-            let busy = 0.0002 * n;
-            s.push(CpuSample {
-                unix_s: p.unix_s + 1.0,
-                user_s: p.user_s + busy,
-                system_s: p.system_s,
-                idle_s: p.idle_s + 1.0 - busy,
-            });
-            times.extend(std::iter::repeat_n(k, n.round() as usize));
-        }
+        let (times, s) = per_second(
+            1000,
+            (1000..1012i64).map(|k| {
+                // Tenths of a second.
+                let n: f64 = (0..10)
+                    .map(|i| step(k as f64 + i as f64 / 10.0) / 10.0)
+                    .sum();
+                (n.round() as usize, 0.0002 * n, 0.0)
+            }),
+        );
         let b = bucketize_steps(&times, &s, 2).unwrap();
         let got: Vec<(i64, u64, f64, f64, f64)> = b
             .buckets
