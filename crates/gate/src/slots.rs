@@ -44,6 +44,8 @@ use policy::balance::{self, LaneLoad};
 use policy::{Event, Grant, Hints, PolicyStats, Sched, Snapshot, State, WorkerId};
 
 use crate::account::{BurstTimer, CpuAccount};
+use os::prio::Tid;
+
 use crate::boost::{Boost, Raise};
 use crate::lane::{index_in_lane, lane_of, worker_id, Counts, Inner, Lane};
 use crate::samples::{Sample, Samples};
@@ -397,6 +399,7 @@ impl Gate {
                 gate: self,
                 worker,
                 boosted: false,
+                lowered: None,
                 timer: None,
             });
         }
@@ -433,12 +436,17 @@ impl Gate {
                 }
             }
             marked = granted && w.boosting;
+            let (marked, lowered) = if granted {
+                self.burst_lever(&mut g, worker, marked)
+            } else {
+                (marked, None)
+            };
             drop(g);
             others.into_iter().for_each(Waker::wake);
             if !granted {
                 return Poll::Pending;
             }
-            return self.granted(worker, hints, marked);
+            return self.granted(worker, hints, marked, lowered);
         }
         let w = g.wake_mut(wi);
         let continues = self.rounds
@@ -460,12 +468,14 @@ impl Gate {
         } else {
             g.sched.ready(worker, now, hints)
         };
-        if g.boost.is_some() && g.sched.marked(worker) {
+        if g.boost.as_ref().is_some_and(|b| !b.at_rest()) && g.sched.marked(worker) {
             self.boost_on(&mut g, wi);
         }
+        let lowered;
         match grant {
             Grant::RunNow => {
-                marked = g.wake[wi].boosting;
+                let held = g.wake[wi].boosting;
+                (marked, lowered) = self.burst_lever(&mut g, worker, held);
                 if self.lanes.len() > 1 {
                     lane.publish(&g, self.counts());
                 }
@@ -492,7 +502,7 @@ impl Gate {
             }
         }
         drop(g);
-        self.granted(worker, hints, marked)
+        self.granted(worker, hints, marked, lowered)
     }
 
     /// Lane `to` is starved: take a slot from a spare lane, if one is still spare.
@@ -526,6 +536,25 @@ impl Gate {
         let started = g.sched.add_slot(now);
         l.publish(&g, self.counts());
         self.wake_started(g, started);
+    }
+
+    /// `worker` is granted a slot on the calling thread: whether its burst runs raised and, at
+    /// rest, the thread lowered for an unmarked burst (`held`: whether it holds the boost).
+    fn burst_lever(&self, g: &mut Inner, worker: WorkerId, held: bool) -> (bool, Option<Tid>) {
+        let Some(boost) = g.boost.as_mut().filter(|b| b.at_rest()) else {
+            return (held, None);
+        };
+        let mut failed = boost.see_current_thread();
+        let raised = g.sched.marked(worker);
+        let mut lowered = None;
+        if !raised {
+            let boost = g.boost.as_mut().expect("checked above");
+            let (t, f) = boost.unmarked_burst_starts();
+            lowered = t;
+            failed += f;
+        }
+        self.count_boost_errors(failed);
+        (raised, lowered)
     }
 
     /// `worker`, marked, became ready: it holds the boost until its burst ends.
@@ -570,7 +599,13 @@ impl Gate {
     }
 
     /// The permit of a worker that now holds a slot (the lock released).
-    fn granted(&self, worker: WorkerId, hints: &Hints, boosted: bool) -> Poll<Permit<'_>> {
+    fn granted(
+        &self,
+        worker: WorkerId,
+        hints: &Hints,
+        boosted: bool,
+        lowered: Option<Tid>,
+    ) -> Poll<Permit<'_>> {
         self.bursts.add(1);
         let timer = self
             .account
@@ -580,6 +615,7 @@ impl Gate {
             gate: self,
             worker,
             boosted,
+            lowered,
             timer,
         })
     }
@@ -602,17 +638,22 @@ impl Gate {
             w.waker = None;
         }
         // Ready or (granted) Run: either way it leaves the queue or its slot.
-        self.end_burst(worker);
+        self.end_burst(worker, None);
     }
 
     /// `worker` stops running (or wanting to run): its slot goes to its lane's queue, or to a
     /// starved lane (`policy::balance::receiver`).
-    fn end_burst(&self, worker: WorkerId) {
+    /// `lowered`: the thread an unmarked burst ran lowered on (boost at rest), raised again.
+    fn end_burst(&self, worker: WorkerId, lowered: Option<Tid>) {
         let now = self.now();
         let (li, lane) = self.lane(worker);
         let wi = self.idx(worker);
         let mut g = lane.lock();
         self.boost_off(&mut g, wi);
+        if let (Some(t), Some(b)) = (lowered, g.boost.as_mut()) {
+            let failed = b.unmarked_burst_ended(t);
+            self.count_boost_errors(failed);
+        }
         if let Some(w) = g.wake.get_mut(wi) {
             w.last_end = now.max(1);
         }
@@ -919,8 +960,10 @@ impl Drop for Acquire<'_> {
 pub struct Permit<'a> {
     gate: &'a Gate,
     worker: WorkerId,
-    /// The worker holds the kernel boost.
+    /// The burst runs with a raised kernel priority.
     boosted: bool,
+    /// Boost at rest: the thread this unmarked burst runs lowered on, raised again at its end.
+    lowered: Option<Tid>,
     /// Thread CPU at the start of the burst and the container it is charged to.
     timer: Option<(BurstTimer, u32)>,
 }
@@ -943,7 +986,7 @@ impl Drop for Permit<'_> {
             t.stop(acc, c);
         }
         if self.gate.enabled {
-            self.gate.end_burst(self.worker);
+            self.gate.end_burst(self.worker, self.lowered);
         }
     }
 }

@@ -51,6 +51,10 @@ pub enum Boost {
     Nice,
     /// A short fair-scheduler slice on the thread (`boost_slice`): picked first, same share.
     Slice,
+    /// The runtime threads stay at `boost_nice` from their first burst on, asleep or awake,
+    /// and drop to their own nice value only for the bursts of workers the policy did not mark
+    /// (`gate::Raise::NiceAtRest`: raised before the wake-up).
+    Rest,
 }
 
 impl std::str::FromStr for Boost {
@@ -60,7 +64,10 @@ impl std::str::FromStr for Boost {
             "off" => Ok(Boost::Off),
             "nice" => Ok(Boost::Nice),
             "slice" => Ok(Boost::Slice),
-            _ => Err(format!("unknown boost `{s}` (known: off, nice, slice)")),
+            "rest" => Ok(Boost::Rest),
+            _ => Err(format!(
+                "unknown boost `{s}` (known: off, nice, slice, rest)"
+            )),
         }
     }
 }
@@ -609,6 +616,7 @@ impl Config {
             Boost::Off => None,
             Boost::Nice => Some(gate::Raise::Nice(self.boost_nice)),
             Boost::Slice => Some(gate::Raise::Slice(self.boost_slice)),
+            Boost::Rest => Some(gate::Raise::NiceAtRest(self.boost_nice)),
         }
     }
 

@@ -123,10 +123,15 @@ pub struct Overrides {
     /// SO_SNDBUF of accepted sockets (e.g. 64KiB).
     #[arg(long, value_parser = units::parse_size)]
     pub sndbuf: Option<u64>,
-    /// Raise the kernel priority of a marked worker's burst: `nice` (a larger weight), `slice`
-    /// (a short fair-scheduler slice: picked first, same share) or `off`.
+    /// Raise the kernel priority of a marked worker's burst: `nice` (a larger weight while a
+    /// marked worker waits or runs), `slice` (a short fair-scheduler slice: picked first, same
+    /// share), `rest` (the threads stay raised, asleep or awake, except while they run a burst
+    /// the policy did not mark) or `off`.
     #[arg(long)]
     pub boost: Option<Boost>,
+    /// Nice value of `--boost nice` and `--boost rest` (-20..=19; default -10).
+    #[arg(long, allow_hyphen_values = true)]
+    pub boost_nice: Option<i32>,
     /// Write the worker log (JSON lines) to FILE.
     #[arg(long, value_name = "FILE")]
     pub pfs_log: Option<PathBuf>,
@@ -198,7 +203,7 @@ impl Config {
         macro_rules! set {
             ($($field:ident),*) => { $( if o.$field.is_some() { self.$field = o.$field.clone(); } )* };
         }
-        replace!(listen, gate, rounds, chunk, boost, max_conns, cgi_lever);
+        replace!(listen, gate, rounds, chunk, boost, boost_nice, max_conns, cgi_lever);
         replace!(
             header_timeout,
             keepalive_timeout,
@@ -309,6 +314,7 @@ mod tests {
             "--first-chunk=1024",
             "--sndbuf=64KB",
             "--boost=slice",
+            "--boost-nice=-20",
             "--pfs-log=p.jsonl",
             "--access-log=-",
             "--max-conns=7",
@@ -345,7 +351,7 @@ mod tests {
             (c.chunk, c.first_chunk, c.sndbuf),
             (8192, Some(1024), Some(64_000))
         );
-        assert_eq!(c.boost, Boost::Slice);
+        assert_eq!((c.boost, c.boost_nice), (Boost::Slice, -20));
         assert_eq!(c.pfs_log, Some(PathBuf::from("p.jsonl")));
         assert_eq!(c.access_log, Some(PathBuf::from("-")));
         assert_eq!(c.max_conns, 7);

@@ -296,6 +296,59 @@ async fn boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn boost_at_rest_lowers_only_unmarked_bursts_and_restores_with_the_gate() {
+    let cfg = PolicyConfig {
+        slp: policy::Tunable::Fixed(50_000_000),
+        rw: policy::Tunable::Fixed(1),
+        starvation_bound: None,
+        ..PolicyConfig::default()
+    };
+    let p = policy::build("pos", &cfg).unwrap();
+    let g = Gate::new(Sched::new(1, p), true, Some(Raise::NiceAtRest(-5))).with_rounds(false);
+    let a = g.checkout();
+    tokio::time::advance(std::time::Duration::from_millis(100)).await;
+    let tid = os::prio::current_tid();
+    let before = os::prio::thread_nice(tid).unwrap();
+    // A waited longer than SLP: marked, its burst runs raised.
+    let pa = g.acquire(a, Hints::default()).await;
+    if g.counters().boost_errors > 0 {
+        eprintln!(
+            "SKIP boost_at_rest_lowers_only_unmarked_bursts_and_restores_with_the_gate: needs \
+             CAP_SYS_NICE"
+        );
+        return;
+    }
+    assert!(pa.boosted(), "a long waiter is marked");
+    assert_eq!(os::prio::thread_nice(tid).unwrap(), -5);
+    drop(pa);
+    assert_eq!(
+        os::prio::thread_nice(tid).unwrap(),
+        -5,
+        "the thread stays raised at rest"
+    );
+    // Right away again: demoted at its first change (RW 1), not marked: runs lowered.
+    let pa = g.acquire(a, Hints::default()).await;
+    assert!(!pa.boosted(), "a short waiter is not marked");
+    assert_eq!(
+        os::prio::thread_nice(tid).unwrap(),
+        before,
+        "lowered for the burst"
+    );
+    drop(pa);
+    assert_eq!(
+        os::prio::thread_nice(tid).unwrap(),
+        -5,
+        "raised again after it"
+    );
+    drop(g);
+    assert_eq!(
+        os::prio::thread_nice(tid).unwrap(),
+        before,
+        "the gate gives the thread its own nice value back"
+    );
+}
+
 /// Measurement, not a test of speed: uncontended acquire + release, per policy.
 #[test]
 #[ignore = "measurement: cargo test -p gate --release --lib -- --ignored --nocapture fast_path"]

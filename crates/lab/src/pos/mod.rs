@@ -343,6 +343,7 @@ mod tests {
                 "pos-rw6",
                 "pos-rw9",
                 "pos-rw1-fifotail",
+                "pos-rw1-rest",
                 "content",
                 "nginx",
                 "apache"
@@ -362,12 +363,22 @@ mod tests {
         assert_eq!(tail_of("pos-rw1-fifotail").as_deref(), Some("fifo"));
         // The kernel-boost diagnostics run only when named.
         let mut boost = opts(1);
-        boost.only = Some(vec!["pos-rw1-nice".into(), "fifo".into()]);
-        let vb: Vec<_> = variants(&resolve(&boost).unwrap(), &boost)
-            .into_iter()
-            .map(|v| v.name)
-            .collect();
-        assert_eq!(vb, ["fifo", "pos-rw1-nice"]);
+        boost.only = Some(vec![
+            "pos-rw1-nice".into(),
+            "pos-rw1-rest".into(),
+            "fifo".into(),
+        ]);
+        let vs = variants(&resolve(&boost).unwrap(), &boost);
+        let vb: Vec<_> = vs.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(vb, ["fifo", "pos-rw1-nice", "pos-rw1-rest"]);
+        let rest = match &vs[2].server {
+            crate::runner::ServerKind::Triage { args } => args.join(" "),
+            _ => String::new(),
+        };
+        assert!(
+            rest.contains("--boost rest --boost-nice -20"),
+            "the boost at rest runs at nice -20: {rest}"
+        );
         // Exp 3 and 4 fit about 8 minutes: RW predicted (exp 3) and content and the peers
         // (exp 4) run only when named.
         assert_eq!(

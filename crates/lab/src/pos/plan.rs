@@ -304,6 +304,11 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         let mut a = vec!["--policy", "pos"];
         a.extend(slp.iter().map(String::as_str));
         a.extend(["--rw", &r, "--pos-tail", tail, "--boost", boost]);
+        if boost == "rest" {
+            // Seed 001's lever at full strength (issue 16's probe: nice -20 against a hog in
+            // the same leaf cgroup).
+            a.extend(["--boost-nice", "-20"]);
+        }
         tv(name, &a)
     };
     for &rw in &p.rw {
@@ -320,12 +325,14 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             "off",
         ));
     }
-    // The kernel-boost variants are diagnostics (docs/lab.md, both measured worse than no
-    // boost): they run only when `--variants` names them.
+    // The kernel levers of triage's own threads (docs/lab.md "The kernel lever"): the boost
+    // at rest (raised before the wake-up) runs in the default exp 1; nice and slice (raised
+    // after it, while a marked worker holds the boost) and `--quick`'s rest run when named.
     if p.exp == 1 {
-        for boost in ["nice", "slice"] {
+        for boost in ["nice", "slice", "rest"] {
             let name = format!("pos-rw{rw0}-{boost}");
-            if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
+            let by_default = boost == "rest" && !p.quick;
+            if by_default || o.only.as_ref().is_some_and(|only| only.contains(&name)) {
                 v.push(pos_variant(&name, rw0, tail, boost));
             }
         }

@@ -125,6 +125,7 @@ index = ["home.html"]
     assert_eq!(c.raise(), Some(gate::Raise::Nice(-5)));
     assert_eq!(c.boost_slice, Duration::from_millis(1));
     assert_eq!("slice".parse::<Boost>(), Ok(Boost::Slice));
+    assert_eq!("rest".parse::<Boost>(), Ok(Boost::Rest));
     assert_eq!(c.rounds, Rounds::Off);
     assert_eq!(c.event_interval, Some(7));
     assert_eq!(c.effective_event_interval(), 7);
