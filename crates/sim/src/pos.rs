@@ -62,6 +62,9 @@ pub struct PosConfig {
     /// Time between bursts of experiments 2-4 (`web::RANDOM_INTERVAL`); exp 1 uses
     /// `base.interval` (30 s).
     pub random_interval: Nanos,
+    /// How the browsers of experiments 2-4 click: [`Arrivals::Random`] (each browser on its
+    /// own) or [`Arrivals::Machines`] (per client machine, its browsers in turn).
+    pub random_arrivals: Arrivals,
     /// Testbed parameters; `policy`, `hog`, `arrivals`, `seed` (and `browsers` in exp 4) are
     /// set per experiment, variant and trial.
     pub base: WebConfig,
@@ -82,6 +85,7 @@ impl Default for PosConfig {
             slp: 20 * SEC,
             period: 500 * MS,
             random_interval: web::RANDOM_INTERVAL,
+            random_arrivals: Arrivals::Random,
             base: WebConfig::default(),
             threads: 2,
         }
@@ -382,8 +386,9 @@ pub(crate) fn par_map<J: Sync, R: Send>(
 /// The testbed of trial `t` of `var` with `browsers` browsers in experiment `cfg.exp`.
 fn web_config(cfg: &PosConfig, var: &Variant, browsers: usize, t: usize) -> WebConfig {
     let (hog, arrivals) = match cfg.exp {
+        1 if cfg.random_arrivals == Arrivals::Machines => (true, Arrivals::SyncMachines),
         1 => (true, Arrivals::Sync),
-        _ => (false, Arrivals::Random),
+        _ => (false, cfg.random_arrivals),
     };
     WebConfig {
         policy: var.policy.clone(),
@@ -420,8 +425,9 @@ fn run_one(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<ExpResult, SimError> {
     let (hog, arrivals) = match cfg.exp {
+        1 if cfg.random_arrivals == Arrivals::Machines => (true, Arrivals::SyncMachines),
         1 => (true, Arrivals::Sync),
-        _ => (false, Arrivals::Random),
+        _ => (false, cfg.random_arrivals),
     };
     let vars = variants(cfg);
     let jobs: Vec<(usize, usize)> = (0..vars.len())
@@ -467,8 +473,8 @@ fn run_one(
         } as f64
             / 1e9,
         window_s: match arrivals {
-            Arrivals::Sync => None,
-            Arrivals::Random => cfg.base.random_window.map(|w| w as f64 / 1e9),
+            Arrivals::Sync | Arrivals::SyncMachines => None,
+            Arrivals::Random | Arrivals::Machines => cfg.base.random_window.map(|w| w as f64 / 1e9),
         },
         slp: match cfg.exp {
             1 | 2 => format!("fixed {} s", cfg.slp as f64 / 1e9),
@@ -1003,8 +1009,15 @@ impl PosResult {
                 e.browsers,
                 match (e.arrivals, e.window_s) {
                     (Arrivals::Sync, _) => "synchronized".to_string(),
+                    (Arrivals::SyncMachines, _) => {
+                        "synchronized per machine (browsers in turn)".to_string()
+                    }
                     (Arrivals::Random, Some(w)) => format!("random (within {w} s)"),
                     (Arrivals::Random, None) => "random".to_string(),
+                    (Arrivals::Machines, Some(w)) => {
+                        format!("per machine (machines within {w} s, browsers in turn)")
+                    }
+                    (Arrivals::Machines, None) => "per machine".to_string(),
                 },
                 e.interval_s,
                 if e.hog { "yes" } else { "no" },
