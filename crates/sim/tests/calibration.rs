@@ -247,7 +247,7 @@ fn per_machine_arrivals_keep_exp1_and_exp3_but_three_browsers_leave_little_to_re
 
 /// The one cost split tried that lifts one machine's gain: all of the network card's
 /// programmed I/O in the writer's burst (`--nic dma --per-kib 440us`), where ready-queue order
-/// acts on it. With machines spread over 2 s, three browsers then gain as much as nine, but
+/// acts on it. With machines spread over 2 s, three browsers then gain over 15 %, but
 /// exp 1 leaves its goal (more than 10 points above 33.8 %): the paper's exp 1 gained less
 /// than its 3-browser exp 4, this model's never does.
 #[test]
