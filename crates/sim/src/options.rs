@@ -768,6 +768,48 @@ mod tests {
     }
 
     #[test]
+    fn pos_arrivals_per_machine_and_t1_first_packet() {
+        // Defaults: each browser on its own, t1 at the HTML's last byte, 100 ms per page start.
+        let c = PosOptions::default().resolve().unwrap();
+        assert_eq!(c.random_arrivals, Arrivals::Random);
+        assert!(!c.base.t1_first_packet);
+        assert_eq!(c.base.stagger, crate::web::STAGGER);
+        assert_eq!(c.base.browsers_per_machine, 3);
+        let c = PosOptions {
+            arrivals: RandomArrivals::Machines,
+            stagger: Some(dur_of(50 * policy::MS)),
+            t1_first_packet: true,
+            ..PosOptions::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(c.random_arrivals, Arrivals::Machines);
+        assert_eq!(c.base.stagger, 50 * policy::MS);
+        assert!(c.base.t1_first_packet);
+        // The flags parse as written.
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            pos: PosOptions,
+        }
+        let o = <Cli as clap::Parser>::try_parse_from([
+            "pos",
+            "--exp",
+            "4",
+            "--arrivals",
+            "machines",
+            "--stagger",
+            "80ms",
+            "--t1-first-packet",
+        ])
+        .unwrap()
+        .pos;
+        assert_eq!(o.arrivals, RandomArrivals::Machines);
+        assert!(o.t1_first_packet);
+        assert_eq!(o.resolve().unwrap().base.stagger, 80 * policy::MS);
+    }
+
+    #[test]
     fn pos_bad_values_name_the_flag() {
         let bad = |o: PosOptions, flag: &str| {
             let e = o.resolve().unwrap_err();
@@ -807,6 +849,13 @@ mod tests {
             "quantum",
         );
         bad(PosOptions { slp: zero, ..d() }, "slp");
+        bad(
+            PosOptions {
+                stagger: Some(zero),
+                ..d()
+            },
+            "stagger",
+        );
         bad(
             PosOptions {
                 cpu_mhz: f64::NAN,
