@@ -163,6 +163,9 @@ pub struct VariantResult {
     /// Fraction of the HTML requests taken by a process idle for at least 20 s (mean over the
     /// trials; seed 001 §4.2: all of them in experiment 1).
     pub html_long_idle: f64,
+    /// Fraction of the HTML requests clicked while another page's HTML request was being
+    /// served (mean over the trials): requests POS cannot order against each other.
+    pub html_meets_html: f64,
     /// Fraction of the measured time the disk was busy.
     pub disk_util: f64,
     /// Fraction of the measured time the link was busy.
@@ -238,6 +241,10 @@ pub struct Exp4Summary {
     /// (timesharing): how the queue POS reorders lengthens with the overlap (the paper's
     /// Fig. 6 has LRQ growing at PL's rate up to 9 browsers, a queue that does not lengthen).
     pub burst_lrq: Vec<f64>,
+    /// Per browser count, the fraction of HTML requests clicked while another page's HTML
+    /// request was being served (timesharing): the requests POS marks alike and cannot order
+    /// against each other.
+    pub html_meets_html: Vec<f64>,
 }
 
 /// Everything `triage sim pos` reports.
@@ -561,6 +568,7 @@ fn summarize(var: &Variant, runs: &[WebResult]) -> VariantResult {
             }
         },
         html_long_idle: mean(|r| r.html_long_idle),
+        html_meets_html: mean(|r| r.html_meets_html),
         burst_samples: total(|r| r.burst_samples),
         burst_pl: {
             let n = total(|r| r.burst_samples).max(1) as f64;
@@ -684,6 +692,7 @@ fn exp4_summary(runs: &[ExpResult], t1_alone: f64) -> Exp4Summary {
             .map(|e| find(e, "content").map(|v| v.t1_mean_impr))
             .collect(),
         burst_lrq: runs.iter().map(|e| e.variants[0].burst_lrq).collect(),
+        html_meets_html: runs.iter().map(|e| e.variants[0].html_meets_html).collect(),
     }
 }
 
@@ -746,6 +755,13 @@ fn exp4_notes(x: &Exp4Summary) -> Vec<String> {
             x.burst_lrq[0],
             x.burst_lrq[last],
             per_pl.join(" : "),
+        ));
+        let meets: Vec<String> = x.html_meets_html.iter().map(|&m| pct(m)).collect();
+        let counts: Vec<String> = x.browsers.iter().map(|b| b.to_string()).collect();
+        n.push(format!(
+            "HTML requests clicked while another page's HTML request was being served              (timesharing; POS marks both and cannot order them against each other): {} at {}              browsers.",
+            meets.join(" / "),
+            counts.join(" / "),
         ));
     }
     n

@@ -489,6 +489,10 @@ pub struct WebResult {
     /// Fraction of the HTML requests taken by a process that had been idle (waiting in
     /// `accept`) for at least [`LONG_IDLE`]: seed 001 §4.2 says all of them were in exp 1.
     pub html_long_idle: f64,
+    /// Fraction of the HTML requests clicked while another page's HTML request was still
+    /// being served: those POS cannot order against each other (both are marked), the share
+    /// that grows as machines click together.
+    pub html_meets_html: f64,
 }
 
 /// Idle time of a process, before it takes an HTML request, that [`WebResult::html_long_idle`]
@@ -611,6 +615,10 @@ struct Sim<'a> {
     burst_lrq: u64,
     /// Connections opened and not yet complete.
     open_conns: usize,
+    /// HTML requests clicked and not yet complete (for [`WebResult::html_meets_html`]).
+    html_open: usize,
+    /// HTML requests clicked while another was open.
+    html_met: u64,
     /// CPU handed to server processes' bursts.
     work_ns: u64,
     measure_from: Nanos,
@@ -643,6 +651,8 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         burst_pl: 0,
         burst_lrq: 0,
         open_conns: 0,
+        html_open: 0,
+        html_met: 0,
         work_ns: 0,
         measure_from: cfg.interval,
     };
@@ -692,6 +702,7 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         burst_lrq: sim.burst_lrq,
         t1_parts: sim.t1_parts(),
         html_long_idle: sim.html_long_idle(),
+        html_meets_html: sim.html_met as f64 / sim.pages.len().max(1) as f64,
     })
 }
 
@@ -874,6 +885,8 @@ impl Sim<'_> {
                 }
             }
             Ev::Click { browser, round } => {
+                self.html_met += u64::from(self.html_open > 0);
+                self.html_open += 1;
                 let page = self.pages.len();
                 self.pages.push(PageLoad {
                     browser,
@@ -1225,6 +1238,7 @@ impl Sim<'_> {
         let n_images = self.cfg.page.images.len();
         match image {
             None => {
+                self.html_open -= 1;
                 let click = self.pages[page].click;
                 if !self.cfg.t1_first_packet {
                     self.pages[page].t1 = Some(now - click);

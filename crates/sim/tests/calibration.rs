@@ -234,12 +234,16 @@ fn per_machine_arrivals_keep_exp1_and_exp3_but_three_browsers_leave_little_to_re
     let r = machines(4, true);
     let x = r.exp4.as_ref().unwrap();
     eprintln!(
-        "exp 4 per machine: best {:?} content {:?}",
-        x.best_impr, x.content_impr
+        "exp 4 per machine: best {:?} content {:?} html meets html {:?}",
+        x.best_impr, x.content_impr, x.html_meets_html
     );
     let content3 = x.content_impr[0].unwrap();
     assert!(x.best_impr[0] <= content3 + 0.02, "{:?}", x.best_impr);
     assert!(content3 < 0.222 - 0.10, "content at 3 browsers {content3}");
+    // One machine's HTML requests almost never meet each other (its pages start 100 ms apart);
+    // more machines make them meet more and more (both marked, no order between them).
+    let m = &x.html_meets_html;
+    assert!(m[0] < 0.1 && m.windows(2).all(|w| w[1] > w[0]), "{m:?}");
     // So Fig. 7's fall from 3 browsers is not there: 9 browsers (exp 3's setting) gain more.
     assert!(x.best_impr[2] > x.best_impr[0], "{:?}", x.best_impr);
     assert_eq!(r.runs[0].arrivals, Arrivals::Machines);
