@@ -140,7 +140,8 @@ pub struct PosOptions {
     pub random_interval: Dur,
     /// How the browsers of experiments 2-4 click: `browsers` (each at its own uniform moment
     /// of --random-window) or `machines` (each client machine of three browsers starts at a
-    /// uniform moment of --random-window, its browsers click --stagger apart).
+    /// uniform moment of --random-window, its browsers click one after the other, each in
+    /// its own --stagger slot).
     #[arg(long, value_enum, default_value_t = RandomArrivals::Browsers)]
     pub arrivals: RandomArrivals,
     /// Time between the clicks of one client machine's browsers with --arrivals machines

@@ -759,7 +759,9 @@ fn exp4_notes(x: &Exp4Summary) -> Vec<String> {
         let meets: Vec<String> = x.html_meets_html.iter().map(|&m| pct(m)).collect();
         let counts: Vec<String> = x.browsers.iter().map(|b| b.to_string()).collect();
         n.push(format!(
-            "HTML requests clicked while another page's HTML request was being served              (timesharing; POS marks both and cannot order them against each other): {} at {}              browsers.",
+            "HTML requests clicked while another page's HTML request was being served \
+             (timesharing; POS marks both and cannot order them against each other): {} at {} \
+             browsers.",
             meets.join(" / "),
             counts.join(" / "),
         ));

@@ -244,6 +244,10 @@ fn per_machine_arrivals_keep_exp1_and_exp3_but_three_browsers_leave_little_to_re
     // more machines make them meet more and more (both marked, no order between them).
     let m = &x.html_meets_html;
     assert!(m[0] < 0.1 && m.windows(2).all(|w| w[1] > w[0]), "{m:?}");
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.starts_with("HTML requests clicked while") && n.contains("2.2%")));
     // So Fig. 7's fall from 3 browsers is not there: 9 browsers (exp 3's setting) gain more.
     assert!(x.best_impr[2] > x.best_impr[0], "{:?}", x.best_impr);
     assert_eq!(r.runs[0].arrivals, Arrivals::Machines);
