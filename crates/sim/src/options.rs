@@ -13,7 +13,7 @@ use units::Dur;
 use crate::lard::{LardConfig, PolicySpec, Workload};
 use crate::link::LinkMode;
 use crate::pos::PosConfig;
-use crate::web::{CpuCosts, Pool, WebConfig};
+use crate::web::{Arrivals, CpuCosts, Pool, WebConfig};
 use crate::{param, SimError};
 
 /// The flags of `triage sim pos` (a `clap` argument group: `triage` flattens it). Options left
@@ -138,6 +138,20 @@ pub struct PosOptions {
     /// seed 001 §4.2 says of exp 2; exp 1 uses --interval).
     #[arg(long, default_value_t = defaults().random_interval)]
     pub random_interval: Dur,
+    /// How the browsers of experiments 2-4 click: `browsers` (each at its own uniform moment
+    /// of --random-window) or `machines` (each client machine of three browsers starts at a
+    /// uniform moment of --random-window, its browsers click one after the other, each in
+    /// its own --stagger slot).
+    #[arg(long, value_enum, default_value_t = RandomArrivals::Browsers)]
+    pub arrivals: RandomArrivals,
+    /// Time between the clicks of one client machine's browsers with --arrivals machines
+    /// (default 100ms: a 200 MHz client's cost of starting a page load, as for --jitter).
+    #[arg(long)]
+    pub stagger: Option<Dur>,
+    /// t1 ends when the HTML's first packet reaches the browser (seed 001: "until text data
+    /// starts displaying"), not its last byte.
+    #[arg(long)]
+    pub t1_first_packet: bool,
     /// Apache pool: StartServers,MinSpareServers,MaxSpareServers,MaxClients (default
     /// 45,45,90,150: an idle process for each of the 9 x (1 + 4) connections of a burst, as
     /// seed 001 §4.2 implies; Apache 1.2.5's defaults 5,5,10,150 with --previous-testbed).
@@ -159,6 +173,15 @@ pub enum Transfer {
     Pio,
     /// Direct memory access: no CPU per byte.
     Dma,
+}
+
+/// How the browsers of experiments 2-4 click (`--arrivals`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RandomArrivals {
+    /// Each browser at its own uniform moment of the window ([`Arrivals::Random`]).
+    Browsers,
+    /// Per client machine, its browsers in turn ([`Arrivals::Machines`]).
+    Machines,
 }
 
 /// The defaults `--help` shows.
@@ -214,6 +237,12 @@ impl Default for PosOptions {
             jitter: None,
             random_window: None,
             random_interval: dur_of(p.random_interval),
+            arrivals: match p.random_arrivals {
+                Arrivals::Machines => RandomArrivals::Machines,
+                _ => RandomArrivals::Browsers,
+            },
+            stagger: None,
+            t1_first_packet: false,
             pool: None,
             hog_preempt: w.hog_preempt,
             threads: p.threads,
@@ -352,6 +381,8 @@ impl PosOptions {
             use_disk: self.use_disk,
             disk,
             jitter: self.jitter.map_or(defaults.jitter, nanos),
+            stagger: positive("stagger", self.stagger.map_or(defaults.stagger, nanos))?,
+            t1_first_packet: self.t1_first_packet,
             random_window: self
                 .random_window
                 .map(|w| positive("random-window", nanos(w)))
@@ -372,6 +403,10 @@ impl PosOptions {
             slp: positive("slp", nanos(self.slp))?,
             period,
             random_interval: positive("random-interval", nanos(self.random_interval))?,
+            random_arrivals: match self.arrivals {
+                RandomArrivals::Browsers => Arrivals::Random,
+                RandomArrivals::Machines => Arrivals::Machines,
+            },
             base,
             threads: self.threads,
         })
@@ -734,6 +769,48 @@ mod tests {
     }
 
     #[test]
+    fn pos_arrivals_per_machine_and_t1_first_packet() {
+        // Defaults: each browser on its own, t1 at the HTML's last byte, 100 ms per page start.
+        let c = PosOptions::default().resolve().unwrap();
+        assert_eq!(c.random_arrivals, Arrivals::Random);
+        assert!(!c.base.t1_first_packet);
+        assert_eq!(c.base.stagger, crate::web::STAGGER);
+        assert_eq!(c.base.browsers_per_machine, 3);
+        let c = PosOptions {
+            arrivals: RandomArrivals::Machines,
+            stagger: Some(dur_of(50 * policy::MS)),
+            t1_first_packet: true,
+            ..PosOptions::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(c.random_arrivals, Arrivals::Machines);
+        assert_eq!(c.base.stagger, 50 * policy::MS);
+        assert!(c.base.t1_first_packet);
+        // The flags parse as written.
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            pos: PosOptions,
+        }
+        let o = <Cli as clap::Parser>::try_parse_from([
+            "pos",
+            "--exp",
+            "4",
+            "--arrivals",
+            "machines",
+            "--stagger",
+            "80ms",
+            "--t1-first-packet",
+        ])
+        .unwrap()
+        .pos;
+        assert_eq!(o.arrivals, RandomArrivals::Machines);
+        assert!(o.t1_first_packet);
+        assert_eq!(o.resolve().unwrap().base.stagger, 80 * policy::MS);
+    }
+
+    #[test]
     fn pos_bad_values_name_the_flag() {
         let bad = |o: PosOptions, flag: &str| {
             let e = o.resolve().unwrap_err();
@@ -773,6 +850,13 @@ mod tests {
             "quantum",
         );
         bad(PosOptions { slp: zero, ..d() }, "slp");
+        bad(
+            PosOptions {
+                stagger: Some(zero),
+                ..d()
+            },
+            "stagger",
+        );
         bad(
             PosOptions {
                 cpu_mhz: f64::NAN,

@@ -62,6 +62,9 @@ pub struct PosConfig {
     /// Time between bursts of experiments 2-4 (`web::RANDOM_INTERVAL`); exp 1 uses
     /// `base.interval` (30 s).
     pub random_interval: Nanos,
+    /// How the browsers of experiments 2-4 click: [`Arrivals::Random`] (each browser on its
+    /// own) or [`Arrivals::Machines`] (per client machine, its browsers in turn).
+    pub random_arrivals: Arrivals,
     /// Testbed parameters; `policy`, `hog`, `arrivals`, `seed` (and `browsers` in exp 4) are
     /// set per experiment, variant and trial.
     pub base: WebConfig,
@@ -82,6 +85,7 @@ impl Default for PosConfig {
             slp: 20 * SEC,
             period: 500 * MS,
             random_interval: web::RANDOM_INTERVAL,
+            random_arrivals: Arrivals::Random,
             base: WebConfig::default(),
             threads: 2,
         }
@@ -159,6 +163,9 @@ pub struct VariantResult {
     /// Fraction of the HTML requests taken by a process idle for at least 20 s (mean over the
     /// trials; seed 001 §4.2: all of them in experiment 1).
     pub html_long_idle: f64,
+    /// Fraction of the HTML requests clicked while another page's HTML request was being
+    /// served (mean over the trials): requests POS cannot order against each other.
+    pub html_meets_html: f64,
     /// Fraction of the measured time the disk was busy.
     pub disk_util: f64,
     /// Fraction of the measured time the link was busy.
@@ -234,6 +241,10 @@ pub struct Exp4Summary {
     /// (timesharing): how the queue POS reorders lengthens with the overlap (the paper's
     /// Fig. 6 has LRQ growing at PL's rate up to 9 browsers, a queue that does not lengthen).
     pub burst_lrq: Vec<f64>,
+    /// Per browser count, the fraction of HTML requests clicked while another page's HTML
+    /// request was being served (timesharing): the requests POS marks alike and cannot order
+    /// against each other.
+    pub html_meets_html: Vec<f64>,
 }
 
 /// Everything `triage sim pos` reports.
@@ -382,8 +393,9 @@ pub(crate) fn par_map<J: Sync, R: Send>(
 /// The testbed of trial `t` of `var` with `browsers` browsers in experiment `cfg.exp`.
 fn web_config(cfg: &PosConfig, var: &Variant, browsers: usize, t: usize) -> WebConfig {
     let (hog, arrivals) = match cfg.exp {
+        1 if cfg.random_arrivals == Arrivals::Machines => (true, Arrivals::SyncMachines),
         1 => (true, Arrivals::Sync),
-        _ => (false, Arrivals::Random),
+        _ => (false, cfg.random_arrivals),
     };
     WebConfig {
         policy: var.policy.clone(),
@@ -420,8 +432,9 @@ fn run_one(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<ExpResult, SimError> {
     let (hog, arrivals) = match cfg.exp {
+        1 if cfg.random_arrivals == Arrivals::Machines => (true, Arrivals::SyncMachines),
         1 => (true, Arrivals::Sync),
-        _ => (false, Arrivals::Random),
+        _ => (false, cfg.random_arrivals),
     };
     let vars = variants(cfg);
     let jobs: Vec<(usize, usize)> = (0..vars.len())
@@ -467,8 +480,8 @@ fn run_one(
         } as f64
             / 1e9,
         window_s: match arrivals {
-            Arrivals::Sync => None,
-            Arrivals::Random => cfg.base.random_window.map(|w| w as f64 / 1e9),
+            Arrivals::Sync | Arrivals::SyncMachines => None,
+            Arrivals::Random | Arrivals::Machines => cfg.base.random_window.map(|w| w as f64 / 1e9),
         },
         slp: match cfg.exp {
             1 | 2 => format!("fixed {} s", cfg.slp as f64 / 1e9),
@@ -555,6 +568,7 @@ fn summarize(var: &Variant, runs: &[WebResult]) -> VariantResult {
             }
         },
         html_long_idle: mean(|r| r.html_long_idle),
+        html_meets_html: mean(|r| r.html_meets_html),
         burst_samples: total(|r| r.burst_samples),
         burst_pl: {
             let n = total(|r| r.burst_samples).max(1) as f64;
@@ -678,6 +692,7 @@ fn exp4_summary(runs: &[ExpResult], t1_alone: f64) -> Exp4Summary {
             .map(|e| find(e, "content").map(|v| v.t1_mean_impr))
             .collect(),
         burst_lrq: runs.iter().map(|e| e.variants[0].burst_lrq).collect(),
+        html_meets_html: runs.iter().map(|e| e.variants[0].html_meets_html).collect(),
     }
 }
 
@@ -740,6 +755,15 @@ fn exp4_notes(x: &Exp4Summary) -> Vec<String> {
             x.burst_lrq[0],
             x.burst_lrq[last],
             per_pl.join(" : "),
+        ));
+        let meets: Vec<String> = x.html_meets_html.iter().map(|&m| pct(m)).collect();
+        let counts: Vec<String> = x.browsers.iter().map(|b| b.to_string()).collect();
+        n.push(format!(
+            "HTML requests clicked while another page's HTML request was being served \
+             (timesharing; POS marks both and cannot order them against each other): {} at {} \
+             browsers.",
+            meets.join(" / "),
+            counts.join(" / "),
         ));
     }
     n
@@ -1003,8 +1027,15 @@ impl PosResult {
                 e.browsers,
                 match (e.arrivals, e.window_s) {
                     (Arrivals::Sync, _) => "synchronized".to_string(),
+                    (Arrivals::SyncMachines, _) => {
+                        "synchronized per machine (browsers in turn)".to_string()
+                    }
                     (Arrivals::Random, Some(w)) => format!("random (within {w} s)"),
                     (Arrivals::Random, None) => "random".to_string(),
+                    (Arrivals::Machines, Some(w)) => {
+                        format!("per machine (machines within {w} s, browsers in turn)")
+                    }
+                    (Arrivals::Machines, None) => "per machine".to_string(),
                 },
                 e.interval_s,
                 if e.hog { "yes" } else { "no" },

@@ -236,6 +236,16 @@ pub enum Arrivals {
     /// Each browser once per `interval`, at a uniformly random moment of its first
     /// `random_window` (exp. 2-4; `None`: of the whole interval).
     Random,
+    /// Per client machine (exp. 2-4, `--arrivals machines`): each machine of
+    /// `browsers_per_machine` browsers starts at a uniformly random moment of the first
+    /// `random_window` of every interval, and its browsers click one after the other, each in
+    /// its own `stagger`-long slot (three Navigators on one client CPU start their loads in
+    /// turn); the machines are independent. See [`machine_clicks`].
+    Machines,
+    /// Per client machine, synchronized (exp. 1 with `--arrivals machines`): as
+    /// [`Arrivals::Machines`] with the machines starting at uniform moments of the first
+    /// `jitter` of every `interval` (their browsers still in turn, `stagger` slots).
+    SyncMachines,
 }
 
 /// One simulated run of the testbed.
@@ -272,6 +282,14 @@ pub struct WebConfig {
     /// Random arrivals: each browser clicks at a uniform moment of the first `random_window`
     /// of every interval (`None`: the whole interval).
     pub random_window: Option<Nanos>,
+    /// t1 ends when the HTML's first data packet reaches the browser (the paper's "until text
+    /// data starts displaying"), not its last.
+    pub t1_first_packet: bool,
+    /// Browsers per client machine ([`Arrivals::Machines`]; seed 001 §4.1, §4.3: three).
+    pub browsers_per_machine: usize,
+    /// Time between the clicks of one machine's browsers ([`Arrivals::Machines`]): the client
+    /// CPU's cost of starting one page load ([`STAGGER`]).
+    pub stagger: Nanos,
     /// Connection setup + request, client to server (LAN).
     pub conn_latency: Nanos,
     /// Run a CPU-bound process (seed 001 experiment 1).
@@ -321,6 +339,9 @@ impl Default for WebConfig {
             rounds: 3,
             jitter: JITTER,
             random_window: Some(RANDOM_WINDOW),
+            browsers_per_machine: 3,
+            stagger: STAGGER,
+            t1_first_packet: false,
             conn_latency: MS,
             hog: true,
             hog_preempt: true,
@@ -347,6 +368,37 @@ impl Default for WebConfig {
 /// result depends on it (docs/sim.md shows 100, 300, 500 and 1000 ms); the previous model
 /// used 100 ms (`--jitter 100ms`).
 pub const JITTER: Nanos = 300 * MS;
+
+/// Time between the clicks of the browsers of one client machine ([`Arrivals::Machines`]):
+/// the same estimate as [`JITTER`]'s, seen from one machine: starting a page load takes about
+/// 100 ms of a 200 MHz Pentium Pro's CPU, so its three Navigators click 100 ms apart.
+pub const STAGGER: Nanos = 100 * MS;
+
+/// Click offsets of one burst under [`Arrivals::Machines`], one per browser (browser `b` is on
+/// machine `b / per_machine`, the `b % per_machine`-th to click there): every machine starts
+/// at a uniform moment of `[0, window)`, drawn in machine order from `rng`; its `k`-th browser
+/// clicks at a uniform moment of its own slot `[k * stagger, (k + 1) * stagger)` after that
+/// start (drawn after the machines, in browser order): one after the other, each page start
+/// taking up to `stagger` of the client's CPU.
+pub fn machine_clicks(
+    browsers: usize,
+    per_machine: usize,
+    window: Nanos,
+    stagger: Nanos,
+    rng: &mut impl Rng,
+) -> Vec<Nanos> {
+    let per = per_machine.max(1);
+    let machines = browsers.div_ceil(per);
+    let starts: Vec<Nanos> = (0..machines)
+        .map(|_| rng.gen_range(0..window.max(1)))
+        .collect();
+    (0..browsers)
+        .map(|b| {
+            let slot = (b % per) as Nanos * stagger;
+            starts[b / per] + slot + rng.gen_range(0..stagger.max(1))
+        })
+        .collect()
+}
 
 /// Window of the random clicks of experiments 2-4 (seed 001 §4.1: "all the browsers accessed
 /// the WWW server randomly at the same time"): every burst, each browser clicks at a uniform
@@ -437,6 +489,10 @@ pub struct WebResult {
     /// Fraction of the HTML requests taken by a process that had been idle (waiting in
     /// `accept`) for at least [`LONG_IDLE`]: seed 001 §4.2 says all of them were in exp 1.
     pub html_long_idle: f64,
+    /// Fraction of the HTML requests clicked while another page's HTML request was still
+    /// being served: those POS cannot order against each other (both are marked), the share
+    /// that grows as machines click together.
+    pub html_meets_html: f64,
 }
 
 /// Idle time of a process, before it takes an HTML request, that [`WebResult::html_long_idle`]
@@ -559,6 +615,10 @@ struct Sim<'a> {
     burst_lrq: u64,
     /// Connections opened and not yet complete.
     open_conns: usize,
+    /// HTML requests clicked and not yet complete (for [`WebResult::html_meets_html`]).
+    html_open: usize,
+    /// HTML requests clicked while another was open.
+    html_met: u64,
     /// CPU handed to server processes' bursts.
     work_ns: u64,
     measure_from: Nanos,
@@ -591,6 +651,8 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         burst_pl: 0,
         burst_lrq: 0,
         open_conns: 0,
+        html_open: 0,
+        html_met: 0,
         work_ns: 0,
         measure_from: cfg.interval,
     };
@@ -640,6 +702,7 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         burst_lrq: sim.burst_lrq,
         t1_parts: sim.t1_parts(),
         html_long_idle: sim.html_long_idle(),
+        html_meets_html: sim.html_met as f64 / sim.pages.len().max(1) as f64,
     })
 }
 
@@ -714,11 +777,29 @@ impl Sim<'_> {
         let mut rng = crate::rng(cfg.seed, 0x5eed_0001);
         for round in 0..cfg.rounds {
             let base = cfg.interval * (round as u64 + 1);
+            if matches!(cfg.arrivals, Arrivals::Machines | Arrivals::SyncMachines) {
+                let w = match cfg.arrivals {
+                    Arrivals::SyncMachines => cfg.jitter,
+                    _ => cfg.random_window.unwrap_or(cfg.interval),
+                }
+                .min(cfg.interval);
+                let offsets = machine_clicks(
+                    cfg.browsers,
+                    cfg.browsers_per_machine,
+                    w,
+                    cfg.stagger,
+                    &mut rng,
+                );
+                for (browser, off) in offsets.into_iter().enumerate() {
+                    self.eng.at(base + off, Ev::Click { browser, round });
+                }
+                continue;
+            }
             for browser in 0..cfg.browsers {
                 let offset = match cfg.arrivals {
                     Arrivals::Sync if cfg.jitter > 0 => rng.gen_range(0..cfg.jitter),
                     Arrivals::Sync => 0,
-                    Arrivals::Random => {
+                    Arrivals::Random | Arrivals::Machines | Arrivals::SyncMachines => {
                         let w = cfg.random_window.unwrap_or(cfg.interval);
                         rng.gen_range(0..w.clamp(1, cfg.interval))
                     }
@@ -804,6 +885,8 @@ impl Sim<'_> {
                 }
             }
             Ev::Click { browser, round } => {
+                self.html_met += u64::from(self.html_open > 0);
+                self.html_open += 1;
                 let page = self.pages.len();
                 self.pages.push(PageLoad {
                     browser,
@@ -1116,10 +1199,17 @@ impl Sim<'_> {
     /// `payload` bytes of `conn` reached the browser.
     fn delivered(&mut self, conn: usize, payload: u64) {
         let cn = &mut self.conns[conn];
+        let first = cn.delivered == 0;
         cn.delivered += payload;
         let complete = cn.delivered >= cn.size;
+        let html_page = (first && cn.image.is_none()).then_some(cn.page);
+        let proc = cn.proc;
+        if let (Some(page), true) = (html_page, self.cfg.t1_first_packet) {
+            let click = self.pages[page].click;
+            self.pages[page].t1 = Some(self.now() - click);
+        }
         // A writer waiting for space wakes when the low-water mark is free.
-        if let Some(w) = cn.proc {
+        if let Some(w) = proc {
             let waiting = self.procs[w as usize]
                 .as_ref()
                 .is_some_and(|p| p.phase == Phase::Sock && p.conn == Some(conn));
@@ -1148,8 +1238,11 @@ impl Sim<'_> {
         let n_images = self.cfg.page.images.len();
         match image {
             None => {
+                self.html_open -= 1;
                 let click = self.pages[page].click;
-                self.pages[page].t1 = Some(now - click);
+                if !self.cfg.t1_first_packet {
+                    self.pages[page].t1 = Some(now - click);
+                }
                 if n_images == 0 {
                     self.page_done(page, now);
                     return;
@@ -1184,6 +1277,101 @@ impl Sim<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn machine_clicks_are_in_turn_within_a_machine_and_start_within_the_window() {
+        let mut rng = crate::rng(7, 1);
+        let (window, stagger) = (500 * MS, 100 * MS);
+        let mut firsts = Vec::new();
+        for _ in 0..200 {
+            let c = machine_clicks(12, 3, window, stagger, &mut rng);
+            assert_eq!(c.len(), 12);
+            for m in 0..4 {
+                let b = &c[m * 3..m * 3 + 3];
+                // The k-th browser of a machine clicks in its own slot after the machine's
+                // start, so in order and never two in the same slot.
+                assert!(b[0] < window + stagger, "{b:?}");
+                assert!(b[0] < b[1] && b[1] < b[2], "{b:?}");
+                assert!(b[2] < window + 3 * stagger, "{b:?}");
+                assert!(
+                    b[1] - b[0] < 2 * stagger && b[2] - b[1] < 2 * stagger,
+                    "{b:?}"
+                );
+                firsts.push(b[0]);
+            }
+        }
+        // Machines start independently over the whole window (not all in one place).
+        let lo = firsts.iter().filter(|&&t| t < window / 2).count();
+        assert!((300..500).contains(&lo), "{lo} of 800 in the first half");
+        // Seeded: the same generator state gives the same clicks, another seed others.
+        let a = machine_clicks(9, 3, window, stagger, &mut crate::rng(3, 1));
+        let b = machine_clicks(9, 3, window, stagger, &mut crate::rng(3, 1));
+        let c = machine_clicks(9, 3, window, stagger, &mut crate::rng(4, 1));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // A last machine with fewer browsers, and one browser per machine.
+        assert_eq!(machine_clicks(4, 3, window, stagger, &mut rng).len(), 4);
+        let one = machine_clicks(3, 1, window, stagger, &mut rng);
+        assert!(one.iter().all(|&t| t < window + stagger), "{one:?}");
+    }
+
+    #[test]
+    fn per_machine_arrivals_serialize_one_machines_pages() {
+        // One machine of three browsers: its clicks fall in three 100 ms slots, so over a
+        // run the browsers' mean click offsets are ordered and about 100 ms apart.
+        let c = WebConfig {
+            policy: "timeshare".into(),
+            browsers: 3,
+            rounds: 5,
+            hog: false,
+            arrivals: Arrivals::Machines,
+            interval: 10 * SEC,
+            ..WebConfig::default()
+        };
+        let r = run(&c).unwrap();
+        assert_eq!(r.pages.len(), 15);
+        // t1 of each page is measured; the first browser of a burst never waits behind an
+        // earlier page of its machine in the same burst, so its t1 is the shortest on average.
+        let mean = |b: usize| {
+            let v: Vec<f64> = r
+                .pages
+                .iter()
+                .filter(|p| p.browser == b)
+                .map(|p| p.t1)
+                .collect();
+            v.iter().sum::<f64>() / v.len() as f64
+        };
+        assert!(
+            mean(0) < mean(1) && mean(0) < mean(2),
+            "{} {} {}",
+            mean(0),
+            mean(1),
+            mean(2)
+        );
+    }
+
+    #[test]
+    fn t1_at_the_first_packet_is_shorter_than_at_the_last() {
+        let base = WebConfig {
+            policy: "timeshare".into(),
+            browsers: 1,
+            rounds: 1,
+            hog: false,
+            ..WebConfig::default()
+        };
+        let last = run(&base).unwrap().pages[0];
+        let first = run(&WebConfig {
+            t1_first_packet: true,
+            ..base
+        })
+        .unwrap()
+        .pages[0];
+        // 4 KiB of HTML is three packets: the first arrives two packet times (about 2.5 ms
+        // at 10 Mb/s) before the last; t2 does not change.
+        let d = last.t1 - first.t1;
+        assert!((0.002..0.004).contains(&d), "{d}");
+        assert_eq!(first.t2, last.t2);
+    }
 
     fn small(policy: &str, hog: bool) -> WebConfig {
         WebConfig {

@@ -197,3 +197,96 @@ fn exp4_falls_from_six_browsers_when_the_html_requests_meet_at_the_disk() {
     assert!(disk.windows(2).all(|w| w[1] > w[0]), "{disk:?}");
     assert!(disk[3] > 3.0 * disk[0], "{disk:?}");
 }
+
+/// Exp 4 per client machine (issue 21, `--arrivals machines`): seed 001 §4.3 varies the number
+/// of client machines, three browsers each, and three Navigators on one client CPU start
+/// their loads one after the other; machines start independently (the same 500 ms window,
+/// the same 100 ms per page start as exp 1's spread). Under this reading exp 1 and exp 3 stay
+/// within their goals, RW = 3 best, but exp 4 still does not fall from 3 browsers: one
+/// machine's pages leave little ready-queue wait to remove (`content`, which knows the HTML
+/// requests, gains less than exp 3's lower goal of 12.2 %), so a gain that falls from 3 to 9
+/// browsers is incompatible with exp 3 in range.
+#[test]
+fn per_machine_arrivals_keep_exp1_and_exp3_but_three_browsers_leave_little_to_reorder() {
+    use sim::web::Arrivals;
+    let machines = |exp: u8, context: bool| {
+        run(
+            &PosConfig {
+                exp,
+                rw: vec![3, 6, 9],
+                rw_auto: false,
+                context,
+                random_arrivals: Arrivals::Machines,
+                ..PosConfig::default()
+            },
+            &|_: &str| {},
+        )
+        .unwrap()
+    };
+    for (exp, paper) in [(1, 0.338), (3, 0.222)] {
+        let r = machines(exp, false);
+        let e = &r.runs[0];
+        let (a, b, c) = (impr(e, 3), impr(e, 6), impr(e, 9));
+        eprintln!("exp {exp} per machine: RW=3 {a} RW=6 {b} RW=9 {c}");
+        assert!((a - paper).abs() <= 0.10, "exp {exp} RW=3 {a}");
+        assert!(a > b && a > c, "exp {exp}: {a} {b} {c}");
+    }
+    let r = machines(4, true);
+    let x = r.exp4.as_ref().unwrap();
+    eprintln!(
+        "exp 4 per machine: best {:?} content {:?} html meets html {:?}",
+        x.best_impr, x.content_impr, x.html_meets_html
+    );
+    let content3 = x.content_impr[0].unwrap();
+    assert!(x.best_impr[0] <= content3 + 0.02, "{:?}", x.best_impr);
+    assert!(content3 < 0.222 - 0.10, "content at 3 browsers {content3}");
+    // One machine's HTML requests almost never meet each other (its pages start 100 ms apart);
+    // more machines make them meet more and more (both marked, no order between them).
+    let m = &x.html_meets_html;
+    assert!(m[0] < 0.1 && m.windows(2).all(|w| w[1] > w[0]), "{m:?}");
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.starts_with("HTML requests clicked while") && n.contains("2.2%")));
+    // So Fig. 7's fall from 3 browsers is not there: 9 browsers (exp 3's setting) gain more.
+    assert!(x.best_impr[2] > x.best_impr[0], "{:?}", x.best_impr);
+    assert_eq!(r.runs[0].arrivals, Arrivals::Machines);
+}
+
+/// The one cost split tried that lifts one machine's gain: all of the network card's
+/// programmed I/O in the writer's burst (`--nic dma --per-kib 440us`), where ready-queue order
+/// acts on it. With machines spread over 2 s, three browsers then gain over 15 %, but
+/// exp 1 leaves its goal (more than 10 points above 33.8 %): the paper's exp 1 gained less
+/// than its 3-browser exp 4, this model's never does.
+#[test]
+fn pio_in_the_writer_lifts_three_browsers_but_pushes_exp1_out_of_range() {
+    use sim::web::{Arrivals, CpuCosts};
+    let base = WebConfig {
+        costs: CpuCosts {
+            nic_pio_per_kib: 0,
+            per_kib: 440_000,
+            ..CpuCosts::default()
+        },
+        random_window: Some(2 * policy::SEC),
+        ..WebConfig::default()
+    };
+    let cfg = |exp: u8| PosConfig {
+        exp,
+        rw: vec![3, 6, 9],
+        rw_auto: false,
+        context: false,
+        random_arrivals: Arrivals::Machines,
+        base: base.clone(),
+        ..PosConfig::default()
+    };
+    let e1 = run(&cfg(1), &|_: &str| {}).unwrap();
+    let a = impr(&e1.runs[0], 3);
+    let r = run(&cfg(4), &|_: &str| {}).unwrap();
+    let x = r.exp4.as_ref().unwrap();
+    eprintln!(
+        "pio in process: exp 1 RW=3 {a}, exp 4 best {:?}",
+        x.best_impr
+    );
+    assert!(a > 0.338 + 0.10, "exp 1 RW=3 {a}");
+    assert!(x.best_impr[0] > 0.15, "{:?}", x.best_impr);
+}

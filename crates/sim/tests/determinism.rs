@@ -70,3 +70,32 @@ fn lard_same_seed_same_bytes_other_seed_other_bytes() {
     assert_ne!(a, lard_json(4, 2));
     assert_eq!(a, lard_json(3, 1), "thread count changed the result");
 }
+
+#[test]
+fn per_machine_arrivals_same_seed_same_bytes_other_seed_other_bytes() {
+    let run = |exp, seed, threads| {
+        let cfg = PosConfig {
+            exp,
+            seed,
+            trials: 2,
+            rw: vec![3],
+            rw_auto: false,
+            context: false,
+            exp4_browsers: vec![3, 6],
+            random_arrivals: sim::web::Arrivals::Machines,
+            threads,
+            ..PosConfig::default()
+        };
+        serde_json::to_string(&sim::pos::run(&cfg, &|_: &str| {}).unwrap()).unwrap()
+    };
+    for exp in [1, 4] {
+        let a = run(exp, 5, 2);
+        assert_eq!(a, run(exp, 5, 2), "exp {exp}");
+        assert_eq!(
+            a,
+            run(exp, 5, 1),
+            "exp {exp}: thread count changed the result"
+        );
+        assert_ne!(a, run(exp, 6, 2), "exp {exp}");
+    }
+}
