@@ -185,22 +185,23 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     let tail = super::opts::tail_name(p.pos_tail);
     let pos = |name: &str, rw: u32, lever: &str| {
         let r = rw.to_string();
-        triage_variant(
-            p,
-            name,
-            &[
-                "--policy",
-                "pos",
-                "--slp",
-                &slp,
-                "--rw",
-                &r,
-                "--pos-tail",
-                tail,
-                "--cgi-lever",
-                lever,
-            ],
-        )
+        let mut a = vec![
+            "--policy",
+            "pos",
+            "--slp",
+            &slp,
+            "--rw",
+            &r,
+            "--pos-tail",
+            tail,
+            "--cgi-lever",
+            lever,
+        ];
+        if name.ends_with("-rest") {
+            // The server's own threads too: raised at rest, lowered for unmarked bursts.
+            a.extend(["--boost", "rest", "--boost-nice", "-20"]);
+        }
+        triage_variant(p, name, &a)
     };
     let mut v = vec![triage_variant(p, "fifo", &["--policy", "fifo"])];
     for &rw in &p.rw {
@@ -208,6 +209,11 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     }
     let rw0 = p.rw[0];
     v.push(pos(&format!("pos-rw{rw0}-nolever"), rw0, "off"));
+    // The CGI lever with the server's threads raised at rest: when named.
+    let rest = format!("pos-rw{rw0}-rest");
+    if o.only.as_ref().is_some_and(|only| only.contains(&rest)) {
+        v.push(pos(&rest, rw0, "nice"));
+    }
     v.push(triage_variant(p, "content", &["--policy", "content"]));
     if let Some(only) = &o.only {
         v.retain(|x| only.iter().any(|n| n == &x.name));
