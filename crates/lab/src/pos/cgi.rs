@@ -388,5 +388,18 @@ mod tests {
             .windows(2)
             .any(|w| w == ["--cgi-lever", "off"]));
         assert!(v.iter().all(|v| v.hog), "exp 1: the hog in the same budget");
+        // The server's threads raised at rest beside the CGI lever: only when named.
+        o.only = Some(vec!["fifo".into(), "pos-rw3-rest".into()]);
+        let v = variants(&p, &o);
+        let names: Vec<&str> = v.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["fifo", "pos-rw3-rest"]);
+        let crate::runner::ServerKind::Triage { args } = &v[1].server else {
+            panic!("not triage")
+        };
+        let a = args.join(" ");
+        assert!(
+            a.contains("--cgi-lever nice") && a.contains("--boost rest --boost-nice -20"),
+            "{a}"
+        );
     }
 }
