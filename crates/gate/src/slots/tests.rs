@@ -250,8 +250,9 @@ fn slice_boost_shortens_a_marked_bursts_slice_and_restores_it() {
     .unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst() {
+/// A one-slot POS gate (SLP 50 ms, RW 1, no starvation guard, no rounds) with `raise`: a
+/// worker that waited 100 ms is marked, one asking again at once is not.
+fn boost_gate(raise: Raise) -> Gate {
     let cfg = PolicyConfig {
         slp: policy::Tunable::Fixed(50_000_000),
         rw: policy::Tunable::Fixed(1),
@@ -259,7 +260,12 @@ async fn boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst() {
         ..PolicyConfig::default()
     };
     let p = policy::build("pos", &cfg).unwrap();
-    let g = Gate::new(Sched::new(1, p), true, Some(Raise::Nice(-5))).with_rounds(false);
+    Gate::new(Sched::new(1, p), true, Some(raise)).with_rounds(false)
+}
+
+#[tokio::test(start_paused = true)]
+async fn boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst() {
+    let g = boost_gate(Raise::Nice(-5));
     let (a, l) = (g.checkout(), g.checkout());
     tokio::time::advance(std::time::Duration::from_millis(100)).await;
     let tid = os::prio::current_tid();
@@ -298,14 +304,7 @@ async fn boost_holds_while_a_marked_worker_waits_behind_an_unmarked_burst() {
 
 #[tokio::test(start_paused = true)]
 async fn boost_at_rest_lowers_only_unmarked_bursts_and_restores_with_the_gate() {
-    let cfg = PolicyConfig {
-        slp: policy::Tunable::Fixed(50_000_000),
-        rw: policy::Tunable::Fixed(1),
-        starvation_bound: None,
-        ..PolicyConfig::default()
-    };
-    let p = policy::build("pos", &cfg).unwrap();
-    let g = Gate::new(Sched::new(1, p), true, Some(Raise::NiceAtRest(-5))).with_rounds(false);
+    let g = boost_gate(Raise::NiceAtRest(-5));
     let a = g.checkout();
     tokio::time::advance(std::time::Duration::from_millis(100)).await;
     let tid = os::prio::current_tid();
