@@ -403,14 +403,15 @@ impl Gate {
                 timer: None,
             });
         }
-        let now = self.now();
         let (li, lane) = self.lane(worker);
         let wi = self.idx(worker);
-        let mut g = lane.lock();
-        let marked;
         if state.queued {
             let mut others = Vec::new();
-            if std::mem::take(&mut state.round) {
+            // A queued worker polled again reads the clock only to end a round.
+            let round = std::mem::take(&mut state.round);
+            let now = if round { self.now() } else { 0 };
+            let mut g = lane.lock();
+            if round {
                 // End the round this worker opened: the policy chooses among all who joined.
                 for s in g.sched.poll(now) {
                     let si = self.idx(s);
@@ -435,7 +436,7 @@ impl Gate {
                     slot => *slot = Some(cx.waker().clone()),
                 }
             }
-            marked = granted && w.boosting;
+            let marked = granted && w.boosting;
             let (marked, lowered) = if granted {
                 self.burst_lever(&mut g, worker, marked)
             } else {
@@ -448,6 +449,9 @@ impl Gate {
             }
             return self.granted(worker, hints, marked, lowered);
         }
+        let now = self.now();
+        let mut g = lane.lock();
+        let marked;
         let w = g.wake_mut(wi);
         let continues = self.rounds
             && self.streak.is_some_and(|s| {
@@ -698,6 +702,18 @@ impl Gate {
     }
 
     fn wake_started(&self, mut g: MutexGuard<'_, Inner>, started: Vec<WorkerId>) {
+        if let [one] = started[..] {
+            // The common case under contention: one slot freed, one worker started.
+            let waker = g.wake.get_mut(self.idx(one)).and_then(|w| {
+                w.granted = true;
+                w.waker.take()
+            });
+            drop(g);
+            if let Some(w) = waker {
+                w.wake();
+            }
+            return;
+        }
         if started.is_empty() {
             return;
         }
