@@ -29,6 +29,12 @@ pub struct EventsOpts {
     /// Length of each rate point and of the saturation run, whole seconds [default: 3s].
     #[arg(long, value_parser = units::parse_positive_duration)]
     pub window: Option<Duration>,
+    /// Probes of the saturation search after each cold count's ladder: open-loop runs
+    /// bisecting between the highest rate sustained (served >= 97% of offered, p99 <= 250 ms)
+    /// and the lowest rate above it that was not; the measured saturation is the highest
+    /// rate sustained (0: the overload run's served rate, the old reading).
+    #[arg(long, default_value_t = 3)]
+    pub probes: usize,
     /// Repetitions, interleaved by server [default: 3; --quick 1].
     #[arg(long)]
     pub reps: Option<usize>,
@@ -45,6 +51,11 @@ pub struct EventsOpts {
     /// machine), and shares that other processes on the CPU do not disturb.
     #[arg(long, value_parser = parse_quota, default_value = "10%")]
     pub quota: f64,
+    /// CFS period of the quota: the server runs `quota x period` of each period, then waits
+    /// out the rest (a gap in which requests queue and are then served as one batch). The
+    /// kernel takes 1 ms to 1 s, and a quota of at least 1 ms per period.
+    #[arg(long, value_parser = units::parse_positive_duration, default_value = "10ms")]
+    pub period: Duration,
     /// Results directory [default: results/events/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -79,12 +90,15 @@ mod tests {
         let p = |a: &[&str]| {
             EventsOpts::from_arg_matches(&cmd.clone().try_get_matches_from(a).unwrap()).unwrap()
         };
-        let o = p(&["--cold", "0,500", "--window", "1s", "--quota", "30%"]);
+        let o = p(&[
+            "--cold", "0,500", "--window", "1s", "--quota", "30%", "--period", "4ms",
+        ]);
+        assert_eq!(o.period, Duration::from_millis(4));
         assert_eq!(o.cold, Some(vec![0, 500]));
         assert_eq!(o.window, Some(Duration::from_secs(1)));
         assert!((o.quota - 0.3).abs() < 1e-12);
         let d = EventsOpts::new(PathBuf::from("/bin/true"));
-        assert_eq!((d.hot_conns, d.quota, d.pairs), (16, 0.1, 8));
+        assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, 0.1, 8, 3));
         assert!(cmd.try_get_matches_from(["--window", "2"]).is_err());
     }
 }
