@@ -255,7 +255,7 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
     if !(1_000.0..=1_000_000.0).contains(&period_us) || o.quota * period_us < 1_000.0 {
         return bad(format!(
             "--quota {:.0}% of --period {:?}: the kernel takes periods of 1 ms to 1 s and a \
-             quota of at least 1 ms per period (at this quota: a period of at least {:.1} ms)",
+             quota of at least 1 ms per period (at this quota: a period of at least {:.2} ms)",
             o.quota * 100.0,
             o.period,
             1.0 / o.quota
@@ -377,7 +377,7 @@ mod tests {
         assert!(resolve(&o)
             .unwrap_err()
             .to_string()
-            .contains("at least 5.0 ms"));
+            .contains("at least 5.00 ms"));
         o.period = Duration::from_millis(5);
         assert_eq!(resolve(&o).unwrap().period_ms, 5.0);
     }
