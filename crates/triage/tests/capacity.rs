@@ -304,6 +304,8 @@ fn lab_events_tiny_writes_the_summary_keys() {
                 "1",
                 "--pairs",
                 "2",
+                "--probes",
+                "1",
                 "--servers",
                 "triage,lighttpd-poll",
                 "--out",
@@ -318,6 +320,7 @@ fn lab_events_tiny_writes_the_summary_keys() {
         "triage_cpu_per_req_ratio_max",
         "poll_cpu_per_req_ratio_max",
         "capacity_error_pct_max",
+        "capacity_error_pct_max_vs_overload",
         "rss_per_idle_conn_kib",
         "idle_conns_held",
     ] {
@@ -338,6 +341,9 @@ fn lab_events_tiny_writes_the_summary_keys() {
     for f in fits {
         assert!(f["all"]["idle"]["r"].is_number(), "{f}");
         assert!(f["measured_rps"].as_f64().unwrap() > 0.0, "{f}");
+        // The saturation search ran its probe; the overload run's reading is beside it.
+        assert_eq!(f["probes"], 1, "{f}");
+        assert!(f["overload_rps"].as_f64().unwrap() > 0.0, "{f}");
         // The tool fitted its own buckets, or said why it could not.
         assert!(
             f["tool_buckets"].is_number() || f["tool_error"].is_string(),
@@ -345,8 +351,10 @@ fn lab_events_tiny_writes_the_summary_keys() {
         );
     }
     let raw = std::fs::read_to_string(out.join("raw.csv")).unwrap();
-    // Per server: 2 cold counts x (saturation, overload, 3 rates), and the pairs at 200.
-    assert_eq!(raw.lines().count(), 1 + fits.len() / 2 * 11, "{raw}");
+    // Per server: 2 cold counts x (saturation, overload, 3 rates, 1 probe), and the pairs at
+    // 200.
+    assert_eq!(raw.lines().count(), 1 + fits.len() / 2 * 13, "{raw}");
+    assert!(raw.lines().any(|l| l.contains(",probe,")), "{raw}");
     // The pairs against the twin give the ratio at 200 cold connections.
     let cpr = s["cpu_per_req"].as_array().unwrap();
     assert!(

@@ -39,6 +39,7 @@ pub mod opts;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod search;
 pub mod summary;
 
 pub use opts::EventsOpts;
@@ -118,6 +119,7 @@ impl Experiment for EventsLab {
         TestbedConfig {
             tag: "events".into(),
             quota: Some(self.p.quota),
+            period: std::time::Duration::from_micros((self.p.period_ms * 1e3).round() as u64),
             net: NetMode::Loopback,
             ..Default::default()
         }
@@ -224,6 +226,7 @@ impl Experiment for EventsLab {
             plan::Step::Overload => "overload".to_string(),
             plan::Step::Pairs => format!("{} pairs with the twin", self.p.pairs),
             plan::Step::Rate { frac, .. } => format!("rate {:.0}%", frac * 100.0),
+            plan::Step::Probe { idx } => format!("saturation probe {}", idx + 1),
         };
         format!(
             "{} cold={} {step} rep {}/{}",

@@ -98,6 +98,12 @@ pub enum Step {
         /// Fraction of the measured saturation (the overload run's served rate).
         frac: f64,
     },
+    /// Open loop at the rate the saturation search ([`super::search::SatSearch`]) asks for
+    /// next, after the ladder (probe number `idx`, from 0).
+    Probe {
+        /// Which probe, from 0.
+        idx: usize,
+    },
 }
 
 /// One point.
@@ -128,10 +134,15 @@ pub struct Params {
     pub pair_window_s: u64,
     /// Repetitions.
     pub reps: usize,
+    /// Probes of the saturation search after each cold count's ladder.
+    pub probes: usize,
     /// Hot connections.
     pub hot_conns: usize,
     /// CPU quota of the server side (fraction of one CPU).
     pub quota: f64,
+    /// CFS period of the quota (ms): the server is throttled for `(1 - quota) x period` of
+    /// each period it exhausts its quota in.
+    pub period_ms: f64,
     /// The servers asked for, in order.
     pub servers: Vec<Server>,
 }
@@ -240,6 +251,16 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
     if servers.is_empty() {
         return bad("--servers names none".into());
     }
+    let period_us = o.period.as_micros() as f64;
+    if !(1_000.0..=1_000_000.0).contains(&period_us) || o.quota * period_us < 1_000.0 {
+        return bad(format!(
+            "--quota {:.0}% of --period {:?}: the kernel takes periods of 1 ms to 1 s and a \
+             quota of at least 1 ms per period (at this quota: a period of at least {:.2} ms)",
+            o.quota * 100.0,
+            o.period,
+            1.0 / o.quota
+        ));
+    }
     Ok(Params {
         cold,
         fracs: fracs(rates),
@@ -247,8 +268,10 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
         pairs,
         pair_window_s: PAIR_WINDOW_S,
         reps,
+        probes: o.probes,
         hot_conns: o.hot_conns,
         quota: o.quota,
+        period_ms: period_us / 1e3,
         servers,
     })
 }
@@ -271,6 +294,9 @@ pub fn sessions(p: &Params) -> Vec<Session<EvPoint>> {
                 points.push(pt(Step::Overload));
                 for (idx, &frac) in p.fracs.iter().enumerate() {
                     points.push(pt(Step::Rate { idx, frac }));
+                }
+                for idx in 0..p.probes {
+                    points.push(pt(Step::Probe { idx }));
                 }
                 if cold > 0 && p.pairs > 0 {
                     points.push(pt(Step::Pairs));
@@ -322,15 +348,16 @@ mod tests {
         );
         let s = sessions(&p);
         assert_eq!(s.len(), 4);
-        assert_eq!((p.fracs.len(), p.window_s), (8, 3));
-        // 0 cold: saturate, overload, 8 rates; 10000: the same and the pairs.
-        assert_eq!(s[0].points.len(), 10 + 11);
+        assert_eq!((p.fracs.len(), p.window_s, p.probes), (8, 3, 3));
+        // 0 cold: saturate, overload, 8 rates, 3 probes; 10000: the same and the pairs.
+        assert_eq!(s[0].points.len(), 13 + 14);
         assert_eq!(s[0].points[0].step, Step::Saturate);
         assert_eq!(s[0].points[1].step, Step::Overload);
-        assert_eq!(s[0].points[10].cold, 10000);
-        assert_eq!(s[0].points[20].step, Step::Pairs);
+        assert_eq!(s[0].points[10].step, Step::Probe { idx: 0 });
+        assert_eq!(s[0].points[13].cold, 10000);
+        assert_eq!(s[0].points[26].step, Step::Pairs);
         o.pairs = 0;
-        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 20);
+        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 26);
         o.pairs = 8;
         assert_eq!(s[3].dir, "lighttpd-poll-r0");
         o.servers = Some(vec!["apache".into()]);
@@ -344,5 +371,14 @@ mod tests {
         o.rates = None;
         o.cold = Some(vec![10, 0, 10]);
         assert_eq!(resolve(&o).unwrap().cold, [0, 10]);
+        // 20% of 4 ms is 0.8 ms: under the kernel's 1 ms quota; 5 ms gives 1 ms.
+        o.quota = 0.2;
+        o.period = Duration::from_millis(4);
+        assert!(resolve(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("at least 5.00 ms"));
+        o.period = Duration::from_millis(5);
+        assert_eq!(resolve(&o).unwrap().period_ms, 5.0);
     }
 }

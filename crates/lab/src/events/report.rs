@@ -135,8 +135,8 @@ pub fn report(s: &Summary) -> String {
     r.h2("Conditions");
     let p = &s.params;
     r.p(&format!(
-        "Each server runs alone on CPU {} in a cgroup with a CPU quota of {:.0}% of that CPU (a \
-         slower CPU the client side can saturate; CPU shares below are of that capacity, from \
+        "Each server runs alone on CPU {} in a cgroup with a CPU quota of {:.0}% of that CPU per \
+         {} ms CFS period (a slower CPU the client side can saturate; CPU shares below are of that capacity, from \
          the cgroup's accounting). Per cold count (connected keep-alive connections, each served \
          one request, then idle), wrk measures the peak with {} connections (closed loop, {} s), \
          loadgen's open loop (coordinated omission corrected) offered 1.25x that peak measures \
@@ -146,6 +146,7 @@ pub fn report(s: &Summary) -> String {
          connection). Servers: {}. Figures are noisy: other jobs share the machine.",
         s.testbed.server_cpu.map_or("any".into(), |c| c.to_string()),
         p.quota * 100.0,
+        p.period_ms,
         p.hot_conns,
         p.window_s,
         p.fracs.len(),
@@ -212,8 +213,10 @@ pub fn report(s: &Summary) -> String {
         "The prediction is the idle line's X-intercept over the busy range (Table 5: rates at \
          or above the cut, those with less than {KNEE_IDLE_PCT}% idle left out as saturated; \
          with fewer than 3 such rates, every unsaturated rate; the range fitted is given), \
-         against the measured saturation: what the same open loop \
-         served when offered 1.25x wrk's peak. Seed 002's reading over every rate (Table 4) \
+         against the measured saturation: the highest rate the same open loop sustained \
+         (served at least 97% of it with a p99 under 250 ms) over the ladder's rates and the \
+         probes of a bisecting search above them; beside it the old reading, what one \
+         overload run served when offered 1.25x wrk's peak (the ladder's reference). Seed 002's reading over every rate (Table 4) \
          is given beside it: a straight idle line assumes a constant CPU cost per request, \
          and at a low rate every request wakes an idle server (the column 'CPU/req' gives the \
          cost at the lowest rate against wrk's saturation), which bends the line over every \
@@ -237,7 +240,18 @@ pub fn report(s: &Summary) -> String {
                 f.cold_held.to_string(),
                 f.rep.to_string(),
                 format!("{:.0}", f.wrk_peak_rps),
-                format!("{:.0} ({:.0}% idle)", f.measured_rps, f.measured_idle_pct),
+                format!(
+                    "{:.0}{}",
+                    f.measured_rps,
+                    f.sustained_resolution_pct
+                        .map_or(String::new(), |r| format!(" (+{r:.1}% failed)"))
+                ),
+                format!(
+                    "{} ({:.0}% idle): {}",
+                    o(f.overload_rps, 0),
+                    f.measured_idle_pct,
+                    o(f.error_vs_overload_pct, 1)
+                ),
                 format!(
                     "{}: {}",
                     f.prediction_range.describe(),
@@ -277,7 +291,8 @@ pub fn report(s: &Summary) -> String {
             "cold held",
             "rep",
             "wrk peak",
-            "measured saturation",
+            "measured saturation (highest sustained; next failure above)",
+            "overload run (old reading): error %",
             "rates fitted",
             "saturated left out",
             "predicted",

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use super::cold::Cold;
 use super::plan::{EvPoint, Params, Server, Step, FD_SETSIZE, OVERLOAD};
+use super::search::{SatSearch, Trial};
 use crate::capacity::sample::{record_while, Reader, Source};
 use crate::error::{LabError, Result};
 use crate::peers::{LighttpdTuning, NginxTuning, Peer, PeerSite, PeerTuning};
@@ -118,6 +119,8 @@ pub struct Running {
     /// The open loop's saturation just measured at the current cold count (req/s): the rates
     /// are fractions of it.
     pub sat_rps: f64,
+    /// The saturation search of the current cold count: its open-loop runs so far.
+    pub search: SatSearch,
     /// The same server with the same configuration holding no cold connection, for the pairs.
     pub twin: Option<Twin>,
     /// The last growth of the cold connections and the memory it took.
@@ -160,6 +163,7 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
         cold: Cold::default(),
         peak: 0.0,
         sat_rps: 0.0,
+        search: SatSearch::default(),
         twin,
         cold_step: None,
         limit_note: None,
@@ -317,6 +321,9 @@ pub struct Measured {
     pub p99_ms: f64,
     /// Resident memory of the server after the point (KiB).
     pub rss_kib: u64,
+    /// Whether an open-loop run sustained its rate (served >= 97% of it, bounded p99: see
+    /// [`super::search`]); `None` for wrk's runs.
+    pub sustained: Option<bool>,
     /// The last growth of the cold connections before this point.
     pub cold_step: Option<ColdStep>,
     /// Cold connections still open after the point (checked after the last rate).
@@ -456,9 +463,10 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 None,
             )
         }
-        Step::Overload | Step::Rate { .. } => {
+        Step::Overload | Step::Rate { .. } | Step::Probe { .. } => {
             let (rate, frac) = match pt.step {
                 Step::Rate { frac, .. } => (frac * r.sat_rps, Some(frac)),
+                Step::Probe { .. } => (r.search.next().unwrap_or(0.0), None),
                 _ => (OVERLOAD * r.peak, None),
             };
             if rate <= 0.0 {
@@ -476,7 +484,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
             cfg.timeout = Duration::from_secs(5);
             // Overloaded, the requests still queued at the end are not sent (counted as
             // unsent, not served): a short drain, so that the window is the served time.
-            cfg.drain = Some(if frac.is_none() {
+            cfg.drain = Some(if pt.step == Step::Overload {
                 Duration::from_millis(100)
             } else {
                 Duration::from_secs(2)
@@ -505,6 +513,19 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     let c1 = cpu_now(s.tb)?;
     if pt.step == Step::Overload {
         r.sat_rps = requests as f64 / dt;
+        r.search = SatSearch::default();
+    }
+    let trial = matches!(
+        pt.step,
+        Step::Overload | Step::Rate { .. } | Step::Probe { .. }
+    )
+    .then_some(Trial {
+        offered: target,
+        served: requests as f64 / dt,
+        p99_ms: p99,
+    });
+    if let Some(t) = trial {
+        r.search.record(t);
     }
     // The precise total, split by the ratio of the (coarser) user and system counters.
     let busy = c1.total - c0.total;
@@ -551,6 +572,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         p90_ms: p90,
         p99_ms: p99,
         rss_kib: rss(r)?,
+        sustained: trial.map(|t| t.sustained()),
         cold_step: r.cold_step,
         cold_alive: last_rate.then(|| r.cold.alive()),
         cpu_csv,
@@ -574,6 +596,7 @@ pub fn step_name(s: Step) -> &'static str {
         Step::Saturate => "saturate",
         Step::Overload => "overload",
         Step::Rate { .. } => "rate",
+        Step::Probe { .. } => "probe",
         Step::Pairs => "pairs",
     }
 }
@@ -654,6 +677,7 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
         p90_ms: f64::NAN,
         p99_ms: f64::NAN,
         rss_kib: rss(r)?,
+        sustained: None,
         cold_step: r.cold_step,
         cold_alive: Some(r.cold.alive()),
         cpu_csv: None,

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::plan::{Params, Server};
 use super::run::Measured;
+use super::search::{SatSearch, Trial};
 use crate::capacity::analyze::{
     busy_range, fits_of, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
 };
@@ -64,8 +65,24 @@ pub struct FitRow {
     pub prediction: Fits,
     /// The prediction: the idle X-intercept of that fit (req/s).
     pub predicted_rps: Option<f64>,
-    /// The measured saturation: what the open loop served when offered more (req/s).
+    /// The measured saturation (req/s): the highest open-loop rate the server sustained
+    /// ([`super::search`]: the ladder's rates and the probes after it), else (no probes, or
+    /// none sustained) what the overload run served.
     pub measured_rps: f64,
+    /// What the overload run served (req/s), the old reading of the saturation: one run
+    /// offered 1.25x wrk's peak. The ladder's rates are fractions of it.
+    pub overload_rps: Option<f64>,
+    /// (predicted - overload run) / overload run (%).
+    pub error_vs_overload_pct: Option<f64>,
+    /// The highest rate sustained (req/s), when any open-loop run of the group sustained its
+    /// rate.
+    pub sustained_rps: Option<f64>,
+    /// How far above it the lowest failed rate lies (%): the search's resolution.
+    pub sustained_resolution_pct: Option<f64>,
+    /// Runs that failed below the highest rate sustained (noise, see the search).
+    pub failed_below_sustained: usize,
+    /// Probes run after the ladder.
+    pub probes: usize,
     /// The server side's idle CPU in that overload run (%): near 0 when the server, not the
     /// client, set it.
     pub measured_idle_pct: f64,
@@ -189,6 +206,9 @@ pub struct Summary {
     pub capacity_error_pct_max: Option<f64>,
     /// The same with the regressions over every rate (Table 4).
     pub capacity_error_pct_max_all_points: Option<f64>,
+    /// The same as `capacity_error_pct_max` against the old reading, the overload run's
+    /// served rate.
+    pub capacity_error_pct_max_vs_overload: Option<f64>,
     /// Server and cold count of every group without a prediction, and why.
     pub no_prediction: Vec<String>,
     /// Largest |predicted - knee| / knee (%): the idle X-intercept against the rate at which
@@ -268,12 +288,14 @@ pub fn tool_min_step_s(window_s: u64) -> u64 {
 }
 
 /// The regressions of one group of points: wrk's saturation run `sat`, the overload run
-/// `over` (the measured saturation; `sat` stands in without one) and the rates, each of
-/// `window_s` seconds.
+/// `over` (the ladder's reference; `sat` stands in without one), the rates and the probes of
+/// the saturation search after them, each of `window_s` seconds. The measured saturation is
+/// the highest rate sustained over the overload run, the rates and the probes.
 pub fn fit_row(
     sat: &Measured,
     over: Option<&Measured>,
     rates: &[&Measured],
+    probes: &[&Measured],
     window_s: u64,
 ) -> FitRow {
     let pts: Vec<(f64, f64, f64, f64)> = rates
@@ -281,8 +303,20 @@ pub fn fit_row(
         .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
         .collect();
     let all = fits_of(&pts);
-    let measured = over.map_or(sat.rps, |m| m.rps);
-    let cut = CUT_FRAC * measured;
+    let mut search = SatSearch::default();
+    for m in over.iter().chain(rates).chain(probes) {
+        search.record(Trial {
+            offered: m.target_rps,
+            served: m.rps,
+            p99_ms: m.p99_ms,
+        });
+    }
+    let overload = over.map(|m| m.rps);
+    let reference = overload.unwrap_or(sat.rps);
+    let measured = search.best().unwrap_or(reference);
+    // The cut is of the ladder's reference, so that the fitted rates are the same whatever
+    // the search finds above them.
+    let cut = CUT_FRAC * reference;
     let busy = busy_range(&pts, cut, KNEE_IDLE_PCT);
     let above_cut = fits_of(&busy);
     let (range, prediction) = prediction_fit(&pts, Some(cut), KNEE_IDLE_PCT);
@@ -341,6 +375,12 @@ pub fn fit_row(
         prediction,
         predicted_rps: predicted,
         measured_rps: measured,
+        overload_rps: overload,
+        error_vs_overload_pct: predicted.zip(overload).map(|(p, o)| (p - o) / o * 100.0),
+        sustained_rps: search.best(),
+        sustained_resolution_pct: search.resolution().map(|r| r * 100.0),
+        failed_below_sustained: search.failed_below(),
+        probes: probes.len(),
         measured_idle_pct: over.map_or(sat.idle_pct, |m| m.idle_pct),
         error_pct: predicted.map(err),
         fitted_rps: fitted,
@@ -411,7 +451,9 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                 let over = g.iter().find(|m| m.step == "overload").copied();
                 let rates: Vec<&Measured> =
                     g.iter().filter(|m| m.step == "rate").copied().collect();
-                fits.push(fit_row(sat, over, &rates, p.window_s));
+                let probes: Vec<&Measured> =
+                    g.iter().filter(|m| m.step == "probe").copied().collect();
+                fits.push(fit_row(sat, over, &rates, &probes, p.window_s));
             }
         }
     }
@@ -499,6 +541,10 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
     }
     let triage = Server::Triage.name();
     let capacity_error_pct_max = maxf(fits.iter().filter_map(|f| f.error_pct.map(f64::abs)));
+    let capacity_error_pct_max_vs_overload = maxf(
+        fits.iter()
+            .filter_map(|f| f.error_vs_overload_pct.map(f64::abs)),
+    );
     let capacity_error_pct_max_all_points = maxf(
         fits.iter()
             .filter_map(|f| f.all_points_error_pct.map(f64::abs)),
@@ -602,6 +648,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         cpu_per_req_ratio_max_by_server: ratio_max,
         capacity_error_pct_max,
         capacity_error_pct_max_all_points,
+        capacity_error_pct_max_vs_overload,
         no_prediction,
         capacity_vs_knee_pct_max,
         rss_per_idle_conn_kib,
@@ -663,8 +710,10 @@ pub fn goals(s: &Summary) -> Vec<Goal> {
                 .iter()
                 .all(|r| r.predicted_rps.is_some() || scanning(&r.server)),
         detail: format!(
-            "largest error {}% (over every rate, seed 002's Table 4: {}%){}",
+            "largest error {}% against the highest rate sustained (against the overload run's \
+             served rate: {}%; over every rate, seed 002's Table 4: {}%){}",
             f(s.capacity_error_pct_max),
+            f(s.capacity_error_pct_max_vs_overload),
             f(s.capacity_error_pct_max_all_points),
             if s.no_prediction.is_empty() {
                 String::new()
@@ -702,12 +751,13 @@ pub fn goals(s: &Summary) -> Vec<Goal> {
 pub fn raw_csv(points: &[Measured]) -> String {
     let mut s = String::from(
         "server,rep,cold,cold_held,step,frac,target_rps,rps,requests,errors,window_s,cpu_s,\
-         user_pct,kernel_pct,idle_pct,cpu_per_req_us,p50_ms,p90_ms,p99_ms,rss_kib\n",
+         user_pct,kernel_pct,idle_pct,cpu_per_req_us,p50_ms,p90_ms,p99_ms,rss_kib,\
+         throttled_pct,sustained\n",
     );
     for m in points {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{}",
+            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{},{},{}",
             m.server,
             m.rep,
             m.cold,
@@ -727,7 +777,9 @@ pub fn raw_csv(points: &[Measured]) -> String {
             m.p50_ms,
             m.p90_ms,
             m.p99_ms,
-            m.rss_kib
+            m.rss_kib,
+            m.throttled_pct.map_or(String::new(), |t| format!("{t:.1}")),
+            m.sustained.map_or(String::new(), |b| b.to_string())
         );
     }
     s
@@ -736,7 +788,7 @@ pub fn raw_csv(points: &[Measured]) -> String {
 /// The results table on stdout.
 pub fn print_table(s: &Summary) {
     println!(
-        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
+        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
         "server",
         "cold",
         "held",
@@ -744,6 +796,8 @@ pub fn print_table(s: &Summary) {
         "sat/s",
         "pred/s",
         "err%",
+        "ovl/s",
+        "ovl e%",
         "idle r",
         "all e%",
         "all r",
@@ -755,7 +809,7 @@ pub fn print_table(s: &Summary) {
     for r in &s.fits {
         let o = |x: Option<f64>, p: usize| x.map_or("-".into(), |v| format!("{v:.p$}"));
         println!(
-            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
+            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
             r.server,
             r.cold,
             r.cold_held,
@@ -763,6 +817,8 @@ pub fn print_table(s: &Summary) {
             r.measured_rps,
             o(r.predicted_rps, 0),
             o(r.error_pct, 1),
+            o(r.overload_rps, 0),
+            o(r.error_vs_overload_pct, 1),
             o(r.prediction.idle.map(|f| f.r), 3),
             o(r.all_points_error_pct, 1),
             o(r.all.idle.map(|f| f.r), 3),
@@ -827,6 +883,7 @@ mod tests {
             p90_ms: 1.0,
             p99_ms: 1.0,
             rss_kib: 1,
+            sustained: None,
             cold_step: None,
             cold_alive: None,
             cpu_csv: None,
@@ -964,7 +1021,7 @@ mod tests {
         let mut over = m("overload", sat_rps, 0.5);
         over.cpu_per_req_us = 1e6 * q / sat_rps;
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, 3);
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3);
         assert_eq!(row.tool_error, None, "{row:?}");
         assert_eq!(row.prediction_range, Range::Busy);
         assert_eq!(
@@ -1011,7 +1068,7 @@ mod tests {
             [(500.0, 8.0), (600.0, 4.0), (700.0, 9.0), (800.0, 5.0)].map(|(r, i)| m("rate", r, i)),
         );
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, 3);
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3);
         assert_eq!(row.prediction_range, Range::Busy);
         let r = row.prediction.idle.unwrap().r;
         assert!(r.abs() < DEFAULT_MIN_R, "{r}");
@@ -1030,7 +1087,7 @@ mod tests {
         rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
         rates.push(m("rate", 990.0, 1.0));
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, 3);
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3);
         assert!(
             (row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6,
             "{row:?}"
@@ -1054,5 +1111,25 @@ mod tests {
         let csv = raw_csv(&rates);
         assert_eq!(csv.lines().count(), 7);
         assert!(csv.starts_with("server,rep,cold"));
+        // The overload run fell short (offered 1625, served 1000, a long queue): the old
+        // reading. Probes after the ladder: 1050 sustained, 1100 not (served 1000): the
+        // measured saturation is 1050, the highest rate sustained, and the error is against
+        // it; against the overload run's reading beside it.
+        let mut over = m("overload", 1000.0, 0.5);
+        (over.target_rps, over.p99_ms) = (1625.0, 900.0);
+        let mut p2 = m("probe", 1000.0, 0.0);
+        p2.target_rps = 1100.0;
+        let (p1, probes) = (m("probe", 1050.0, 0.0), [&p2]);
+        let row = fit_row(&sat, Some(&over), &refs, &[&p1, probes[0]], 3);
+        assert_eq!((row.measured_rps, row.overload_rps), (1050.0, Some(1000.0)));
+        assert_eq!((row.sustained_rps, row.probes), (Some(1050.0), 2));
+        assert!(
+            (row.error_pct.unwrap() + 100.0 / 21.0).abs() < 1e-6,
+            "{row:?}"
+        );
+        assert!(row.error_vs_overload_pct.unwrap().abs() < 1e-6);
+        assert!((row.sustained_resolution_pct.unwrap() - 100.0 / 21.0).abs() < 1e-6);
+        // The fit and its cut are the ladder's, whatever the probes found.
+        assert_eq!(row.cut_rps, CUT_FRAC * 1000.0);
     }
 }
