@@ -117,41 +117,6 @@ pub fn set_thread_slice(tid: Tid, slice: Option<std::time::Duration>) -> Result<
     check(r == 0, tid, nice, "sched_setattr (slice)")
 }
 
-/// Put thread `tid` under `SCHED_BATCH` (`batch`) or back under `SCHED_OTHER`, keeping its
-/// nice value. A batch thread that wakes never preempts the thread running on its CPU: a
-/// proxy woken by the first bytes of a response that another process on the same CPU is still
-/// writing runs once that writer blocks or its slice ends, and then finds more to read at
-/// once. Its share of the CPU (its weight) is unchanged. No privilege is needed.
-pub fn set_thread_batch(tid: Tid, batch: bool) -> Result<(), PrioError> {
-    let nice = thread_nice(tid)?;
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        sched_policy: if batch {
-            libc::SCHED_BATCH
-        } else {
-            libc::SCHED_OTHER
-        } as u32,
-        sched_nice: nice,
-        ..Default::default()
-    };
-    // SAFETY: sched_setattr reads `size` bytes of a valid, initialised struct.
-    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
-    check(r == 0, tid, nice, "sched_setattr (batch)")
-}
-
-/// Whether thread `tid` runs under `SCHED_BATCH`.
-pub fn thread_is_batch(tid: Tid) -> Result<bool, PrioError> {
-    // SAFETY: plain syscall wrapper; invalid ids are reported through errno.
-    let r = unsafe { libc::sched_getscheduler(tid) };
-    if r < 0 {
-        return Err(PrioError::Sys {
-            tid,
-            err: format!("sched_getscheduler: {}", std::io::Error::last_os_error()),
-        });
-    }
-    Ok(r == libc::SCHED_BATCH)
-}
-
 /// A slice request prepared before a `fork`, applied in the child before `exec`
 /// ([`SliceHook::apply`] only makes one system call: async-signal-safe, no allocation). The
 /// child keeps the nice value the preparing thread had.
@@ -272,23 +237,6 @@ impl Drop for NiceGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn batch_is_set_and_reset_keeping_nice() {
-        std::thread::spawn(|| {
-            let tid = current_tid();
-            set_thread_nice(tid, 2).unwrap();
-            assert!(!thread_is_batch(tid).unwrap());
-            set_thread_batch(tid, true).unwrap();
-            assert!(thread_is_batch(tid).unwrap());
-            assert_eq!(thread_nice(tid).unwrap(), 2, "batch keeps the nice value");
-            set_thread_batch(tid, false).unwrap();
-            assert!(!thread_is_batch(tid).unwrap());
-            assert_eq!(thread_nice(tid).unwrap(), 2);
-        })
-        .join()
-        .unwrap();
-    }
 
     #[test]
     fn slice_is_set_and_reset_keeping_nice() {
