@@ -134,6 +134,14 @@ fn haproxy(cfg: &FrontConfig) -> String {
     if cfg.mechanism == Mechanism::Pin {
         let _ = writeln!(o, "    option prefer-last-server");
     }
+    // triage front (and nginx's `keepalive` pool) sends any request over an idle pooled
+    // connection; HAProxy's default, `safe`, opens one for the first request of every client
+    // connection.
+    let _ = writeln!(
+        o,
+        "    # any request may use an idle pooled connection, as in triage front's pool"
+    );
+    let _ = writeln!(o, "    http-reuse always");
     if let Some(p) = &cfg.health.path {
         let _ = writeln!(
             o,
@@ -344,6 +352,7 @@ mod tests {
             "server b1 127.0.0.1:8082 weight 1",
             "bind 127.0.0.1:8000",
             "default-server check inter 1000ms rise 2 fall 3",
+            "http-reuse always",
         ] {
             assert!(h.contains(line), "{line}\n{h}");
         }
