@@ -436,17 +436,13 @@ impl Gate {
                     slot => *slot = Some(cx.waker().clone()),
                 }
             }
-            let marked = granted && w.boosting;
-            let (marked, lowered) = if granted {
-                self.burst_lever(&mut g, worker, marked)
-            } else {
-                (marked, None)
-            };
+            let held = w.boosting;
+            let lever = granted.then(|| self.burst_lever(&mut g, worker, held));
             drop(g);
             others.into_iter().for_each(Waker::wake);
-            if !granted {
+            let Some((marked, lowered)) = lever else {
                 return Poll::Pending;
-            }
+            };
             return self.granted(worker, hints, marked, lowered);
         }
         let now = self.now();
@@ -545,18 +541,19 @@ impl Gate {
     /// `worker` is granted a slot on the calling thread: whether its burst runs raised and, at
     /// rest, the thread lowered for an unmarked burst (`held`: whether it holds the boost).
     fn burst_lever(&self, g: &mut Inner, worker: WorkerId, held: bool) -> (bool, Option<Tid>) {
-        let Some(boost) = g.boost.as_mut().filter(|b| b.at_rest()) else {
+        let Inner { boost, sched, .. } = g;
+        let Some(boost) = boost.as_mut().filter(|b| b.at_rest()) else {
             return (held, None);
         };
         let mut failed = boost.see_current_thread();
-        let raised = g.sched.marked(worker);
-        let mut lowered = None;
-        if !raised {
-            let boost = g.boost.as_mut().expect("checked above");
+        let raised = sched.marked(worker);
+        let lowered = if raised {
+            None
+        } else {
             let (t, f) = boost.unmarked_burst_starts();
-            lowered = t;
             failed += f;
-        }
+            t
+        };
         self.count_boost_errors(failed);
         (raised, lowered)
     }
