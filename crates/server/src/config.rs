@@ -341,6 +341,12 @@ pub struct Config {
     /// Time a response may go without the client reading anything.
     #[serde(with = "units::serde::duration")]
     pub send_timeout: Duration,
+    /// How long a kept-alive connection stays ready for its next request (hyper's state and
+    /// buffers kept) before it is parked as a bare socket; 0 parks it as soon as a response
+    /// ends. Building and dropping hyper's connection for every request of a busy connection
+    /// cost about 15% of the CPU per request of a 1 KB file (docs/server.md, "Parking").
+    #[serde(with = "units::serde::duration")]
+    pub park_after: Duration,
     /// Longest wait for responses in flight when stopping.
     #[serde(with = "units::serde::duration")]
     pub shutdown_timeout: Duration,
@@ -410,6 +416,7 @@ impl Default for Config {
             header_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(15),
             send_timeout: Duration::from_secs(60),
+            park_after: Duration::from_millis(50),
             shutdown_timeout: Duration::from_secs(30),
             cache_max_file: 256 * 1024,
             cache_budget: 64 * 1024 * 1024,

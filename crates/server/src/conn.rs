@@ -3,10 +3,13 @@
 //! passes (one timer per connection, none per request).
 //!
 //! **Parking.** An idle connection costs almost nothing: while it has no request in progress
-//! (accepted and nothing sent yet, or kept alive between requests) it is *parked*, a bare
-//! socket awaiting readiness with no HTTP state and no buffers (hyper keeps an 8 KiB read
-//! buffer and an 8 KiB write buffer per connection). hyper's connection is built when bytes
-//! arrive and dropped again when it next asks for a request head that has not arrived:
+//! (accepted and nothing sent yet, or kept alive between requests for the server's
+//! `park_after`) it is *parked*, a bare socket awaiting readiness with no HTTP state and no
+//! buffers (hyper keeps an 8 KiB read buffer and an 8 KiB write buffer per connection).
+//! hyper's connection is built when bytes arrive and dropped again when it next asks for a
+//! request head that has not arrived once the connection is due to park (at once with
+//! `park_after = 0`; otherwise when the watchdog has found it at rest for `park_after`, so
+//! that a busy connection does not build and drop hyper's state for every request):
 //! [`ConnIo`] answers that read with an error of its own instead of waiting (only when the
 //! connection is at rest, the last request had no body hyper could still be reading, and no
 //! write of hyper's is waiting for room, so that nothing of a response is left unsent), and
@@ -61,10 +64,20 @@ struct ConnIo {
     write_blocked: bool,
     /// Set when a read was answered with the parking error: hyper's end is a park, not a close.
     parked: bool,
+    /// The server keeps a connection at rest ready for `park_after` (see [`serve`]): it parks
+    /// only once its watchdog says so ([`Conn::park_due`]), not as soon as a response ends.
+    linger: bool,
 }
 
 impl ConnIo {
-    fn new(stream: TcpStream, conn: Conn, epoch: Instant, max_head: usize, ahead: Bytes) -> Self {
+    fn new(
+        stream: TcpStream,
+        conn: Conn,
+        epoch: Instant,
+        max_head: usize,
+        ahead: Bytes,
+        linger: bool,
+    ) -> Self {
         Self {
             stream,
             conn,
@@ -73,6 +86,7 @@ impl ConnIo {
             ahead,
             write_blocked: false,
             parked: false,
+            linger,
         }
     }
 
@@ -82,9 +96,10 @@ impl ConnIo {
 
     /// A write returned `r`: note write progress and whether hyper waits for room. A write
     /// that goes through on a parkable connection is the end of a response (hyper writes
-    /// after the body is done): wake the task so that hyper asks for the next head again and
-    /// the connection is parked then (hyper, having found the socket empty while answering,
-    /// would otherwise wait for the socket to become readable).
+    /// after the body is done): without a linger, wake the task so that hyper asks for the
+    /// next head again and the connection is parked then (hyper, having found the socket empty
+    /// while answering, would otherwise wait for the socket to become readable). With one,
+    /// hyper waits for the next head, and the watchdog parks the connection later.
     fn wrote(&mut self, r: &Poll<io::Result<usize>>, cx: &Context<'_>) {
         match r {
             Poll::Pending => self.write_blocked = true,
@@ -93,7 +108,7 @@ impl ConnIo {
                     self.conn.wrote_some(self.now());
                 }
                 self.write_blocked = false;
-                if self.conn.parkable() {
+                if !self.linger && self.conn.parkable() {
                     cx.waker().wake_by_ref();
                 }
             }
@@ -127,7 +142,8 @@ impl AsyncRead for ConnIo {
         let starting = this.conn.at_rest();
         // At rest, hyper reads only for a request head (the previous response is over, and
         // with no request body its reading side is done).
-        let park = !this.write_blocked && this.conn.parkable();
+        let park =
+            !this.write_blocked && this.conn.parkable() && (!this.linger || this.conn.park_due());
         let before = buf.filled().len();
         let r = Pin::new(&mut this.stream).poll_read(cx, buf);
         if park && r.is_pending() {
@@ -295,8 +311,9 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         ctx: ctx.clone(),
         conn: conn.clone(),
     };
+    let linger = t.park_after > 0;
     let activate = |stream: TcpStream, ahead: Bytes, stopping: bool| -> Phase {
-        let io = ConnIo::new(stream, conn.clone(), epoch, max_head, ahead);
+        let io = ConnIo::new(stream, conn.clone(), epoch, max_head, ahead, linger);
         let mut c = Box::new(http.serve_connection(TokioIo::new(io), svc.clone()));
         if stopping {
             Pin::new(&mut *c).graceful_shutdown();
@@ -316,6 +333,21 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         // can move the deadline earlier), so a timeout fires between 1x and 2x its value.
         let min = t.header.min(t.keepalive).min(t.send).max(1_000_000);
         let next = |now: u64| at(conn.deadline(&t).min(now + min));
+        // An active connection's watchdog also wakes when it may have been at rest for
+        // `park_after` (from the end of its last response, or `park_after` from now while it
+        // is busy or its rest began too long ago to be the current one), to park it then.
+        let next_active = |now: u64| {
+            if !linger {
+                return next(now);
+            }
+            let rest_ends = conn.idle_since() + t.park_after;
+            let check = if conn.at_rest() && rest_ends > now {
+                rest_ends
+            } else {
+                now + t.park_after
+            };
+            next(now).min(at(check))
+        };
         // A parked connection's deadline cannot move earlier until bytes arrive (the
         // unparking re-arms the watchdog): it sleeps until the deadline itself, so that ten
         // thousand idle connections do not wake the server every `min`.
@@ -335,7 +367,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                         m.conn_unparked();
                         counted = false;
                         phase = activate(stream, Bytes::new(), stopping);
-                        watchdog.as_mut().reset(next(ctx.now()));
+                        watchdog.as_mut().reset(next_active(ctx.now()));
                     }
                     Step::Readable(Err(e)) => {
                         tracing::debug!(error = %e, "parked connection failed");
@@ -402,7 +434,16 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
                     }
                     let again = match phase {
                         Phase::Parked(_) => parked_until(),
-                        Phase::Active(_) => next(now),
+                        Phase::Active(_) => {
+                            if linger
+                                && conn.parkable()
+                                && now >= conn.idle_since() + t.park_after
+                            {
+                                // hyper's read, polled again as the loop goes on, parks it.
+                                conn.set_park_due();
+                            }
+                            next_active(now)
+                        }
                     };
                     watchdog.as_mut().reset(again);
                 }

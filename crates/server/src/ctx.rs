@@ -169,6 +169,8 @@ pub struct Timeouts {
     pub keepalive: u64,
     /// A response without write progress.
     pub send: u64,
+    /// At rest this long, a connection is parked (0: as soon as a response ends).
+    pub park_after: u64,
 }
 
 struct ConnState {
@@ -187,6 +189,10 @@ struct ConnState {
     /// read to the end: hyper may still be reading it after the response, so the connection
     /// is not parked before its next request (see `conn`).
     body_unread: AtomicBool,
+    /// The connection has been at rest for the server's `park_after`: its next read that
+    /// finds no bytes parks it (set by the connection's watchdog, cleared when a request
+    /// starts). Unused with `park_after = 0`, where a connection parks when a response ends.
+    park_due: AtomicBool,
     /// Set when the server reclaims the connection's slot (see `reclaim`).
     evicting: AtomicBool,
     /// Set when the server stops (see [`Conn::stop`]).
@@ -243,6 +249,7 @@ impl Conn {
             last_write: AtomicU64::new(now),
             refused: std::sync::atomic::AtomicU16::new(0),
             body_unread: AtomicBool::new(false),
+            park_due: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             signal: atomic_waker::AtomicWaker::new(),
@@ -275,6 +282,7 @@ impl Conn {
         let s = &self.0;
         s.busy.store(true, Relaxed);
         s.body_unread.store(with_body, Relaxed);
+        s.park_due.store(false, Relaxed);
         s.head_since.store(0, Relaxed);
         s.last_write.store(now, Relaxed);
         s.requests.fetch_add(1, Relaxed);
@@ -301,6 +309,17 @@ impl Conn {
     /// at rest, and the last request had no body that hyper could still be reading.
     pub fn parkable(&self) -> bool {
         self.at_rest() && !self.0.body_unread.load(Relaxed)
+    }
+
+    /// The connection's watchdog found it at rest for `park_after` ([`Conn::park_due`]).
+    pub fn set_park_due(&self) {
+        self.0.park_due.store(true, Relaxed);
+    }
+
+    /// Whether the connection, at rest for `park_after`, parks at its next read that finds no
+    /// bytes.
+    pub fn park_due(&self) -> bool {
+        self.0.park_due.load(Relaxed)
     }
 
     /// The request line was refused with `status` before parsing (answered by the connection).
@@ -411,6 +430,7 @@ mod tests {
             header: 10,
             keepalive: 100,
             send: 1000,
+            park_after: 0,
         };
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let c = Conn::new(1, a, a, -1, 5);

@@ -160,6 +160,10 @@ pub struct Overrides {
     /// Time a response may go without the client reading anything (e.g. 60s).
     #[arg(long, value_parser = units::parse_positive_duration)]
     pub send_timeout: Option<Duration>,
+    /// How long a kept-alive connection stays ready for its next request before it is parked
+    /// as a bare socket (e.g. 50ms; 0s parks it as soon as a response ends).
+    #[arg(long, value_parser = units::parse_duration)]
+    pub park_after: Option<Duration>,
     /// Compress responses on the fly when the client accepts gzip (types from the config file).
     #[arg(long)]
     pub gzip: bool,
@@ -208,6 +212,7 @@ impl Config {
             header_timeout,
             keepalive_timeout,
             send_timeout,
+            park_after,
             streak_slice
         );
         set!(

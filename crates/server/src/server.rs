@@ -353,6 +353,7 @@ impl Server {
                 header: cfg.header_timeout.as_nanos() as u64,
                 keepalive: cfg.keepalive_timeout.as_nanos() as u64,
                 send: cfg.send_timeout.as_nanos() as u64,
+                park_after: cfg.park_after.as_nanos() as u64,
             },
             epoch: Instant::now() - Duration::from_nanos(ctx.now()),
             stop: stop_rx,

@@ -113,6 +113,45 @@ async fn a_parked_connection_serves_its_next_requests() {
 }
 
 #[tokio::test]
+async fn with_park_after_zero_a_connection_parks_between_its_requests() {
+    let (s, _t) = server(16, |c| c.park_after = Duration::ZERO).await;
+    let mut c = connect(s.addr).await;
+    assert_eq!(until_parked(&s, 1).await, 1, "parked before its first byte");
+    for i in 0..3 {
+        c.write_all(GET).await.unwrap();
+        assert_eq!(responses(&mut c, 1).await[0].status, 200, "request {i}");
+        assert_eq!(until_parked(&s, 1).await, 1, "parked after request {i}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_connection_at_rest_stays_ready_for_park_after_then_parks() {
+    let (s, _t) = server(16, |c| c.park_after = Duration::from_secs(2)).await;
+    let mut c = connect(s.addr).await;
+    assert_eq!(until_parked(&s, 1).await, 1, "parked before its first byte");
+    c.write_all(GET).await.unwrap();
+    assert_eq!(responses(&mut c, 1).await[0].status, 200);
+    assert_eq!(parked(&s).await, 0, "ready for its next request");
+    c.write_all(GET).await.unwrap();
+    assert_eq!(responses(&mut c, 1).await[0].status, 200);
+    let rested = Instant::now();
+    assert_eq!(until_parked(&s, 1).await, 1, "parked after park_after");
+    assert!(
+        rested.elapsed() >= Duration::from_millis(1500),
+        "parked {:?} after its response, before park_after",
+        rested.elapsed()
+    );
+    c.write_all(GET).await.unwrap();
+    assert_eq!(
+        responses(&mut c, 1).await[0].status,
+        200,
+        "served after the park"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn pipelined_requests_are_all_answered_then_the_connection_parks() {
     let (s, _t) = server(16, |_| {}).await;
     let mut c = connect(s.addr).await;
