@@ -222,3 +222,74 @@ fn lower_rest_lowers_an_unmarked_worker_and_restores_it() {
     let _ = busy.kill();
     let _ = busy.wait();
 }
+
+#[test]
+fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
+    if !is_root() {
+        eprintln!("SKIP the_weight_lever_moves...: needs root (cgroup writes)");
+        return;
+    }
+    let (m, root) = match os::lever::weight::cpu_mount()
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            os::CgroupRoot::open("triage-test-attach")
+                .map(|r| (m, r))
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("SKIP the_weight_lever_moves...: {e}");
+            return;
+        }
+    };
+    let leaf = root.create("web").unwrap();
+    // One process that sleeps 50 ms (longer than SLP) then burns a short burst, forking
+    // nothing (a child forked while raised would start in the boost cgroup).
+    let mut child = Command::new("perl")
+        .args([
+            "-e",
+            "for (1..1000) { select(undef, undef, undef, 0.05); my $i = 0; $i++ while $i < 20000 }",
+        ])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    leaf.add_pid(pid).unwrap();
+    let home = os::lever::weight::task_dir(&m, pid).unwrap();
+    let boost = home.parent().unwrap().join(os::lever::weight::BOOST_NAME);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.lever = Some(os::lever::LeverKind::Weight);
+    cfg.duration = Some(Duration::from_millis(1500));
+    let stop = Arc::new(AtomicBool::new(false));
+    let daemon = spawn_daemon(cfg, stop);
+    let mut seen_boosted = false;
+    for _ in 0..140 {
+        if os::lever::weight::task_dir(&m, pid).is_ok_and(|d| d == boost) {
+            seen_boosted = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (r, out) = daemon.join().unwrap();
+    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(
+        seen_boosted,
+        "moved to {} while followed\n{out}",
+        boost.display()
+    );
+    assert_eq!(
+        os::lever::weight::task_dir(&m, pid).unwrap(),
+        home,
+        "back in its cgroup\n{out}"
+    );
+    assert!(!boost.exists(), "the boost cgroup is removed\n{out}");
+    assert!(snap.pos.marks > 0, "{out}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no journal left"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    root.cleanup().unwrap();
+}

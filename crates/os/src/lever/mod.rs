@@ -361,8 +361,10 @@ impl Drop for Lever {
         for e in self.restore_all() {
             tracing::warn!("lever: {e}");
         }
-        for b in &self.boosts {
-            weight::remove_boost(b);
+        if let Some(m) = &self.mount {
+            for b in &self.boosts {
+                weight::remove_boost(m, b);
+            }
         }
         if let Some(j) = self.journal.take() {
             j.remove();
@@ -420,8 +422,8 @@ pub fn recover(state_dir: &Path) -> Recovered {
                 Err(LeverError::Gone(_)) => {}
                 Err(e) => out.failed.push(e.to_string()),
             }
-            if let Some(b) = boost {
-                weight::remove_boost(&b);
+            if let (Some(b), Some(m)) = (boost, &mount) {
+                weight::remove_boost(m, &b);
             }
         }
         let _ = std::fs::remove_file(&path);

@@ -217,3 +217,85 @@ fn a_child_raised_at_spawn_is_adopted_and_restored() {
         .map(|l| l.spawn_hook().is_none())
         .unwrap_or(true));
 }
+
+/// The boost cgroup's CPU share (v1 `cpu.shares`) or weight (v2 `cpu.weight`).
+fn boost_share(m: &weight::CpuMount, boost: &Path) -> String {
+    let f = if m.v2 { "cpu.weight" } else { "cpu.shares" };
+    std::fs::read_to_string(boost.join(f)).unwrap_or_default()
+}
+
+#[test]
+fn raise_lower_and_drop_restore_weight() {
+    if !is_root() {
+        eprintln!("SKIP raise_lower_and_drop_restore_weight: needs root (cgroup writes)");
+        return;
+    }
+    let (m, root) = match weight::cpu_mount()
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            crate::CgroupRoot::open("triage-test-lever")
+                .map(|r| (m, r))
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("SKIP raise_lower_and_drop_restore_weight: {e}");
+            return;
+        }
+    };
+    let leaf = root.create("leaf").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let child = sleeper();
+    let tid = child.id() as Tid;
+    leaf.add_pid(tid).unwrap();
+    let home = weight::task_dir(&m, tid).unwrap();
+    assert_eq!(home, leaf.path(), "the task starts in the test's cgroup");
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::Weight), dir.path()).unwrap();
+    assert!(
+        lever.spawn_hook().is_none(),
+        "a cgroup move is the parent's"
+    );
+    let base = prio::thread_nice(tid).unwrap();
+    lever.raise(tid).unwrap();
+    let boost = home.parent().unwrap().join(weight::BOOST_NAME);
+    assert_eq!(
+        weight::task_dir(&m, tid).unwrap(),
+        boost,
+        "moved beside its cgroup"
+    );
+    let high = if m.v2 { "10000" } else { "262144" };
+    assert_eq!(boost_share(&m, &boost).trim(), high);
+    assert_eq!(
+        prio::thread_nice(tid).unwrap(),
+        base,
+        "its nice is left alone"
+    );
+    let journal = lever.journal_path().unwrap().to_owned();
+    let saved = journal::parse(&std::fs::read_to_string(&journal).unwrap());
+    assert_eq!(saved[&tid].cgroup.as_deref(), Some(home.as_path()));
+    lever.lower(tid).unwrap();
+    assert_eq!(
+        weight::task_dir(&m, tid).unwrap(),
+        home,
+        "lowered: back home"
+    );
+    assert!(!lever.is_raised(tid));
+    lever.raise(tid).unwrap();
+    assert_eq!(weight::task_dir(&m, tid).unwrap(), boost);
+    // A task no lever holds in the boost cgroup, as a child forked by a raised task would be.
+    let stray = sleeper();
+    let stray_tid = stray.id() as Tid;
+    weight::move_task(&m, stray_tid, &boost).unwrap();
+    drop(lever);
+    assert_eq!(weight::task_dir(&m, tid).unwrap(), home, "drop restores");
+    assert_eq!(
+        weight::task_dir(&m, stray_tid).unwrap(),
+        weight::task_dir(&m, prio::current_tid()).unwrap(),
+        "the stray goes where its parent (this test) is"
+    );
+    assert!(!boost.exists(), "the boost cgroup is emptied and removed");
+    assert!(!journal.exists(), "the journal is removed");
+    stop(stray);
+    stop(child);
+    root.cleanup().unwrap();
+}

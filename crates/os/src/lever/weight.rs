@@ -88,11 +88,49 @@ pub fn move_task(m: &CpuMount, tid: Tid, dir: &Path) -> io::Result<()> {
     std::fs::write(dir.join(file), tid.to_string())
 }
 
-/// Remove a boost cgroup if no task is left in it (best effort).
-pub fn remove_boost(dir: &Path) {
-    if dir.file_name().is_some_and(|n| n == BOOST_NAME) {
-        let _ = std::fs::remove_dir(dir);
+/// Remove a boost cgroup (best effort), once the lever has put back every task it raised.
+/// Tasks still in it are ones no lever holds: children a raised task forked (and, on v1,
+/// threads it created), which start in their parent's cgroup as they inherit a nice value.
+/// Each is moved where its creator is now (the process of a thread, else the parent
+/// process), or to the cgroup above the boost cgroup when that is unknown or the boost
+/// cgroup itself; then the empty cgroup is removed.
+pub fn remove_boost(m: &CpuMount, dir: &Path) {
+    if dir.file_name().is_none_or(|n| n != BOOST_NAME) {
+        return;
     }
+    let file = if m.v2 { "cgroup.procs" } else { "tasks" };
+    let above = dir.parent().unwrap_or(&m.dir);
+    for tid in std::fs::read_to_string(dir.join(file))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<Tid>().ok())
+    {
+        let to = creator(tid)
+            .and_then(|c| task_dir(m, c).ok())
+            .filter(|d| d != dir)
+            .unwrap_or_else(|| above.to_owned());
+        if move_task(m, tid, &to).is_err() {
+            let _ = move_task(m, tid, above);
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The task that created `tid`: its process when `tid` is another thread of it, else its
+/// parent process (`/proc/<tid>/status`).
+fn creator(tid: Tid) -> Option<Tid> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let field = |name: &str| -> Option<Tid> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let tgid = field("Tgid:")?;
+    if tgid != tid {
+        return Some(tgid);
+    }
+    field("PPid:").filter(|&p| p > 0)
 }
 
 /// The boost cgroup [`boost_dir`] would use beside `dir`, without creating it.
