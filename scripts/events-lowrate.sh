@@ -82,7 +82,8 @@ for rate in "$@"; do
   u1=$(cat /sys/fs/cgroup/cpuacct/$cg/cpuacct.usage); s1=$(awk '/nr_throttled/{print $2}' /sys/fs/cgroup/cpu/$cg/cpu.stat); p1=$(awk '/nr_periods/{print $2}' /sys/fs/cgroup/cpu/$cg/cpu.stat)
   threads > "$out/t1"
   req=$(python3 -c "import json,sys; d=json.load(open('$out/load-$rate.json')); s=d.get('summary',d); print(s['requests'])")
+  p99=$(python3 -c "import json,sys; d=json.load(open('$out/load-$rate.json')); print(d['t1']['p99_ms'])")
   per=$(join <(sort "$out/t0") <(sort "$out/t1") | awk -v r="$req" '{c=($7-$3)*10000/r; v=($8-$4)/r; n=($9-$5)/r; if (c>0||v>0.001) printf " %s %.1f %.3f %.3f;", $2, c, v, n}')
-  awk -v r="$rate" -v q="$req" -v du=$((u1-u0)) -v th=$((s1-s0)) -v pe=$((p1-p0)) -v per="$per" 'BEGIN{printf "%-8s %8d %9.2f %9.1f%% |%s\n", r, q, du/1000/q, 100*th/(pe>0?pe:1), per}'
+  awk -v r="$rate" -v q="$req" -v du=$((u1-u0)) -v th=$((s1-s0)) -v pe=$((p1-p0)) -v per="$per" -v p99="$p99" 'BEGIN{printf "%-8s %8d %9.2f %9.1f%% p99 %s ms idle %.1f%% |%s\n", r, q, du/1000/q, 100*th/(pe>0?pe:1), p99, 100-100*du/1e9/(pe*0.001), per}'
   sleep 1
 done
