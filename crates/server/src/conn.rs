@@ -336,6 +336,8 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
         // An active connection's watchdog also wakes when it may have been at rest for
         // `park_after` (from the end of its last response, or `park_after` from now while it
         // is busy or its rest began too long ago to be the current one), to park it then.
+        // The look falls on the server's grid of `park_after` ([`park_check`]), so that the
+        // watchdogs of all busy connections wake the thread once per `park_after`, together.
         let next_active = |now: u64| {
             if !linger {
                 return next(now);
@@ -346,7 +348,7 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
             } else {
                 now + t.park_after
             };
-            next(now).min(at(check))
+            next(now).min(at(park_check(check, t.park_after)))
         };
         // A parked connection's deadline cannot move earlier until bytes arrive (the
         // unparking re-arms the watchdog): it sleeps until the deadline itself, so that ten
@@ -467,6 +469,21 @@ pub async fn serve(s: Serving, stream: TcpStream, conn: Conn) {
     drop(running);
 }
 
+/// When an active connection's watchdog looks whether it has been at rest for `park_after`:
+/// at `due` (nanoseconds since the server's epoch) rounded up to the next whole multiple of
+/// `park_after`. Every busy connection's look then falls on the same instants, one wake-up of
+/// the serving thread per `park_after` for all of them (tokio fires the timers of one
+/// millisecond in one turn), instead of one per connection at its own instant: at 2000 req/s
+/// over 16 connections the thread otherwise woke 120 more times a second, each wake-up of an
+/// idle thread costing here about as much CPU as two requests. A connection then parks between
+/// `park_after` and twice that at rest.
+fn park_check(due: u64, park_after: u64) -> u64 {
+    if park_after == 0 {
+        return due;
+    }
+    due.div_ceil(park_after).saturating_mul(park_after)
+}
+
 /// The status hyper answered for a parse error that ended the connection, if it answered one
 /// (it sends 400, 414 or 431 and closes; an HTTP/2 preface or an internal error gets nothing).
 fn parser_answer(e: &hyper::Error) -> Option<u16> {
@@ -484,5 +501,26 @@ fn parser_answer(e: &hyper::Error) -> Option<u16> {
         None
     } else {
         Some(400)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::park_check;
+
+    #[test]
+    fn park_checks_of_different_connections_fall_on_one_grid() {
+        let step = 50_000_000; // 50 ms
+                               // Connections whose rests end at different instants within one step look together.
+        let dues = [1_000_000_001, 1_020_000_000, 1_049_999_999, 1_050_000_000];
+        let checks: Vec<u64> = dues.iter().map(|&d| park_check(d, step)).collect();
+        assert_eq!(checks, vec![1_050_000_000; 4]);
+        for (&d, &c) in dues.iter().zip(&checks) {
+            assert!(c >= d && c < d + step, "{d} -> {c}");
+        }
+        // The next step is the next instant.
+        assert_eq!(park_check(1_050_000_001, step), 1_100_000_000);
+        // Without a linger nothing is rounded.
+        assert_eq!(park_check(123, 0), 123);
     }
 }
