@@ -82,6 +82,17 @@ pub enum CgiLever {
     Off,
     /// nice -20 from its start, restored when its worker loses POS's mark (`os::lever`).
     Nice,
+    /// As `Nice`, and also restored once the script's own CPU time passes the text budget the
+    /// policy learns from the scripts' CPU times (`policy::script_budget`).
+    #[serde(rename = "nice+budget")]
+    NiceBudget,
+}
+
+impl CgiLever {
+    /// Whether scripts of marked workers start raised.
+    pub fn raises(self) -> bool {
+        self != CgiLever::Off
+    }
 }
 
 impl std::str::FromStr for CgiLever {
@@ -90,7 +101,10 @@ impl std::str::FromStr for CgiLever {
         match s {
             "off" => Ok(CgiLever::Off),
             "nice" => Ok(CgiLever::Nice),
-            _ => Err(format!("unknown cgi lever `{s}` (known: off, nice)")),
+            "nice+budget" => Ok(CgiLever::NiceBudget),
+            _ => Err(format!(
+                "unknown cgi lever `{s}` (known: off, nice, nice+budget)"
+            )),
         }
     }
 }

@@ -141,7 +141,7 @@ fn build_sites(
             c.set_orphans(o.clone());
         }
     }
-    if cfg.cgi_lever == CgiLever::Nice && !cgis.is_empty() {
+    if cfg.cgi_lever.raises() && !cgis.is_empty() {
         let (lever, restored) =
             ScriptLever::open(Path::new(os::lever::STATE_DIR)).map_err(|e| ConfigError::Value {
                 key: "cgi_lever".into(),
@@ -153,6 +153,11 @@ fn build_sites(
         if restored > 0 {
             tracing::warn!("cgi lever: restored {restored} script(s) a crashed run left raised");
         }
+        let lever = if cfg.cgi_lever == CgiLever::NiceBudget {
+            lever.with_budget(std::time::Duration::from_nanos(cfg.policy.config.period))
+        } else {
+            lever
+        };
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {
             c.set_lever(lever.clone());

@@ -21,6 +21,16 @@
 //!   may be raised when it forks, every child gets its nice value at its start: -20 if raised,
 //!   else the thread's own base value.
 //!
+//! - **The script's own run length** (`cgi_lever = "nice+budget"`): POS's characteristic 2
+//!   applied to the process the kernel runs. A CPU-bound script never blocks, so it shows no
+//!   run/wait change; what it shows is its CPU time. Every script that ends tells its CPU time
+//!   (read from the kernel, `os::procfs::schedstat`) to the policy's
+//!   [`policy::script_budget::ScriptBudget`], which learns the text budget (the short class
+//!   of the scripts' CPU times); a check armed when a raised script starts reads its CPU
+//!   time at the budget and again until it ends, and restores it once it has run past the
+//!   budget ([`ScriptLever::watch`]): a script that computes everything before printing
+//!   anything is lowered too, which the worker's rule cannot see.
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -30,6 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use os::lever::{Lever, LeverConfig, LeverError, LeverKind};
 use os::prio::{NiceHook, Tid};
+use policy::script_budget::{ScriptBudget, Verdict};
 
 use super::stats::CgiStats;
 
@@ -51,6 +62,9 @@ pub struct ScriptLever {
     raised_nice: i32,
     /// A failure was logged (later ones are only counted).
     warned: AtomicBool,
+    /// The text budget learnt from the scripts' CPU times, with the origin of its clock;
+    /// `None` without the script's own rule (`cgi_lever = "nice"`).
+    budget: Option<(Mutex<ScriptBudget>, std::time::Instant)>,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -92,9 +106,82 @@ impl ScriptLever {
                 }),
                 raised_nice: cfg.nice,
                 warned: AtomicBool::new(false),
+                budget: None,
             },
             recovered.restored.len(),
         ))
+    }
+
+    /// Also lower a raised script by its own CPU time (see the module docs); the budget's
+    /// histogram ages once per `period` (the policy's) in which scripts ended.
+    pub fn with_budget(mut self, period: std::time::Duration) -> Self {
+        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+        self.budget = Some((
+            Mutex::new(ScriptBudget::new(period)),
+            std::time::Instant::now(),
+        ));
+        self
+    }
+
+    /// Whether raised scripts are also lowered by their own CPU time.
+    pub fn has_budget(&self) -> bool {
+        self.budget.is_some()
+    }
+
+    /// The text budget learnt so far, if any.
+    pub fn budget(&self) -> Option<std::time::Duration> {
+        let (b, _) = self.budget.as_ref()?;
+        let b = b.lock().unwrap_or_else(|p| p.into_inner()).budget()?;
+        Some(std::time::Duration::from_nanos(b))
+    }
+
+    /// A script ended having used `cpu` of CPU (read from the kernel before it was reaped).
+    pub fn script_ended(&self, cpu: std::time::Duration) {
+        if let Some((b, origin)) = &self.budget {
+            let now = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let cpu = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
+            b.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .observe(now, cpu);
+        }
+    }
+
+    fn verdict(&self, cpu_ns: u64) -> Verdict {
+        match &self.budget {
+            None => Verdict::Unarmed,
+            Some((b, _)) => b.lock().unwrap_or_else(|p| p.into_inner()).check(cpu_ns),
+        }
+    }
+
+    /// The check armed when a raised script starts (with a budget): look at its CPU time when
+    /// it could first have used the budget, and again as the verdict says, until it is lowered
+    /// (by this rule or its worker's) or gone. Returns whether this rule lowered it.
+    pub async fn watch(self: Arc<Self>, script: Arc<Raised>) -> bool {
+        // Re-checks are at least this far apart (the timer's resolution).
+        const MIN_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
+        let mut delay = std::time::Duration::ZERO;
+        loop {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay.max(MIN_RECHECK)).await;
+            }
+            if !script.is_held() {
+                return false;
+            }
+            let Ok(s) = os::procfs::schedstat(script.pid) else {
+                return false;
+            };
+            match self.verdict(s.run_ns) {
+                Verdict::Unarmed => return false,
+                Verdict::Lower => {
+                    if script.lower() {
+                        script.stats.lowered_budget.fetch_add(1, Relaxed);
+                        return true;
+                    }
+                    return false;
+                }
+                Verdict::RecheckAfter(ns) => delay = std::time::Duration::from_nanos(ns),
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -240,10 +327,11 @@ impl Raised {
         self.held.load(Relaxed)
     }
 
-    /// Restore the script (its worker lost the mark); later calls do nothing.
-    pub fn lower(&self) {
+    /// Restore the script (its worker lost the mark, or it ran past the text budget); later
+    /// calls do nothing. Returns whether this call restored it.
+    pub fn lower(&self) -> bool {
         if !self.held.swap(false, Relaxed) {
-            return;
+            return false;
         }
         let mut g = self.lever.lock();
         match g.lever.lower(self.pid) {
@@ -253,6 +341,12 @@ impl Raised {
             Err(e) => self.lever.failed(&self.stats, &e),
         }
         self.lever.release(&mut g, &self.stats);
+        true
+    }
+
+    /// The script's process.
+    pub fn pid(&self) -> i32 {
+        self.pid
     }
 
     /// The script was reaped: forget it (nothing to restore on a process that is gone).
