@@ -209,10 +209,18 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     }
     let rw0 = p.rw[0];
     v.push(pos(&format!("pos-rw{rw0}-nolever"), rw0, "off"));
-    // The lever also lowering a raised script by its own CPU time: when named.
-    let budget = format!("pos-rw{rw0}-budget");
-    if o.only.as_ref().is_some_and(|only| only.contains(&budget)) {
-        v.push(pos(&budget, rw0, "nice+budget"));
+    // The lever also lowering a raised script by its own CPU time, and raising the oldest
+    // script of POS's tail: when named.
+    for (suffix, lever) in [
+        ("budget", "nice+budget"),
+        ("tail", "nice+tail"),
+        ("budget-tail", "nice+budget+tail"),
+        ("budget-tailyield", "nice+budget+tailyield"),
+    ] {
+        let name = format!("pos-rw{rw0}-{suffix}");
+        if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
+            v.push(pos(&name, rw0, lever));
+        }
     }
     // The CGI lever with the server's threads raised at rest: when named.
     let rest = format!("pos-rw{rw0}-rest");

@@ -603,12 +603,15 @@ impl Cgi {
         }
         let (stats, orphans) = (self.stats.clone(), self.orphans.clone());
         let leader = sp.guard.pid();
+        let (asked, granted) = gate.unwrap_or((spawned, spawned));
         let raised = match (&self.lever, start) {
-            (Some(l), Some(st)) => l.adopt(leader, st, &self.stats),
+            (Some(l), Some(st)) => l.adopt(leader, st, asked, &self.stats),
             _ => None,
         };
+        if let (Some(l), None) = (&self.lever, &raised) {
+            l.tail_enter(leader, asked, &self.stats);
+        }
         let held = raised.clone();
-        let (asked, granted) = gate.unwrap_or((spawned, spawned));
         let timing = Arc::new(ScriptTiming::new(
             self.stats.times.clone(),
             asked,
@@ -628,8 +631,11 @@ impl Cgi {
                 r.exited();
             }
             ended.exited(sched);
-            if let (Some(l), Some(s)) = (lever, sched) {
-                l.script_ended(Duration::from_nanos(s.run_ns));
+            if let Some(l) = lever {
+                l.tail_leave(leader, asked, &stats);
+                if let Some(s) = sched {
+                    l.script_ended(Duration::from_nanos(s.run_ns));
+                }
             }
             orphans.reaped(leader);
             orphans.end(req);

@@ -31,6 +31,17 @@
 //!   budget ([`ScriptLever::watch`]): a script that computes everything before printing
 //!   anything is lowered too, which the worker's rule cannot see.
 //!
+//! - **The tail's order** (`cgi_lever = "nice+tail"`): POS's queue is the marked workers at
+//!   the head and the rest in the order their service episodes began (`--pos-tail episode`,
+//!   the lab's default); the kernel runs the unraised scripts side by side (a fair share
+//!   each), so every page's images finish late together. With the tail, the oldest running
+//!   script that is not raised (by the start of its request: the oldest episode's) is raised
+//!   too, one at a time, and restored when a script older than it enters the tail; so the
+//!   rest runs about in the order POS's tail gives, and the oldest page's images finish first.
+//!   With `nice+budget+tailyield` the tail's head is raised only while no script is held
+//!   raised as text (POS's head strictly before its tail); with `nice+tail` and
+//!   `nice+budget+tail` it is raised beside them.
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -52,6 +63,11 @@ struct Inner {
     threads: Vec<(Tid, i32)>,
     /// Scripts held raised now.
     held: usize,
+    /// With the tail's order: the running scripts not raised as text, by the start of their
+    /// request (then pid).
+    tail: std::collections::BTreeSet<(std::time::Instant, i32)>,
+    /// The one of them raised now (the oldest).
+    tail_head: Option<i32>,
 }
 
 /// The server's lever over its CGI scripts (one for all sites).
@@ -65,6 +81,10 @@ pub struct ScriptLever {
     /// The text budget learnt from the scripts' CPU times, with the origin of its clock;
     /// `None` without the script's own rule (`cgi_lever = "nice"`).
     budget: Option<(Mutex<ScriptBudget>, std::time::Instant)>,
+    /// Raise the oldest script of the tail too (see the module docs).
+    tail_order: bool,
+    /// ... but only while no script is held raised as text (POS's head before its tail).
+    tail_yields: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -103,10 +123,14 @@ impl ScriptLever {
                     lever,
                     threads: Vec::new(),
                     held: 0,
+                    tail: Default::default(),
+                    tail_head: None,
                 }),
                 raised_nice: cfg.nice,
                 warned: AtomicBool::new(false),
                 budget: None,
+                tail_order: false,
+                tail_yields: false,
             },
             recovered.restored.len(),
         ))
@@ -121,6 +145,95 @@ impl ScriptLever {
             std::time::Instant::now(),
         ));
         self
+    }
+
+    /// Also raise the oldest running script that is not raised as text (see the module docs).
+    pub fn with_tail_order(mut self, yields: bool) -> Self {
+        self.tail_order = true;
+        self.tail_yields = yields;
+        self
+    }
+
+    /// A script not raised as text (never raised, or just restored) runs, for a request that
+    /// began at `key`: it joins the tail.
+    pub fn tail_enter(&self, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        if self.tail_order {
+            let mut g = self.lock();
+            self.tail_enter_locked(&mut g, pid, key, stats);
+        }
+    }
+
+    fn tail_enter_locked(
+        &self,
+        g: &mut Inner,
+        pid: i32,
+        key: std::time::Instant,
+        stats: &CgiStats,
+    ) {
+        if self.tail_order {
+            g.tail.insert((key, pid));
+            self.fix_tail(g, stats);
+        }
+    }
+
+    /// The script `pid` of a request that began at `key` has exited (reaped): it leaves the
+    /// tail (nothing to restore on a process that is gone).
+    pub fn tail_leave(&self, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        if !self.tail_order {
+            return;
+        }
+        let mut g = self.lock();
+        g.tail.remove(&(key, pid));
+        if g.tail_head == Some(pid) {
+            g.lever.forget(pid);
+            g.tail_head = None;
+            self.release_raw(&mut g, stats);
+        }
+        self.fix_tail(&mut g, stats);
+    }
+
+    /// Make the oldest script of the tail the one raised.
+    fn fix_tail(&self, g: &mut Inner, stats: &CgiStats) {
+        if !self.tail_order {
+            return;
+        }
+        loop {
+            // Scripts held raised as text (the tail's head is held too).
+            let text = g.held.saturating_sub(usize::from(g.tail_head.is_some()));
+            let want = if self.tail_yields && text > 0 {
+                None
+            } else {
+                g.tail.first().map(|&(_, p)| p)
+            };
+            if want == g.tail_head {
+                return;
+            }
+            if let Some(old) = g.tail_head.take() {
+                if let Err(e) = g.lever.lower(old) {
+                    self.failed(stats, &e);
+                }
+                self.release_raw(g, stats);
+            }
+            let Some(new) = want else {
+                return;
+            };
+            match g.lever.raise(new) {
+                Ok(()) => {
+                    g.tail_head = Some(new);
+                    stats.tail_heads.fetch_add(1, Relaxed);
+                    self.hold_raw(g, stats);
+                    return;
+                }
+                Err(LeverError::Gone(_)) => {
+                    // Exited, not reaped yet: not worth raising.
+                    g.tail.retain(|&(_, p)| p != new);
+                }
+                Err(e) => {
+                    self.failed(stats, &e);
+                    return;
+                }
+            }
+        }
     }
 
     /// Whether raised scripts are also lowered by their own CPU time.
@@ -230,7 +343,19 @@ impl ScriptLever {
     }
 
     /// One more script (or raised start) held: the first raises the server's threads.
+    /// One more script held raised as text; the tail's head yields to it if it must.
     fn hold(&self, g: &mut Inner, stats: &CgiStats) {
+        self.hold_raw(g, stats);
+        self.fix_tail(g, stats);
+    }
+
+    /// One script less held raised as text.
+    fn release(&self, g: &mut Inner, stats: &CgiStats) {
+        self.release_raw(g, stats);
+        self.fix_tail(g, stats);
+    }
+
+    fn hold_raw(&self, g: &mut Inner, stats: &CgiStats) {
         g.held += 1;
         if g.held == 1 {
             let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
@@ -265,6 +390,7 @@ impl ScriptLever {
         self: &Arc<Self>,
         pid: i32,
         start: Start,
+        key: std::time::Instant,
         stats: &Arc<CgiStats>,
     ) -> Option<Arc<Raised>> {
         if !start.raise {
@@ -289,13 +415,14 @@ impl ScriptLever {
         Some(Arc::new(Raised {
             lever: self.clone(),
             pid,
+            key,
             stats: stats.clone(),
             held: AtomicBool::new(true),
         }))
     }
 
     /// One script less held: the last one restores the server's threads.
-    fn release(&self, g: &mut Inner, stats: &CgiStats) {
+    fn release_raw(&self, g: &mut Inner, stats: &CgiStats) {
         g.held = g.held.saturating_sub(1);
         if g.held == 0 {
             let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
@@ -315,6 +442,8 @@ pub struct Raised {
     lever: Arc<ScriptLever>,
     /// The script's process.
     pid: i32,
+    /// When its request began (its place in the tail once restored).
+    key: std::time::Instant,
     /// Where the restores and failures are counted.
     stats: Arc<CgiStats>,
     /// Still raised (neither restored nor exited).
@@ -341,6 +470,8 @@ impl Raised {
             Err(e) => self.lever.failed(&self.stats, &e),
         }
         self.lever.release(&mut g, &self.stats);
+        self.lever
+            .tail_enter_locked(&mut g, self.pid, self.key, &self.stats);
         true
     }
 

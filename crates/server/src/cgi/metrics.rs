@@ -34,6 +34,7 @@ pub fn render_metrics(with: &[(&str, &Cgi)]) -> String {
             ("lowered", &s.lowered),
             ("lever_error", &s.lever_errors),
             ("lowered_budget", &s.lowered_budget),
+            ("tail_head", &s.tail_heads),
         ] {
             let _ = writeln!(
                 out,

@@ -44,6 +44,8 @@ pub struct CgiStats {
     /// Raised scripts restored because their own CPU time passed the text budget
     /// (`cgi_lever = "nice+budget"`), before their worker lost the mark.
     pub lowered_budget: AtomicU64,
+    /// Scripts raised as the oldest of the tail (`cgi_lever = "nice+tail"`).
+    pub tail_heads: AtomicU64,
     /// Where requests' time went, per class (gate, start, run, run queue, relay...).
     pub times: Arc<ClassTimes>,
 }

@@ -3,7 +3,9 @@
 //! slot and the preparing burst; `start`, the fork and exec until it runs; the script's
 //! life split by the kernel's own accounting (`/proc/<pid>/schedstat`, read when the script
 //! has exited and before it is reaped) into running, waiting for a CPU (run queue, throttled
-//! time included) and the rest (blocked), and the relay's tail after the script exited.
+//! time included) and the rest (blocked, or exited and not yet seen to: the exit counts as
+//! the earlier of its reaping and the end of its output), and the relay's tail after the
+//! script exited; `total` runs from asking the gate to the end of the output.
 //! Summed per class in [`ClassTimes`] (admin `/metrics`: `triage_cgi_time_seconds_total` and
 //! `triage_cgi_timed_total`); the labs turn them into means per script.
 
@@ -139,9 +141,11 @@ impl Drop for ScriptTiming {
             return;
         };
         let ns = |a: Instant, b: Instant| b.saturating_duration_since(a).as_nanos() as u64;
+        // The exit is seen when the server's thread reaps the script, which may be late; the
+        // end of its output (it closes its stdout when it exits) bounds it too.
+        let exit = exit.min(relayed);
         let life = ns(m.spawned, exit);
         let s = sched.unwrap_or_default();
-        let end = relayed.max(exit);
         let parts = [
             ns(m.arrived, m.granted),
             ns(m.granted, m.spawned),
@@ -149,7 +153,7 @@ impl Drop for ScriptTiming {
             s.wait_ns,
             life.saturating_sub(s.run_ns + s.wait_ns),
             ns(exit, relayed),
-            ns(m.arrived, end),
+            ns(m.arrived, relayed),
             u64::from(m.raised),
         ];
         self.times.add(class_index(m.class), parts);
