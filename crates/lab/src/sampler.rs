@@ -189,14 +189,14 @@ pub fn cgi_times(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeM
     let mut out = BTreeMap::new();
     for class in ["text", "media", "unknown"] {
         let c = format!("class=\"{class}\"");
-        let n = sum(b, "triage_cgi_timed_total", &[c.clone()])
-            - sum(a, "triage_cgi_timed_total", &[c.clone()]);
+        let n = sum(b, "triage_cgi_timed_total", std::slice::from_ref(&c))
+            - sum(a, "triage_cgi_timed_total", std::slice::from_ref(&c));
         if n <= 0.0 {
             continue;
         }
         out.insert(format!("{class}.n"), n);
-        let raised = sum(b, "triage_cgi_timed_raised_total", &[c.clone()])
-            - sum(a, "triage_cgi_timed_raised_total", &[c.clone()]);
+        let raised = sum(b, "triage_cgi_timed_raised_total", std::slice::from_ref(&c))
+            - sum(a, "triage_cgi_timed_raised_total", std::slice::from_ref(&c));
         out.insert(format!("{class}.raised"), raised / n);
         for part in ["gate", "start", "run", "runq", "blocked", "relay", "total"] {
             let l = [c.clone(), format!("part=\"{part}\"")];

@@ -271,7 +271,11 @@ async fn a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_nev
     tokio::time::sleep(Duration::from_millis(60)).await;
     let long = get(addr, "/cgi-bin/burn.pl?120").await;
     assert_eq!(value(&long, "first"), -20, "{long}");
-    assert_eq!(value(&long, "last"), base, "lowered past the budget: {long}");
+    assert_eq!(
+        value(&long, "last"),
+        base,
+        "lowered past the budget: {long}"
+    );
     assert_eq!(budget_lowered(), before + 1);
     assert_eq!(
         stats

@@ -253,8 +253,17 @@ pub fn print_breakdown(vs: &[VariantSummary]) {
                 );
                 println!(
                     "{:<18} {:<6} {:>6} {:>7} {:>7} {:>6} {:>6} {:>7} {:>7} {:>6} {:>7}",
-                    "variant", "class", "n/run", "raised", "gate", "start", "run", "runq",
-                    "blocked", "relay", "total"
+                    "variant",
+                    "class",
+                    "n/run",
+                    "raised",
+                    "gate",
+                    "start",
+                    "run",
+                    "runq",
+                    "blocked",
+                    "relay",
+                    "total"
                 );
                 head = true;
             }

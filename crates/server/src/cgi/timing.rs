@@ -227,7 +227,9 @@ mod tests {
         let mut out = String::new();
         render(&mut out, "a", &times);
         assert!(
-            out.contains("triage_cgi_time_seconds_total{site=\"a\",class=\"media\",part=\"runq\"} 0.030000"),
+            out.contains(
+                "triage_cgi_time_seconds_total{site=\"a\",class=\"media\",part=\"runq\"} 0.030000"
+            ),
             "{out}"
         );
         assert!(out.contains("triage_cgi_timed_total{site=\"a\",class=\"media\"} 1"));
