@@ -293,3 +293,97 @@ async fn a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_nev
     let _ = tx.send(());
     let _ = task.await;
 }
+
+/// Reports its nice value after 0.2 s and again after 0.9 s.
+const TAIL: &str = "#!/usr/bin/perl\n$| = 1;\nselect(undef, undef, undef, 0.2);\n\
+    my $x = getpriority(0, 0);\nselect(undef, undef, undef, 0.7);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nfirst=$x\\nlater=\" . getpriority(0, 0) . \"\\n\";\n";
+/// Reports its nice value after 0.6 s, then exits.
+const SHORT_TAIL: &str = "#!/usr/bin/perl\nselect(undef, undef, undef, 0.6);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nfirst=\" . getpriority(0, 0) . \"\\n\";\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left() {
+    if !is_root() {
+        eprintln!(
+            "SKIP the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left: needs \
+             root (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    for (name, text) in [("tail.pl", TAIL), ("short.pl", SHORT_TAIL)] {
+        let p = cgi.dirs[0].dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sites: vec![SiteConfig {
+            name: "t".into(),
+            aliases: Vec::new(),
+            root: tmp.path().to_owned(),
+            index: None,
+            cgi: Some(cgi),
+        }],
+        policy: PolicySection {
+            name: "pos".into(),
+            config: PolicyConfig {
+                // Nobody waits past SLP: no script is raised as text, all are in the tail.
+                slp: Tunable::Fixed(60_000 * MS),
+                rw: Tunable::Fixed(3),
+                ..PolicyConfig::default()
+            },
+        },
+        cgi_lever: CgiLever::NiceTail,
+        shutdown_timeout: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let server = server::Server::bind(config).await.expect("server starts");
+    let addr = server.local_addr();
+    let ctx = server.ctx().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = server
+            .run(async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    let cgi = ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap();
+    let lever = cgi.lever().expect("cgi_lever = nice+tail").clone();
+    let stats = cgi.stats().clone();
+    let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+    // The oldest (short.pl) is raised; the younger (tail.pl) waits at its base value until
+    // the oldest has exited, then it is the oldest and raised in turn.
+    let older = tokio::spawn(get(addr, "/cgi-bin/short.pl"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let younger = tokio::spawn(get(addr, "/cgi-bin/tail.pl"));
+    let older = older.await.unwrap();
+    let younger = younger.await.unwrap();
+    assert_eq!(value(&older, "first"), -20, "the oldest is raised: {older}");
+    assert_eq!(value(&younger, "first"), base, "one at a time: {younger}");
+    assert_eq!(value(&younger, "later"), -20, "its turn came: {younger}");
+    assert_eq!(
+        stats.raised.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "none raised as text"
+    );
+    assert!(stats.tail_heads.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    assert_eq!(
+        stats
+            .lever_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // Nothing stays raised: scripts, nor the server's threads.
+    let end = Instant::now() + Duration::from_secs(5);
+    while lever.raised_tasks() > 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(lever.raised(), 0);
+    assert_eq!(lever.raised_tasks(), 0);
+    let _ = tx.send(());
+    let _ = task.await;
+}
