@@ -377,6 +377,24 @@ mod tests {
     }
 
     #[test]
+    fn cgi_times_are_means_per_request_of_the_class() {
+        let a = parse_prometheus(
+            "triage_cgi_timed_total{site=\"a\",class=\"media\"} 2\n\
+             triage_cgi_time_seconds_total{site=\"a\",class=\"media\",part=\"runq\"} 0.1\n",
+        );
+        let b = parse_prometheus(
+            "triage_cgi_timed_total{site=\"a\",class=\"media\"} 6\n\
+             triage_cgi_timed_raised_total{site=\"a\",class=\"media\"} 2\n\
+             triage_cgi_time_seconds_total{site=\"a\",class=\"media\",part=\"runq\"} 0.5\n",
+        );
+        let t = cgi_times(&a, &b);
+        assert_eq!(t["media.n"], 4.0);
+        assert!((t["media.runq"] - 100.0).abs() < 1e-9, "{t:?}");
+        assert_eq!(t["media.raised"], 0.5);
+        assert!(!t.contains_key("text.n"), "no text request: no entry");
+    }
+
+    #[test]
     fn own_threads_are_visible() {
         let me = std::process::id() as i32;
         let states = thread_states(&[me]);

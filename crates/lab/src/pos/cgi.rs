@@ -468,5 +468,28 @@ mod tests {
             a.contains("--cgi-lever nice") && a.contains("--boost rest --boost-nice -20"),
             "{a}"
         );
+        // The budget and the tail: only when named, each with its lever.
+        o.only = Some(vec![
+            "pos-rw3-budget".into(),
+            "pos-rw3-budget-tailyield".into(),
+        ]);
+        let v = variants(&p, &o);
+        let levers: Vec<String> = v
+            .iter()
+            .map(|v| match &v.server {
+                crate::runner::ServerKind::Triage { args } => {
+                    let i = args.iter().position(|a| a == "--cgi-lever").unwrap();
+                    format!("{}={}", v.name, args[i + 1])
+                }
+                _ => panic!("not triage"),
+            })
+            .collect();
+        assert_eq!(
+            levers,
+            [
+                "pos-rw3-budget=nice+budget",
+                "pos-rw3-budget-tailyield=nice+budget+tailyield"
+            ]
+        );
     }
 }
