@@ -167,6 +167,45 @@ pub struct GateStats {
     pub scripts_raised: f64,
     /// Raised scripts restored while running (their worker lost POS's mark).
     pub scripts_lowered: f64,
+    /// Of these, those restored because their own CPU time passed the text budget.
+    pub scripts_lowered_budget: f64,
+    /// Where completed CGI requests' time went (the server's `triage_cgi_time_seconds_total`):
+    /// `<class>.<part>` -> mean ms per request of the class (`<class>.n`: requests;
+    /// `<class>.raised`: the share started raised), all sites.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cgi_times: BTreeMap<String, f64>,
+}
+
+/// [`GateStats::cgi_times`] from two scrapes of `/metrics`.
+pub fn cgi_times(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    let sum = |m: &BTreeMap<String, f64>, name: &str, labels: &[String]| -> f64 {
+        m.iter()
+            .filter(|(k, _)| {
+                k.starts_with(&format!("{name}{{")) && labels.iter().all(|l| k.contains(l.as_str()))
+            })
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let mut out = BTreeMap::new();
+    for class in ["text", "media", "unknown"] {
+        let c = format!("class=\"{class}\"");
+        let n = sum(b, "triage_cgi_timed_total", std::slice::from_ref(&c))
+            - sum(a, "triage_cgi_timed_total", std::slice::from_ref(&c));
+        if n <= 0.0 {
+            continue;
+        }
+        out.insert(format!("{class}.n"), n);
+        let raised = sum(b, "triage_cgi_timed_raised_total", std::slice::from_ref(&c))
+            - sum(a, "triage_cgi_timed_raised_total", std::slice::from_ref(&c));
+        out.insert(format!("{class}.raised"), raised / n);
+        for part in ["gate", "start", "run", "runq", "blocked", "relay", "total"] {
+            let l = [c.clone(), format!("part=\"{part}\"")];
+            let s = sum(b, "triage_cgi_time_seconds_total", &l)
+                - sum(a, "triage_cgi_time_seconds_total", &l);
+            out.insert(format!("{class}.{part}"), s * 1e3 / n);
+        }
+    }
+    out
 }
 
 /// Parse the Prometheus text format into `name -> value`; a labelled series is keyed by its
@@ -282,6 +321,9 @@ impl GatePoller {
                     series,
                     scripts_raised: cgi_outcome(&last, "raised") - cgi_outcome(&first, "raised"),
                     scripts_lowered: cgi_outcome(&last, "lowered") - cgi_outcome(&first, "lowered"),
+                    scripts_lowered_budget: cgi_outcome(&last, "lowered_budget")
+                        - cgi_outcome(&first, "lowered_budget"),
+                    cgi_times: cgi_times(&first, &last),
                 })
             })
             .ok();
@@ -332,6 +374,24 @@ mod tests {
         );
         assert_eq!(cgi_outcome(&cgi, "raised"), 7.0);
         assert_eq!(cgi_outcome(&cgi, "lowered"), 1.0);
+    }
+
+    #[test]
+    fn cgi_times_are_means_per_request_of_the_class() {
+        let a = parse_prometheus(
+            "triage_cgi_timed_total{site=\"a\",class=\"media\"} 2\n\
+             triage_cgi_time_seconds_total{site=\"a\",class=\"media\",part=\"runq\"} 0.1\n",
+        );
+        let b = parse_prometheus(
+            "triage_cgi_timed_total{site=\"a\",class=\"media\"} 6\n\
+             triage_cgi_timed_raised_total{site=\"a\",class=\"media\"} 2\n\
+             triage_cgi_time_seconds_total{site=\"a\",class=\"media\",part=\"runq\"} 0.5\n",
+        );
+        let t = cgi_times(&a, &b);
+        assert_eq!(t["media.n"], 4.0);
+        assert!((t["media.runq"] - 100.0).abs() < 1e-9, "{t:?}");
+        assert_eq!(t["media.raised"], 0.5);
+        assert!(!t.contains_key("text.n"), "no text request: no entry");
     }
 
     #[test]

@@ -202,6 +202,38 @@ pub fn parse_proc_stat(text: &str) -> Vec<CpuTime> {
     v
 }
 
+/// What the scheduler accounted to one task (`/proc/<pid>/schedstat`): the CGI lever reads a
+/// script's own CPU time with it (POS's run/wait rule applied to the process the kernel runs),
+/// and the CGI timing splits a script's life into running and waiting for a CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchedStat {
+    /// Time on a CPU (ns): the task's `sum_exec_runtime`, exact (not in clock ticks).
+    pub run_ns: u64,
+    /// Time runnable but waiting for a CPU (ns), run-queue delay; it includes the time its
+    /// cgroup was throttled by a CPU quota while the task was runnable.
+    pub wait_ns: u64,
+    /// Times it was given a CPU.
+    pub slices: u64,
+}
+
+/// The scheduler's accounting of task `pid` (its main thread for a process). Readable while the
+/// task is a zombie (not yet reaped): the final figures of an exited child.
+pub fn schedstat(pid: i32) -> io::Result<SchedStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))?;
+    parse_schedstat(&text)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable schedstat"))
+}
+
+/// Parse a `/proc/<pid>/schedstat` line: `run_ns wait_ns slices`.
+pub fn parse_schedstat(text: &str) -> Option<SchedStat> {
+    let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some(SchedStat {
+        run_ns: f.next()??,
+        wait_ns: f.next()??,
+        slices: f.next()??,
+    })
+}
+
 /// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_kib(pid: i32) -> io::Result<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -255,6 +287,37 @@ mod tests {
         assert_eq!(parse_stat_pgrp(line), Some(1234));
         assert_eq!(parse_stat_pgrp("5 (a) b) S 1 77 5"), Some(77));
         assert_eq!(parse_stat_pgrp("garbage"), None);
+    }
+
+    #[test]
+    fn schedstat_line_and_a_running_child() {
+        assert_eq!(
+            parse_schedstat("1500000 250000 7\n"),
+            Some(SchedStat {
+                run_ns: 1_500_000,
+                wait_ns: 250_000,
+                slices: 7
+            })
+        );
+        assert_eq!(parse_schedstat("1 2"), None);
+        assert_eq!(parse_schedstat("x 2 3"), None);
+        // A child burning CPU shows it, and still does as a zombie (before it is reaped).
+        let mut c = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"])
+            .spawn()
+            .unwrap();
+        let pid = c.id() as i32;
+        loop {
+            if state(pid) == Some('Z') {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let z = schedstat(pid).unwrap();
+        assert!(z.run_ns > 1_000_000, "{z:?}");
+        assert!(z.slices >= 1, "{z:?}");
+        c.wait().unwrap();
+        assert!(schedstat(pid).is_err(), "reaped: gone");
     }
 
     #[test]

@@ -26,6 +26,8 @@
 //!   is given, not from the registry); and [`dispatch`], the cluster distribution policies.
 //! - [`kpos`]: POS for tasks the kernel schedules: a tracer's run/wait transitions drive a
 //!   [`pos::Pos`], whose mark becomes a raise/lower decision per task (`triage pos attach`).
+//! - [`script_budget`]: POS's characteristic 2 for a CGI script the kernel runs: the text
+//!   budget of CPU learnt from the scripts' own CPU times (two-means split, as RW's `split`).
 //! - [`registry`]: the list of policies and [`build`]; adding a policy is one file plus one
 //!   line there.
 
@@ -46,6 +48,7 @@ pub mod queue;
 pub mod ready;
 pub mod registry;
 pub mod sched;
+pub mod script_budget;
 pub mod share;
 pub mod timeshare;
 pub mod worker;

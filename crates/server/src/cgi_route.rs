@@ -71,6 +71,7 @@ where
         local: conn.local(),
         remote: conn.remote(),
     };
+    let asked = std::time::Instant::now();
     let permit = ctx
         .gate()
         .acquire(
@@ -78,7 +79,7 @@ where
             hints_for(site, ContentClass::Unknown, urgency),
         )
         .await;
-    let prepared = with_raise(cgi.prepare(req, info), ctx, conn, cgi);
+    let prepared = with_raise(cgi.prepare(req, info), ctx, conn, cgi, asked);
     drop(permit);
     let mut peer = PeerWatch::new(conn.fd())
         .map_err(|e| tracing::debug!("cgi: cannot watch the connection: {e}"))
@@ -112,6 +113,7 @@ where
         if !is_cgi {
             return crate::static_file::serve(ctx, conn, site, next).await;
         }
+        let asked = std::time::Instant::now();
         let permit = ctx
             .gate()
             .acquire(
@@ -119,7 +121,7 @@ where
                 hints_for(site, ContentClass::Unknown, urgency),
             )
             .await;
-        let prepared = with_raise(cgi.prepare(next, info), ctx, conn, cgi);
+        let prepared = with_raise(cgi.prepare(next, info), ctx, conn, cgi, asked);
         drop(permit);
         outcome = match prepared {
             Ok(p) => match run_watched(cgi, p, &mut peer).await {
@@ -135,14 +137,17 @@ where
 
 /// The CGI lever's decision at the start of a script, read during the burst that prepares it
 /// (the worker holds its slot): start it raised when the policy marks the worker (POS:
-/// predicted to serve text). Only the mark is read; the rule is the policy's.
+/// predicted to serve text). Only the mark is read; the rule is the policy's. Also records
+/// when the request asked the gate (`asked`) and was granted (now), for its timing.
 fn with_raise<B>(
     p: Result<Prepared<B>, Box<Outcome>>,
     ctx: &Ctx,
     conn: &Conn,
     cgi: &Cgi,
+    asked: std::time::Instant,
 ) -> Result<Prepared<B>, Box<Outcome>> {
     p.map(|mut p| {
+        p.set_gate(asked, std::time::Instant::now());
         if cgi.lever().is_some() {
             p.set_raise(ctx.gate().marked(conn.worker()));
         }

@@ -82,6 +82,48 @@ pub enum CgiLever {
     Off,
     /// nice -20 from its start, restored when its worker loses POS's mark (`os::lever`).
     Nice,
+    /// As `Nice`, and also restored once the script's own CPU time passes the text budget the
+    /// policy learns from the scripts' CPU times (`policy::script_budget`).
+    #[serde(rename = "nice+budget")]
+    NiceBudget,
+    /// As `Nice`, and the oldest running script not raised as text is raised too, one at a
+    /// time: the kernel runs the rest in about POS's tail order (`server::cgi::lever`).
+    #[serde(rename = "nice+tail")]
+    NiceTail,
+    /// Both `nice+budget` and `nice+tail`.
+    #[serde(rename = "nice+budget+tail")]
+    NiceBudgetTail,
+    /// As `nice+budget+tail`, the tail's head raised only while no script is raised as text.
+    #[serde(rename = "nice+budget+tailyield")]
+    NiceBudgetTailYield,
+}
+
+impl CgiLever {
+    /// Whether scripts of marked workers start raised.
+    pub fn raises(self) -> bool {
+        self != CgiLever::Off
+    }
+
+    /// Whether a raised script is also lowered by its own CPU time.
+    pub fn budget(self) -> bool {
+        matches!(
+            self,
+            CgiLever::NiceBudget | CgiLever::NiceBudgetTail | CgiLever::NiceBudgetTailYield
+        )
+    }
+
+    /// Whether the oldest script of POS's tail is raised too.
+    pub fn tail(self) -> bool {
+        matches!(
+            self,
+            CgiLever::NiceTail | CgiLever::NiceBudgetTail | CgiLever::NiceBudgetTailYield
+        )
+    }
+
+    /// Whether the tail's head yields to the scripts raised as text.
+    pub fn tail_yields(self) -> bool {
+        self == CgiLever::NiceBudgetTailYield
+    }
 }
 
 impl std::str::FromStr for CgiLever {
@@ -90,7 +132,14 @@ impl std::str::FromStr for CgiLever {
         match s {
             "off" => Ok(CgiLever::Off),
             "nice" => Ok(CgiLever::Nice),
-            _ => Err(format!("unknown cgi lever `{s}` (known: off, nice)")),
+            "nice+budget" => Ok(CgiLever::NiceBudget),
+            "nice+tail" => Ok(CgiLever::NiceTail),
+            "nice+budget+tail" => Ok(CgiLever::NiceBudgetTail),
+            "nice+budget+tailyield" => Ok(CgiLever::NiceBudgetTailYield),
+            _ => Err(format!(
+                "unknown cgi lever `{s}` (known: off, nice, nice+budget, nice+tail, \
+                 nice+budget+tail, nice+budget+tailyield)"
+            )),
         }
     }
 }

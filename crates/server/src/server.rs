@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::cgi::orphans::Orphans;
 use crate::cgi::{Cgi, ScriptLever};
-use crate::config::{available_cpus, CgiLever, Config, ConfigError};
+use crate::config::{available_cpus, Config, ConfigError};
 use crate::conn::Serving;
 use crate::containers::Containers;
 use crate::ctx::{Bodies, Ctx, Timeouts};
@@ -141,7 +141,7 @@ fn build_sites(
             c.set_orphans(o.clone());
         }
     }
-    if cfg.cgi_lever == CgiLever::Nice && !cgis.is_empty() {
+    if cfg.cgi_lever.raises() && !cgis.is_empty() {
         let (lever, restored) =
             ScriptLever::open(Path::new(os::lever::STATE_DIR)).map_err(|e| ConfigError::Value {
                 key: "cgi_lever".into(),
@@ -152,6 +152,13 @@ fn build_sites(
             })?;
         if restored > 0 {
             tracing::warn!("cgi lever: restored {restored} script(s) a crashed run left raised");
+        }
+        let mut lever = lever;
+        if cfg.cgi_lever.budget() {
+            lever = lever.with_budget(std::time::Duration::from_nanos(cfg.policy.config.period));
+        }
+        if cfg.cgi_lever.tail() {
+            lever = lever.with_tail_order(cfg.cgi_lever.tail_yields());
         }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {

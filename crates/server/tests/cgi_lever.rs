@@ -173,3 +173,217 @@ async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
         let _ = task.await;
     }
 }
+
+/// A script that burns the CPU time its query names (ms, its start included), printing nothing
+/// until the end: its nice value at the start and at the end.
+fn burn_script() -> String {
+    let (nr, clock) = os::cputime::process_clock_syscall();
+    format!(
+        "#!/usr/bin/perl\n\
+         my $first = getpriority(0, 0);\n\
+         my $ts = \"\\0\" x 16;\n\
+         sub cpu {{ syscall({nr}, {clock}, $ts) == 0 or die \"clock_gettime: $!\"; \
+         my ($s, $ns) = unpack(\"q q\", $ts); $s + $ns / 1e9 }}\n\
+         my $until = ($ENV{{QUERY_STRING}} || 1) / 1000; my $x = 0;\n\
+         while (cpu() < $until) {{ $x += $_ * 0.5 for 1 .. 100 }}\n\
+         print \"Content-Type: text/html\\r\\n\\r\\nfirst=$first\\nlast=\" . getpriority(0, 0) . \"\\n\";\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_never() {
+    if !is_root() {
+        eprintln!(
+            "SKIP a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_never: \
+             needs root (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cgi = site(tmp.path());
+    let p = cgi.dirs[0].dir.join("burn.pl");
+    std::fs::write(&p, burn_script()).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    cgi.timeout = Duration::from_secs(20);
+    let config = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sites: vec![SiteConfig {
+            name: "t".into(),
+            aliases: Vec::new(),
+            root: tmp.path().to_owned(),
+            index: None,
+            cgi: Some(cgi),
+        }],
+        policy: PolicySection {
+            name: "pos".into(),
+            config: PolicyConfig {
+                // Every request comes on a worker idle past SLP (marked); RW high enough that
+                // no worker is demoted while its script computes without printing: only the
+                // script's own CPU time can lower it.
+                slp: Tunable::Fixed(30 * MS),
+                rw: Tunable::Fixed(50),
+                ..PolicyConfig::default()
+            },
+        },
+        cgi_lever: CgiLever::NiceBudget,
+        shutdown_timeout: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let server = server::Server::bind(config).await.expect("server starts");
+    let addr = server.local_addr();
+    let ctx = server.ctx().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = server
+            .run(async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    let cgi = ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap();
+    let lever = cgi.lever().expect("cgi_lever = nice+budget").clone();
+    let stats = cgi.stats().clone();
+    let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+    let budget_lowered = || {
+        stats
+            .lowered_budget
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    // Learning: scripts of about 8 ms and of 80 ms of CPU; no budget before both show.
+    assert_eq!(lever.budget(), None);
+    for q in [8, 80, 8, 80, 8, 80] {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        get(addr, &format!("/cgi-bin/burn.pl?{q}")).await;
+    }
+    let budget = lever.budget().expect("two separated classes learnt");
+    assert!(
+        budget >= Duration::from_millis(8) && budget < Duration::from_millis(40),
+        "the short class's longest: {budget:?}"
+    );
+    let before = budget_lowered();
+    // A short script (within the budget) is never touched: raised to its end.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let short = get(addr, "/cgi-bin/burn.pl?2").await;
+    assert_eq!(value(&short, "first"), -20, "{short}");
+    assert_eq!(value(&short, "last"), -20, "never lowered: {short}");
+    assert_eq!(budget_lowered(), before);
+    // A long one started raised is lowered once past the budget, by its own CPU time.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let long = get(addr, "/cgi-bin/burn.pl?120").await;
+    assert_eq!(value(&long, "first"), -20, "{long}");
+    assert_eq!(
+        value(&long, "last"),
+        base,
+        "lowered past the budget: {long}"
+    );
+    assert_eq!(budget_lowered(), before + 1);
+    assert_eq!(
+        stats
+            .lever_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // Nothing stays raised: scripts, nor the server's threads.
+    let end = Instant::now() + Duration::from_secs(5);
+    while lever.raised_tasks() > 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(lever.raised(), 0);
+    assert_eq!(lever.raised_tasks(), 0);
+    let _ = tx.send(());
+    let _ = task.await;
+}
+
+/// Reports its nice value after 0.2 s and again after 0.9 s.
+const TAIL: &str = "#!/usr/bin/perl\n$| = 1;\nselect(undef, undef, undef, 0.2);\n\
+    my $x = getpriority(0, 0);\nselect(undef, undef, undef, 0.7);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nfirst=$x\\nlater=\" . getpriority(0, 0) . \"\\n\";\n";
+/// Reports its nice value after 0.6 s, then exits.
+const SHORT_TAIL: &str = "#!/usr/bin/perl\nselect(undef, undef, undef, 0.6);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nfirst=\" . getpriority(0, 0) . \"\\n\";\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left() {
+    if !is_root() {
+        eprintln!(
+            "SKIP the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left: needs \
+             root (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    for (name, text) in [("tail.pl", TAIL), ("short.pl", SHORT_TAIL)] {
+        let p = cgi.dirs[0].dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sites: vec![SiteConfig {
+            name: "t".into(),
+            aliases: Vec::new(),
+            root: tmp.path().to_owned(),
+            index: None,
+            cgi: Some(cgi),
+        }],
+        policy: PolicySection {
+            name: "pos".into(),
+            config: PolicyConfig {
+                // Nobody waits past SLP: no script is raised as text, all are in the tail.
+                slp: Tunable::Fixed(60_000 * MS),
+                rw: Tunable::Fixed(3),
+                ..PolicyConfig::default()
+            },
+        },
+        cgi_lever: CgiLever::NiceTail,
+        shutdown_timeout: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let server = server::Server::bind(config).await.expect("server starts");
+    let addr = server.local_addr();
+    let ctx = server.ctx().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = server
+            .run(async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    let cgi = ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap();
+    let lever = cgi.lever().expect("cgi_lever = nice+tail").clone();
+    let stats = cgi.stats().clone();
+    let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+    // The oldest (short.pl) is raised; the younger (tail.pl) waits at its base value until
+    // the oldest has exited, then it is the oldest and raised in turn.
+    let older = tokio::spawn(get(addr, "/cgi-bin/short.pl"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let younger = tokio::spawn(get(addr, "/cgi-bin/tail.pl"));
+    let older = older.await.unwrap();
+    let younger = younger.await.unwrap();
+    assert_eq!(value(&older, "first"), -20, "the oldest is raised: {older}");
+    assert_eq!(value(&younger, "first"), base, "one at a time: {younger}");
+    assert_eq!(value(&younger, "later"), -20, "its turn came: {younger}");
+    assert_eq!(
+        stats.raised.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "none raised as text"
+    );
+    assert!(stats.tail_heads.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    assert_eq!(
+        stats
+            .lever_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // Nothing stays raised: scripts, nor the server's threads.
+    let end = Instant::now() + Duration::from_secs(5);
+    while lever.raised_tasks() > 0 && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(lever.raised(), 0);
+    assert_eq!(lever.raised_tasks(), 0);
+    let _ = tx.send(());
+    let _ = task.await;
+}

@@ -209,6 +209,19 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     }
     let rw0 = p.rw[0];
     v.push(pos(&format!("pos-rw{rw0}-nolever"), rw0, "off"));
+    // The lever also lowering a raised script by its own CPU time, and raising the oldest
+    // script of POS's tail: when named.
+    for (suffix, lever) in [
+        ("budget", "nice+budget"),
+        ("tail", "nice+tail"),
+        ("budget-tail", "nice+budget+tail"),
+        ("budget-tailyield", "nice+budget+tailyield"),
+    ] {
+        let name = format!("pos-rw{rw0}-{suffix}");
+        if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
+            v.push(pos(&name, rw0, lever));
+        }
+    }
     // The CGI lever with the server's threads raised at rest: when named.
     let rest = format!("pos-rw{rw0}-rest");
     if o.only.as_ref().is_some_and(|only| only.contains(&rest)) {
@@ -219,6 +232,58 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         v.retain(|x| only.iter().any(|n| n == &x.name));
     }
     v
+}
+
+/// Print where the CGI requests' time went per variant and class (the server's own timing:
+/// means per request in ms).
+pub fn print_breakdown(vs: &[VariantSummary]) {
+    let mut head = false;
+    for v in vs {
+        let Some(t) = v.gate.as_ref().map(|g| &g.cgi_times) else {
+            continue;
+        };
+        for class in ["text", "media"] {
+            let Some(n) = t.get(&format!("{class}.n")) else {
+                continue;
+            };
+            if !head {
+                println!(
+                    "where a CGI request's time goes (server side, mean ms per request; runq: \
+                     runnable without a CPU, throttled time included)"
+                );
+                println!(
+                    "{:<18} {:<6} {:>6} {:>7} {:>7} {:>6} {:>6} {:>7} {:>7} {:>6} {:>7}",
+                    "variant",
+                    "class",
+                    "n/run",
+                    "raised",
+                    "gate",
+                    "start",
+                    "run",
+                    "runq",
+                    "blocked",
+                    "relay",
+                    "total"
+                );
+                head = true;
+            }
+            let g = |p: &str| t.get(&format!("{class}.{p}")).copied().unwrap_or(f64::NAN);
+            println!(
+                "{:<18} {:<6} {:>6.1} {:>6.0}% {:>7.1} {:>6.1} {:>6.2} {:>7.1} {:>7.1} {:>6.1} {:>7.1}",
+                v.name,
+                class,
+                n,
+                g("raised") * 100.0,
+                g("gate"),
+                g("start"),
+                g("run"),
+                g("runq"),
+                g("blocked"),
+                g("relay"),
+                g("total"),
+            );
+        }
+    }
 }
 
 fn pct(x: Option<f64>) -> String {
@@ -262,6 +327,7 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
         Some(b) => {
             let raised = b.gate.as_ref().map_or(0.0, |g| g.scripts_raised);
             let lowered = b.gate.as_ref().map_or(0.0, |g| g.scripts_lowered);
+            let by_budget = b.gate.as_ref().map_or(0.0, |g| g.scripts_lowered_budget);
             let t1 = b.t1_mean_improvement_pct.unwrap_or(f64::NAN);
             let t2 = b.t2_mean_improvement_pct.unwrap_or(f64::NAN);
             out.push(Goal {
@@ -269,7 +335,8 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
                 met: t1 >= 50.0 && t2 >= -10.0 && raised > 0.0,
                 detail: format!(
                     "{}: mean t1 {} ({}), mean t2 {}; the lever raised {raised:.0} scripts per \
-                     run and restored {lowered:.0} while they ran",
+                     run and restored {lowered:.0} while they ran ({by_budget:.0} by their own \
+                     CPU time)",
                     b.name,
                     pct(Some(t1)),
                     ci(b),
@@ -400,6 +467,29 @@ mod tests {
         assert!(
             a.contains("--cgi-lever nice") && a.contains("--boost rest --boost-nice -20"),
             "{a}"
+        );
+        // The budget and the tail: only when named, each with its lever.
+        o.only = Some(vec![
+            "pos-rw3-budget".into(),
+            "pos-rw3-budget-tailyield".into(),
+        ]);
+        let v = variants(&p, &o);
+        let levers: Vec<String> = v
+            .iter()
+            .map(|v| match &v.server {
+                crate::runner::ServerKind::Triage { args } => {
+                    let i = args.iter().position(|a| a == "--cgi-lever").unwrap();
+                    format!("{}={}", v.name, args[i + 1])
+                }
+                _ => panic!("not triage"),
+            })
+            .collect();
+        assert_eq!(
+            levers,
+            [
+                "pos-rw3-budget=nice+budget",
+                "pos-rw3-budget-tailyield=nice+budget+tailyield"
+            ]
         );
     }
 }

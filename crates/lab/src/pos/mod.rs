@@ -245,6 +245,9 @@ impl Experiment for PosLab {
 
     fn print(&self, s: &Summary, out: &Path) {
         summary::print_table(s);
+        if self.o.site == SiteKind::Cgi {
+            cgi::print_breakdown(&s.variants);
+        }
         print_goals(&s.goals, out);
     }
 }

@@ -413,7 +413,38 @@ fn mean_gate(g: &[&GateStats]) -> Option<GateStats> {
         series: g[0].series.clone(),
         scripts_raised: m(|x| x.scripts_raised),
         scripts_lowered: m(|x| x.scripts_lowered),
+        scripts_lowered_budget: m(|x| x.scripts_lowered_budget),
+        cgi_times: mean_times(g),
     })
+}
+
+/// The mean over runs of every `cgi_times` entry (weighted by each run's requests of the
+/// class, so a mean per request stays one).
+fn mean_times(g: &[&GateStats]) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let keys: std::collections::BTreeSet<&String> =
+        g.iter().flat_map(|x| x.cgi_times.keys()).collect();
+    for k in keys {
+        let class = k.split('.').next().unwrap_or("");
+        let n_key = format!("{class}.n");
+        let (mut sum, mut n) = (0.0, 0.0);
+        for x in g {
+            let (Some(v), Some(w)) = (x.cgi_times.get(k), x.cgi_times.get(&n_key)) else {
+                continue;
+            };
+            if *k == n_key {
+                sum += v;
+                n += 1.0;
+            } else {
+                sum += v * w;
+                n += w;
+            }
+        }
+        if n > 0.0 {
+            out.insert(k.clone(), sum / n);
+        }
+    }
+    out
 }
 
 /// The summary of a run: per variant and browser count, the paper's statistics, the

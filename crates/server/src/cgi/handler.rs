@@ -26,6 +26,7 @@ use super::script::{Located, ScriptDirs};
 use super::spawn::{self, Placed};
 use super::spool;
 use super::stats::{AbortOnDrop, CgiStats, Tracker};
+use super::timing::ScriptTiming;
 use super::{env, parse};
 
 /// Longest header block a script may print.
@@ -65,6 +66,9 @@ pub struct Prepared<B> {
     path_info: String,
     /// Start the script raised (its worker is marked; the site has a lever).
     raise: bool,
+    /// When the request asked the gate for its preparing burst, and when it was granted (the
+    /// request's timing, [`super::timing`]); `None` until [`Prepared::set_gate`].
+    gate: Option<(std::time::Instant, std::time::Instant)>,
 }
 
 impl<B> Prepared<B> {
@@ -77,6 +81,12 @@ impl<B> Prepared<B> {
     /// caller saw its worker marked by the policy.
     pub fn set_raise(&mut self, raise: bool) {
         self.raise = raise;
+    }
+
+    /// The request asked the gate for its preparing burst at `asked`; it was granted at
+    /// `granted`.
+    pub fn set_gate(&mut self, asked: std::time::Instant, granted: std::time::Instant) {
+        self.gate = Some((asked, granted));
     }
 }
 
@@ -402,6 +412,7 @@ impl Cgi {
             script_name,
             path_info,
             raise: false,
+            gate: None,
         })
     }
 
@@ -421,6 +432,7 @@ impl Cgi {
             script_name,
             path_info,
             raise,
+            gate,
         } = p;
         let path = parts.uri.path().to_owned();
         // The request body: streamed when its length is known, else spooled to a file first.
@@ -583,6 +595,7 @@ impl Cgi {
             }
         };
         self.stats.started.fetch_add(1, Relaxed);
+        let spawned = std::time::Instant::now();
         let script_id: Arc<str> = Arc::from(script_name.as_str());
         tracing::debug!(script = %script_id, pid = sp.guard.pid(), placed = ?sp.placed, "cgi: started");
         if cgroup.is_some() && sp.placed != Placed::Nowhere {
@@ -590,15 +603,39 @@ impl Cgi {
         }
         let (stats, orphans) = (self.stats.clone(), self.orphans.clone());
         let leader = sp.guard.pid();
+        let (asked, granted) = gate.unwrap_or((spawned, spawned));
         let raised = match (&self.lever, start) {
-            (Some(l), Some(st)) => l.adopt(leader, st, &self.stats),
+            (Some(l), Some(st)) => l.adopt(leader, st, asked, &self.stats),
             _ => None,
         };
+        if let (Some(l), None) = (&self.lever, &raised) {
+            l.tail_enter(leader, asked, &self.stats);
+        }
         let held = raised.clone();
+        let timing = Arc::new(ScriptTiming::new(
+            self.stats.times.clone(),
+            asked,
+            granted,
+            spawned,
+            raised.is_some(),
+        ));
+        let (ended, lever) = (timing.clone(), self.lever.clone());
+        if let (Some(l), Some(r)) = (&self.lever, &raised) {
+            if l.has_budget() {
+                tokio::spawn(l.clone().watch(r.clone()));
+            }
+        }
         orphans.started(leader);
-        sp.guard.on_reaped(Box::new(move || {
+        sp.guard.on_reaped(Box::new(move |sched| {
             if let Some(r) = held {
                 r.exited();
+            }
+            ended.exited(sched);
+            if let Some(l) = lever {
+                l.tail_leave(leader, asked, &stats);
+                if let Some(s) = sched {
+                    l.script_ended(Duration::from_nanos(s.run_ns));
+                }
             }
             orphans.reaped(leader);
             orphans.end(req);
@@ -608,6 +645,7 @@ impl Cgi {
             drop(permit);
         }));
         let mut tracker = Tracker::new(self.stats.clone(), script_id.clone());
+        tracker.timing = Some(timing.clone());
 
         // stdin: the request body, concurrently with reading the output.
         let mut stdin = sp.stdin;
@@ -677,6 +715,12 @@ impl Cgi {
                 headers,
                 content_length,
             } => {
+                if let Some(ct) = headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                {
+                    timing.class(crate::headers::content_class(ct));
+                }
                 let relay = CgiRelay::new(relay::RelayParts {
                     stdout: sp.stdout,
                     first,

@@ -21,6 +21,27 @@
 //!   may be raised when it forks, every child gets its nice value at its start: -20 if raised,
 //!   else the thread's own base value.
 //!
+//! - **The script's own run length** (`cgi_lever = "nice+budget"`): POS's characteristic 2
+//!   applied to the process the kernel runs. A CPU-bound script never blocks, so it shows no
+//!   run/wait change; what it shows is its CPU time. Every script that ends tells its CPU time
+//!   (read from the kernel, `os::procfs::schedstat`) to the policy's
+//!   [`policy::script_budget::ScriptBudget`], which learns the text budget (the short class
+//!   of the scripts' CPU times); a check armed when a raised script starts reads its CPU
+//!   time at the budget and again until it ends, and restores it once it has run past the
+//!   budget ([`ScriptLever::watch`]): a script that computes everything before printing
+//!   anything is lowered too, which the worker's rule cannot see.
+//!
+//! - **The tail's order** (`cgi_lever = "nice+tail"`): POS's queue is the marked workers at
+//!   the head and the rest in the order their service episodes began (`--pos-tail episode`,
+//!   the lab's default); the kernel runs the unraised scripts side by side (a fair share
+//!   each), so every page's images finish late together. With the tail, the oldest running
+//!   script that is not raised (by the start of its request: the oldest episode's) is raised
+//!   too, one at a time, and restored when a script older than it enters the tail; so the
+//!   rest runs about in the order POS's tail gives, and the oldest page's images finish first.
+//!   With `nice+budget+tailyield` the tail's head is raised only while no script is held
+//!   raised as text (POS's head strictly before its tail); with `nice+tail` and
+//!   `nice+budget+tail` it is raised beside them.
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -30,6 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use os::lever::{Lever, LeverConfig, LeverError, LeverKind};
 use os::prio::{NiceHook, Tid};
+use policy::script_budget::{ScriptBudget, Verdict};
 
 use super::stats::CgiStats;
 
@@ -41,6 +63,11 @@ struct Inner {
     threads: Vec<(Tid, i32)>,
     /// Scripts held raised now.
     held: usize,
+    /// With the tail's order: the running scripts not raised as text, by the start of their
+    /// request (then pid).
+    tail: std::collections::BTreeSet<(std::time::Instant, i32)>,
+    /// The one of them raised now (the oldest).
+    tail_head: Option<i32>,
 }
 
 /// The server's lever over its CGI scripts (one for all sites).
@@ -51,6 +78,13 @@ pub struct ScriptLever {
     raised_nice: i32,
     /// A failure was logged (later ones are only counted).
     warned: AtomicBool,
+    /// The text budget learnt from the scripts' CPU times, with the origin of its clock;
+    /// `None` without the script's own rule (`cgi_lever = "nice"`).
+    budget: Option<(Mutex<ScriptBudget>, std::time::Instant)>,
+    /// Raise the oldest script of the tail too (see the module docs).
+    tail_order: bool,
+    /// ... but only while no script is held raised as text (POS's head before its tail).
+    tail_yields: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -89,12 +123,178 @@ impl ScriptLever {
                     lever,
                     threads: Vec::new(),
                     held: 0,
+                    tail: Default::default(),
+                    tail_head: None,
                 }),
                 raised_nice: cfg.nice,
                 warned: AtomicBool::new(false),
+                budget: None,
+                tail_order: false,
+                tail_yields: false,
             },
             recovered.restored.len(),
         ))
+    }
+
+    /// Also lower a raised script by its own CPU time (see the module docs); the budget's
+    /// histogram ages once per `period` (the policy's) in which scripts ended.
+    pub fn with_budget(mut self, period: std::time::Duration) -> Self {
+        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+        self.budget = Some((
+            Mutex::new(ScriptBudget::new(period)),
+            std::time::Instant::now(),
+        ));
+        self
+    }
+
+    /// Also raise the oldest running script that is not raised as text (see the module docs).
+    pub fn with_tail_order(mut self, yields: bool) -> Self {
+        self.tail_order = true;
+        self.tail_yields = yields;
+        self
+    }
+
+    /// A script not raised as text (never raised, or just restored) runs, for a request that
+    /// began at `key`: it joins the tail.
+    pub fn tail_enter(&self, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        if self.tail_order {
+            let mut g = self.lock();
+            self.tail_enter_locked(&mut g, pid, key, stats);
+        }
+    }
+
+    fn tail_enter_locked(
+        &self,
+        g: &mut Inner,
+        pid: i32,
+        key: std::time::Instant,
+        stats: &CgiStats,
+    ) {
+        if self.tail_order {
+            g.tail.insert((key, pid));
+            self.fix_tail(g, stats);
+        }
+    }
+
+    /// The script `pid` of a request that began at `key` has exited (reaped): it leaves the
+    /// tail (nothing to restore on a process that is gone).
+    pub fn tail_leave(&self, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        if !self.tail_order {
+            return;
+        }
+        let mut g = self.lock();
+        g.tail.remove(&(key, pid));
+        if g.tail_head == Some(pid) {
+            g.lever.forget(pid);
+            g.tail_head = None;
+            self.release_raw(&mut g, stats);
+        }
+        self.fix_tail(&mut g, stats);
+    }
+
+    /// Make the oldest script of the tail the one raised.
+    fn fix_tail(&self, g: &mut Inner, stats: &CgiStats) {
+        if !self.tail_order {
+            return;
+        }
+        loop {
+            // Scripts held raised as text (the tail's head is held too).
+            let text = g.held.saturating_sub(usize::from(g.tail_head.is_some()));
+            let want = if self.tail_yields && text > 0 {
+                None
+            } else {
+                g.tail.first().map(|&(_, p)| p)
+            };
+            if want == g.tail_head {
+                return;
+            }
+            if let Some(old) = g.tail_head.take() {
+                if let Err(e) = g.lever.lower(old) {
+                    self.failed(stats, &e);
+                }
+                self.release_raw(g, stats);
+            }
+            let Some(new) = want else {
+                return;
+            };
+            match g.lever.raise(new) {
+                Ok(()) => {
+                    g.tail_head = Some(new);
+                    stats.tail_heads.fetch_add(1, Relaxed);
+                    self.hold_raw(g, stats);
+                    return;
+                }
+                Err(LeverError::Gone(_)) => {
+                    // Exited, not reaped yet: not worth raising.
+                    g.tail.retain(|&(_, p)| p != new);
+                }
+                Err(e) => {
+                    self.failed(stats, &e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether raised scripts are also lowered by their own CPU time.
+    pub fn has_budget(&self) -> bool {
+        self.budget.is_some()
+    }
+
+    /// The text budget learnt so far, if any.
+    pub fn budget(&self) -> Option<std::time::Duration> {
+        let (b, _) = self.budget.as_ref()?;
+        let b = b.lock().unwrap_or_else(|p| p.into_inner()).budget()?;
+        Some(std::time::Duration::from_nanos(b))
+    }
+
+    /// A script ended having used `cpu` of CPU (read from the kernel before it was reaped).
+    pub fn script_ended(&self, cpu: std::time::Duration) {
+        if let Some((b, origin)) = &self.budget {
+            let now = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let cpu = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
+            b.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .observe(now, cpu);
+        }
+    }
+
+    fn verdict(&self, cpu_ns: u64) -> Verdict {
+        match &self.budget {
+            None => Verdict::Unarmed,
+            Some((b, _)) => b.lock().unwrap_or_else(|p| p.into_inner()).check(cpu_ns),
+        }
+    }
+
+    /// The check armed when a raised script starts (with a budget): look at its CPU time when
+    /// it could first have used the budget, and again as the verdict says, until it is lowered
+    /// (by this rule or its worker's) or gone. Returns whether this rule lowered it.
+    pub async fn watch(self: Arc<Self>, script: Arc<Raised>) -> bool {
+        // Re-checks are at least this far apart (the timer's resolution).
+        const MIN_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
+        let mut delay = std::time::Duration::ZERO;
+        loop {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay.max(MIN_RECHECK)).await;
+            }
+            if !script.is_held() {
+                return false;
+            }
+            let Ok(s) = os::procfs::schedstat(script.pid) else {
+                return false;
+            };
+            match self.verdict(s.run_ns) {
+                Verdict::Unarmed => return false,
+                Verdict::Lower => {
+                    if script.lower() {
+                        script.stats.lowered_budget.fetch_add(1, Relaxed);
+                        return true;
+                    }
+                    return false;
+                }
+                Verdict::RecheckAfter(ns) => delay = std::time::Duration::from_nanos(ns),
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -143,7 +343,19 @@ impl ScriptLever {
     }
 
     /// One more script (or raised start) held: the first raises the server's threads.
+    /// One more script held raised as text; the tail's head yields to it if it must.
     fn hold(&self, g: &mut Inner, stats: &CgiStats) {
+        self.hold_raw(g, stats);
+        self.fix_tail(g, stats);
+    }
+
+    /// One script less held raised as text.
+    fn release(&self, g: &mut Inner, stats: &CgiStats) {
+        self.release_raw(g, stats);
+        self.fix_tail(g, stats);
+    }
+
+    fn hold_raw(&self, g: &mut Inner, stats: &CgiStats) {
         g.held += 1;
         if g.held == 1 {
             let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
@@ -178,6 +390,7 @@ impl ScriptLever {
         self: &Arc<Self>,
         pid: i32,
         start: Start,
+        key: std::time::Instant,
         stats: &Arc<CgiStats>,
     ) -> Option<Arc<Raised>> {
         if !start.raise {
@@ -202,13 +415,14 @@ impl ScriptLever {
         Some(Arc::new(Raised {
             lever: self.clone(),
             pid,
+            key,
             stats: stats.clone(),
             held: AtomicBool::new(true),
         }))
     }
 
     /// One script less held: the last one restores the server's threads.
-    fn release(&self, g: &mut Inner, stats: &CgiStats) {
+    fn release_raw(&self, g: &mut Inner, stats: &CgiStats) {
         g.held = g.held.saturating_sub(1);
         if g.held == 0 {
             let threads: Vec<Tid> = g.threads.iter().map(|&(t, _)| t).collect();
@@ -228,6 +442,8 @@ pub struct Raised {
     lever: Arc<ScriptLever>,
     /// The script's process.
     pid: i32,
+    /// When its request began (its place in the tail once restored).
+    key: std::time::Instant,
     /// Where the restores and failures are counted.
     stats: Arc<CgiStats>,
     /// Still raised (neither restored nor exited).
@@ -240,10 +456,11 @@ impl Raised {
         self.held.load(Relaxed)
     }
 
-    /// Restore the script (its worker lost the mark); later calls do nothing.
-    pub fn lower(&self) {
+    /// Restore the script (its worker lost the mark, or it ran past the text budget); later
+    /// calls do nothing. Returns whether this call restored it.
+    pub fn lower(&self) -> bool {
         if !self.held.swap(false, Relaxed) {
-            return;
+            return false;
         }
         let mut g = self.lever.lock();
         match g.lever.lower(self.pid) {
@@ -253,6 +470,14 @@ impl Raised {
             Err(e) => self.lever.failed(&self.stats, &e),
         }
         self.lever.release(&mut g, &self.stats);
+        self.lever
+            .tail_enter_locked(&mut g, self.pid, self.key, &self.stats);
+        true
+    }
+
+    /// The script's process.
+    pub fn pid(&self) -> i32 {
+        self.pid
     }
 
     /// The script was reaped: forget it (nothing to restore on a process that is gone).

@@ -33,6 +33,8 @@ pub fn render_metrics(with: &[(&str, &Cgi)]) -> String {
             ("raised", &s.raised),
             ("lowered", &s.lowered),
             ("lever_error", &s.lever_errors),
+            ("lowered_budget", &s.lowered_budget),
+            ("tail_head", &s.tail_heads),
         ] {
             let _ = writeln!(
                 out,
@@ -52,6 +54,15 @@ pub fn render_metrics(with: &[(&str, &Cgi)]) -> String {
             "triage_cgi_waiting{{site=\"{name}\"}} {}",
             c.stats().waiting.load(Relaxed)
         );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP triage_cgi_time_seconds_total Where completed CGI requests' time went, by the \
+         class the script served and part (gate, start, run, runq, blocked, relay, total).\n\
+         # TYPE triage_cgi_time_seconds_total counter"
+    );
+    for (name, c) in with {
+        super::timing::render(&mut out, name, &c.stats().times);
     }
     let _ = writeln!(
         out,

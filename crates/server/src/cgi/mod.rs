@@ -40,7 +40,7 @@
 //!
 //! Modules, leaves first: [`config`] (`[site.cgi]`), [`env`](mod@env) (meta-variables), [`parse`] (the
 //! header block), [`script`] (script directories), [`peer`] (watching the client's socket), [`spawn`] (starting a script in its
-//! cgroup), [`orphans`] (no script process outlives its request or the server), [`spool`] (chunked request bodies), [`stats`], [`lever`] (scripts of marked workers start raised), [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
+//! cgroup), [`orphans`] (no script process outlives its request or the server), [`spool`] (chunked request bodies), [`timing`] (where a request's time goes), [`stats`], [`lever`] (scripts of marked workers start raised), [`relay`] (the body), [`outcome`], [`handler`] ([`Cgi`]), [`metrics`].
 
 pub mod config;
 pub mod env;
@@ -56,6 +56,7 @@ pub mod script;
 pub mod spawn;
 pub mod spool;
 pub mod stats;
+pub mod timing;
 
 pub use config::{CgiConfig, CgiDirConfig, CgiError};
 pub use handler::{

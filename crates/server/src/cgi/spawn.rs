@@ -448,9 +448,14 @@ pub struct ProcGuard {
     pid: i32,
     pidfd: Option<AsyncFd<OwnedFd>>,
     exit: Option<Exit>,
-    /// Run after the process is reaped (cgroup removal), also when dropped.
-    on_reaped: Option<Box<dyn FnOnce() + Send>>,
+    /// Run after the process is reaped (cgroup removal), also when dropped; given the
+    /// kernel's accounting of the leader, read after it exited and before it was reaped.
+    on_reaped: Option<OnReaped>,
 }
+
+/// What runs once a script's leader has been reaped: given its `/proc/<pid>/schedstat` read
+/// while it was a zombie (`None` if that could not be read).
+pub type OnReaped = Box<dyn FnOnce(Option<os::procfs::SchedStat>) + Send>;
 
 impl std::fmt::Debug for ProcGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -480,10 +485,11 @@ impl ProcGuard {
         self.pid
     }
 
-    /// Run `f` once the process has been reaped (or right away if it has been).
-    pub fn on_reaped(&mut self, f: Box<dyn FnOnce() + Send>) {
+    /// Run `f` once the process has been reaped (or right away, without its accounting, if it
+    /// has been).
+    pub fn on_reaped(&mut self, f: OnReaped) {
         if self.exit.is_some() {
-            f();
+            f(None);
         } else {
             self.on_reaped = Some(f);
         }
@@ -523,7 +529,7 @@ impl ProcGuard {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::ECHILD) {
                 // Reaped by someone else (SIGCHLD ignored): treat as gone.
-                return Ok(Some(self.finish(Exit::Code(-1))));
+                return Ok(Some(self.finish(Exit::Code(-1), None)));
             }
             return Err(e);
         }
@@ -532,7 +538,9 @@ impl ProcGuard {
         if pid == 0 {
             return Ok(None);
         }
-        // The leader is a zombie: its pid cannot be reused yet, so the group id is still ours.
+        // The leader is a zombie: its pid cannot be reused yet, so the group id is still ours,
+        // and the kernel's accounting of it is final and still readable.
+        let sched = os::procfs::schedstat(self.pid).ok();
         // SAFETY: plain syscalls on our own child.
         unsafe {
             libc::kill(-self.pid, libc::SIGKILL);
@@ -543,14 +551,14 @@ impl ProcGuard {
         } else {
             Exit::Signal(status)
         };
-        Ok(Some(self.finish(exit)))
+        Ok(Some(self.finish(exit, sched)))
     }
 
-    fn finish(&mut self, exit: Exit) -> Exit {
+    fn finish(&mut self, exit: Exit, sched: Option<os::procfs::SchedStat>) -> Exit {
         self.exit = Some(exit);
         self.pidfd = None;
         if let Some(f) = self.on_reaped.take() {
-            f();
+            f(sched);
         }
         exit
     }
@@ -608,7 +616,7 @@ impl Drop for ProcGuard {
 struct Reaper {
     pid: i32,
     pidfd: OwnedFd,
-    on_reaped: Option<Box<dyn FnOnce() + Send>>,
+    on_reaped: Option<OnReaped>,
 }
 
 impl Reaper {
@@ -624,11 +632,16 @@ impl Reaper {
                     break;
                 }
             }
+        }
+        let sched = os::procfs::schedstat(self.pid).ok();
+        // SAFETY: kill/waitid on our own unreaped child and its group.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
             libc::kill(-self.pid, libc::SIGKILL);
             libc::waitid(P_PIDFD, raw, &mut info, libc::WEXITED | libc::WNOHANG);
         }
         if let Some(f) = self.on_reaped.take() {
-            f();
+            f(sched);
         }
     }
 }

@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+use super::timing::{ClassTimes, ScriptTiming};
+
 /// Counters (all monotonic).
 #[derive(Debug, Default)]
 pub struct CgiStats {
@@ -39,6 +41,13 @@ pub struct CgiStats {
     pub lowered: AtomicU64,
     /// Raises or restores that failed (no permission, journal...).
     pub lever_errors: AtomicU64,
+    /// Raised scripts restored because their own CPU time passed the text budget
+    /// (`cgi_lever = "nice+budget"`), before their worker lost the mark.
+    pub lowered_budget: AtomicU64,
+    /// Scripts raised as the oldest of the tail (`cgi_lever = "nice+tail"`).
+    pub tail_heads: AtomicU64,
+    /// Where requests' time went, per class (gate, start, run, run queue, relay...).
+    pub times: Arc<ClassTimes>,
 }
 
 /// Kills a spawned task when dropped.
@@ -55,6 +64,8 @@ pub(crate) struct Tracker {
     pub stats: Arc<CgiStats>,
     pub script: Arc<str>,
     done: bool,
+    /// The request's timing: told when the output has been relayed to its end.
+    pub timing: Option<Arc<ScriptTiming>>,
 }
 
 impl Tracker {
@@ -64,6 +75,7 @@ impl Tracker {
             stats,
             script,
             done: false,
+            timing: None,
         }
     }
 
@@ -72,6 +84,9 @@ impl Tracker {
         if !self.done {
             self.done = true;
             self.stats.completed.fetch_add(1, Relaxed);
+            if let Some(t) = &self.timing {
+                t.relayed();
+            }
         }
     }
     /// Finished otherwise (error already counted).
