@@ -48,6 +48,7 @@ pub mod health;
 pub mod metrics;
 pub mod overrides;
 pub mod proxy;
+pub mod trial;
 
 pub use config::{Admission, FrontConfig, Mechanism};
 pub use front::{Front, FrontError};
