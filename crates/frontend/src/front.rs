@@ -84,13 +84,7 @@ impl Front {
     /// Validate `cfg`, bind its listeners and start serving.
     pub fn start(cfg: FrontConfig) -> Result<Self, FrontError> {
         cfg.validate()?;
-        let trial = crate::trial::Trial::from_env();
         let listener = bind(cfg.listen, "listen")?;
-        if trial.downstream_nodelay {
-            socket2::SockRef::from(&listener)
-                .set_nodelay(true)
-                .map_err(FrontError::Runtime)?;
-        }
         let addr = listener.local_addr().map_err(FrontError::Runtime)?;
         let admin = cfg.admin.map(|a| bind(a, "admin")).transpose()?;
         let admin_addr = match &admin {
@@ -113,7 +107,6 @@ impl Front {
         };
         let threads = cfg.effective_threads();
         let shared = Arc::new(Shared {
-            upstream_recv_buf: trial.upstream_recv_buf,
             admission: cfg.admission_limit(1).map(|_| Admission::new()),
             cfg,
             backends,
@@ -134,15 +127,6 @@ impl Front {
                 b.worker_threads(threads);
                 b
             };
-            if let Some(v) = trial.event_interval {
-                b.event_interval(v);
-            }
-            if let Some(v) = trial.global_queue_interval {
-                b.global_queue_interval(v);
-            }
-            if let Some(v) = trial.max_io_events {
-                b.max_io_events_per_tick(v);
-            }
             b.thread_name("front")
                 .on_thread_start(move || started.thread_started())
                 .on_thread_stop(RuntimeCpu::thread_stopped)

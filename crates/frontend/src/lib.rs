@@ -48,7 +48,6 @@ pub mod health;
 pub mod metrics;
 pub mod overrides;
 pub mod proxy;
-pub mod trial;
 
 pub use config::{Admission, FrontConfig, Mechanism};
 pub use front::{Front, FrontError};

@@ -55,8 +55,6 @@ pub struct Shared {
     pub admission: Option<Arc<Admission>>,
     /// The access log, if any.
     pub access_log: Option<AccessLog>,
-    /// Trial: SO_RCVBUF of back-end connections.
-    pub upstream_recv_buf: Option<usize>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -233,7 +231,6 @@ impl ProxyHttp for FrontProxy {
         peer.options.read_timeout = Some(cfg.response_timeout);
         peer.options.write_timeout = Some(cfg.response_timeout);
         peer.options.idle_timeout = Some(cfg.pool_idle_timeout);
-        peer.options.tcp_recv_buf = s.upstream_recv_buf;
         ctx.choice = Some(choice);
         Ok(Box::new(peer))
     }

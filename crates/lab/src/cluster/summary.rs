@@ -575,6 +575,14 @@ pub fn summarize(
         s.testbed.server_cpu.map_or("any".into(), |c| c.to_string()),
         s.testbed.client_cpu.map_or("any".into(), |c| c.to_string())
     ));
+    if s.build.profile != "release" {
+        s.notes.push(format!(
+            "triage was built with the cargo profile `{}`, not `release` (what scripts/run.sh \
+             and an install build): the front end's CPU per request of the release build \
+             measured 0.97x the ci build's (ci95 [0.90, 1.05], docs/front.md)",
+            s.build.profile
+        ));
+    }
     s.goals = goals(&s);
     s
 }
