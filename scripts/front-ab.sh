@@ -78,7 +78,8 @@ for d in sorted(glob.glob(os.path.join(out, "*-[ab]"))):
         if v == "chbl" and h:
             got.append(c / h)
             pairs[name].append((c / h, c, h, rps[(v, rep)], rps[("haproxy-uri", rep)]))
-    print(f"{os.path.basename(d)}: chbl/haproxy-uri {r.get('value', float('nan')):.3f} "
+    prof = (s.get("build") or {}).get("profile", "?")
+    print(f"{os.path.basename(d)} ({prof}): chbl/haproxy-uri {r.get('value', float('nan')):.3f} "
           f"ci95 [{ci.get('low', float('nan')):.3f}, {ci.get('high', float('nan')):.3f}]; "
           "pairs " + " ".join(f"{x:.2f}" for x in got))
 rng = random.Random(1)

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod build_info;
 pub mod capacity;
 pub mod cgi;
 pub mod cluster;

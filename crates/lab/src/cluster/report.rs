@@ -71,10 +71,11 @@ pub fn report(s: &Summary) -> String {
                 "server side".into(),
                 format!(
                     "back ends and front end (triage front with one thread, HAProxy with \
-                     nbthread 1, nginx as one process) on CPU {}; network {} ({})",
+                     nbthread 1, nginx as one process) on CPU {}; network {} ({}); triage: {}",
                     tb.server_cpu.map_or("any".into(), |c| c.to_string()),
                     tb.network,
-                    tb.shaping
+                    tb.shaping,
+                    s.build.line()
                 ),
             ],
         ],
