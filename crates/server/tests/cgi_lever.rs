@@ -13,6 +13,8 @@ use server::cgi::CgiConfig;
 use server::config::{CgiLever, Config, PolicySection, SiteConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod common;
+
 /// Prints its nice value once, with the headers (a page: computes, then prints).
 const TEXT: &str = "#!/usr/bin/perl\nmy $n = getpriority(0, 0);\n\
     print \"Content-Type: text/html\\r\\n\\r\\nnice=$n\\n\";\n";
@@ -69,6 +71,63 @@ fn value(resp: &str, key: &str) -> i32 {
         .unwrap()
 }
 
+/// A running server of one site whose scripts are `cgi`'s, with `policy` (SLP and RW fixed)
+/// and the CGI lever `lever`; stopped by [`stop_restored`].
+async fn start(
+    root: &Path,
+    cgi: CgiConfig,
+    policy: &str,
+    (slp, rw): (u64, u32),
+    lever: CgiLever,
+) -> common::Running {
+    common::start(Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sites: vec![SiteConfig {
+            name: "t".into(),
+            aliases: Vec::new(),
+            root: root.to_owned(),
+            index: None,
+            cgi: Some(cgi),
+        }],
+        policy: PolicySection {
+            name: policy.into(),
+            config: PolicyConfig {
+                slp: Tunable::Fixed(slp),
+                rw: Tunable::Fixed(rw),
+                ..PolicyConfig::default()
+            },
+        },
+        cgi_lever: lever,
+        shutdown_timeout: Duration::from_secs(1),
+        ..Config::default()
+    })
+    .await
+}
+
+/// The site's CGI handler (its lever and counters).
+fn handler(run: &common::Running) -> &server::cgi::Cgi {
+    run.ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap()
+}
+
+/// Check that no lever error happened and nothing stays raised (scripts, nor the server's
+/// threads: up to 5 s for the last scripts to be reaped), then stop the server.
+async fn stop_restored(run: common::Running) {
+    let c = handler(&run);
+    let lever = c.lever().expect("a CGI lever").clone();
+    let errors = c
+        .stats()
+        .lever_errors
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(errors, 0, "lever errors");
+    let end = Instant::now() + Duration::from_secs(5);
+    while (lever.raised() > 0 || lever.raised_tasks() > 0) && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(lever.raised(), 0, "scripts restored");
+    assert_eq!(lever.raised_tasks(), 0, "the server's threads restored too");
+    run.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
     if !is_root() {
@@ -81,41 +140,18 @@ async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
     let tmp = tempfile::tempdir().unwrap();
     let cgi = site(tmp.path());
     for policy in ["pos", "fifo"] {
-        let config = Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            sites: vec![SiteConfig {
-                name: "t".into(),
-                aliases: Vec::new(),
-                root: tmp.path().to_owned(),
-                index: None,
-                cgi: Some(cgi.clone()),
-            }],
-            policy: PolicySection {
-                name: policy.into(),
-                config: PolicyConfig {
-                    // Workers idle since the start are past SLP; RW 1: the end of the burst
-                    // that starts a script demotes its worker.
-                    slp: Tunable::Fixed(50 * MS),
-                    rw: Tunable::Fixed(1),
-                    ..PolicyConfig::default()
-                },
-            },
-            cgi_lever: CgiLever::Nice,
-            shutdown_timeout: Duration::from_secs(1),
-            ..Config::default()
-        };
-        let server = server::Server::bind(config).await.expect("server starts");
-        let addr = server.local_addr();
-        let ctx = server.ctx().clone();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let _ = server
-                .run(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
-        let cgi = ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap();
+        // Workers idle since the start are past SLP; RW 1: the end of the burst that starts a
+        // script demotes its worker.
+        let run = start(
+            tmp.path(),
+            cgi.clone(),
+            policy,
+            (50 * MS, 1),
+            CgiLever::Nice,
+        )
+        .await;
+        let addr = run.addr;
+        let cgi = handler(&run);
         let lever = cgi.lever().expect("cgi_lever = nice").clone();
         let stats = cgi.stats().clone();
         // The scripts inherit the forking thread's nice: this runtime's.
@@ -152,25 +188,8 @@ async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
             assert_eq!(value(&stream, "first"), base);
             assert_eq!(stats.raised.load(std::sync::atomic::Ordering::Relaxed), 0);
         }
-        assert_eq!(
-            stats
-                .lever_errors
-                .load(std::sync::atomic::Ordering::Relaxed),
-            0
-        );
         // Every script was reaped: nothing is held raised.
-        let end = Instant::now() + Duration::from_secs(5);
-        while lever.raised() > 0 && Instant::now() < end {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(lever.raised(), 0);
-        assert_eq!(
-            lever.raised_tasks(),
-            0,
-            "the server's threads are restored too"
-        );
-        let _ = tx.send(());
-        let _ = task.await;
+        stop_restored(run).await;
     }
 }
 
@@ -205,42 +224,12 @@ async fn a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_nev
     std::fs::write(&p, burn_script()).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     cgi.timeout = Duration::from_secs(20);
-    let config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        sites: vec![SiteConfig {
-            name: "t".into(),
-            aliases: Vec::new(),
-            root: tmp.path().to_owned(),
-            index: None,
-            cgi: Some(cgi),
-        }],
-        policy: PolicySection {
-            name: "pos".into(),
-            config: PolicyConfig {
-                // Every request comes on a worker idle past SLP (marked); RW high enough that
-                // no worker is demoted while its script computes without printing: only the
-                // script's own CPU time can lower it.
-                slp: Tunable::Fixed(30 * MS),
-                rw: Tunable::Fixed(50),
-                ..PolicyConfig::default()
-            },
-        },
-        cgi_lever: CgiLever::NiceBudget,
-        shutdown_timeout: Duration::from_secs(1),
-        ..Config::default()
-    };
-    let server = server::Server::bind(config).await.expect("server starts");
-    let addr = server.local_addr();
-    let ctx = server.ctx().clone();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = server
-            .run(async {
-                let _ = rx.await;
-            })
-            .await;
-    });
-    let cgi = ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap();
+    // Every request comes on a worker idle past SLP (marked); RW high enough that no worker is
+    // demoted while its script computes without printing: only the script's own CPU time can
+    // lower it.
+    let run = start(tmp.path(), cgi, "pos", (30 * MS, 50), CgiLever::NiceBudget).await;
+    let addr = run.addr;
+    let cgi = handler(&run);
     let lever = cgi.lever().expect("cgi_lever = nice+budget").clone();
     let stats = cgi.stats().clone();
     let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
@@ -277,21 +266,7 @@ async fn a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_nev
         "lowered past the budget: {long}"
     );
     assert_eq!(budget_lowered(), before + 1);
-    assert_eq!(
-        stats
-            .lever_errors
-            .load(std::sync::atomic::Ordering::Relaxed),
-        0
-    );
-    // Nothing stays raised: scripts, nor the server's threads.
-    let end = Instant::now() + Duration::from_secs(5);
-    while lever.raised_tasks() > 0 && Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(lever.raised(), 0);
-    assert_eq!(lever.raised_tasks(), 0);
-    let _ = tx.send(());
-    let _ = task.await;
+    stop_restored(run).await;
 }
 
 /// Reports its nice value after 0.2 s and again after 0.9 s.
@@ -318,41 +293,11 @@ async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left(
         std::fs::write(&p, text).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        sites: vec![SiteConfig {
-            name: "t".into(),
-            aliases: Vec::new(),
-            root: tmp.path().to_owned(),
-            index: None,
-            cgi: Some(cgi),
-        }],
-        policy: PolicySection {
-            name: "pos".into(),
-            config: PolicyConfig {
-                // Nobody waits past SLP: no script is raised as text, all are in the tail.
-                slp: Tunable::Fixed(60_000 * MS),
-                rw: Tunable::Fixed(3),
-                ..PolicyConfig::default()
-            },
-        },
-        cgi_lever: CgiLever::NiceTail,
-        shutdown_timeout: Duration::from_secs(1),
-        ..Config::default()
-    };
-    let server = server::Server::bind(config).await.expect("server starts");
-    let addr = server.local_addr();
-    let ctx = server.ctx().clone();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = server
-            .run(async {
-                let _ = rx.await;
-            })
-            .await;
-    });
-    let cgi = ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap();
-    let lever = cgi.lever().expect("cgi_lever = nice+tail").clone();
+    // Nobody waits past SLP: no script is raised as text, all are in the tail.
+    let run = start(tmp.path(), cgi, "pos", (60_000 * MS, 3), CgiLever::NiceTail).await;
+    let addr = run.addr;
+    let cgi = handler(&run);
+    assert!(cgi.lever().is_some(), "cgi_lever = nice+tail");
     let stats = cgi.stats().clone();
     let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
     // The oldest (short.pl) is raised; the younger (tail.pl) waits at its base value until
@@ -371,19 +316,5 @@ async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left(
         "none raised as text"
     );
     assert!(stats.tail_heads.load(std::sync::atomic::Ordering::Relaxed) >= 2);
-    assert_eq!(
-        stats
-            .lever_errors
-            .load(std::sync::atomic::Ordering::Relaxed),
-        0
-    );
-    // Nothing stays raised: scripts, nor the server's threads.
-    let end = Instant::now() + Duration::from_secs(5);
-    while lever.raised_tasks() > 0 && Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(lever.raised(), 0);
-    assert_eq!(lever.raised_tasks(), 0);
-    let _ = tx.send(());
-    let _ = task.await;
+    stop_restored(run).await;
 }
