@@ -393,7 +393,7 @@ pub struct Config {
     /// How long a kept-alive connection stays ready for its next request (hyper's state and
     /// buffers kept) before it is parked as a bare socket; 0 parks it as soon as a response
     /// ends. Building and dropping hyper's connection for every request of a busy connection
-    /// cost about 15% of the CPU per request of a 1 KB file (docs/server.md, "Parking").
+    /// cost about 11% of the CPU per request of a 1 KB file (docs/server.md, "HTTP behaviour").
     #[serde(with = "units::serde::duration")]
     pub park_after: Duration,
     /// Longest wait for responses in flight when stopping.
