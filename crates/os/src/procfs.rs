@@ -234,12 +234,20 @@ pub fn parse_schedstat(text: &str) -> Option<SchedStat> {
     })
 }
 
+/// The value of field `name` (e.g. `"VmRSS"`) of a `/proc/<pid>/status` text, trimmed.
+pub fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
+    status.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .map(str::trim)
+    })
+}
+
 /// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_kib(pid: i32) -> io::Result<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    status_field(&text, "VmRSS")
+        .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmRSS in status"))
 }
 
@@ -287,6 +295,20 @@ mod tests {
         assert_eq!(parse_stat_pgrp(line), Some(1234));
         assert_eq!(parse_stat_pgrp("5 (a) b) S 1 77 5"), Some(77));
         assert_eq!(parse_stat_pgrp("garbage"), None);
+    }
+
+    #[test]
+    fn status_fields_by_name() {
+        let st = "Name:\tsh\nTgid:\t42\nPPid:\t1\nVmRSS:\t  1234 kB\n";
+        assert_eq!(status_field(st, "Tgid"), Some("42"));
+        assert_eq!(status_field(st, "PPid"), Some("1"));
+        assert_eq!(status_field(st, "VmRSS"), Some("1234 kB"));
+        assert_eq!(
+            status_field(st, "Vm"),
+            None,
+            "a name is whole, not a prefix"
+        );
+        assert_eq!(status_field(st, "Pid"), None);
     }
 
     #[test]

@@ -120,17 +120,12 @@ pub fn remove_boost(m: &CpuMount, dir: &Path) {
 /// parent process (`/proc/<tid>/status`).
 fn creator(tid: Tid) -> Option<Tid> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let field = |name: &str| -> Option<Tid> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    let tgid = field("Tgid:")?;
+    let field = |name| -> Option<Tid> { crate::procfs::status_field(&status, name)?.parse().ok() };
+    let tgid = field("Tgid")?;
     if tgid != tid {
         return Some(tgid);
     }
-    field("PPid:").filter(|&p| p > 0)
+    field("PPid").filter(|&p| p > 0)
 }
 
 /// The boost cgroup [`boost_dir`] would use beside `dir`, without creating it.

@@ -342,7 +342,6 @@ impl ScriptLever {
         self.lock().lever.raised()
     }
 
-    /// One more script (or raised start) held: the first raises the server's threads.
     /// One more script held raised as text; the tail's head yields to it if it must.
     fn hold(&self, g: &mut Inner, stats: &CgiStats) {
         self.hold_raw(g, stats);
@@ -355,6 +354,7 @@ impl ScriptLever {
         self.fix_tail(g, stats);
     }
 
+    /// One more script (or raised start) held: the first raises the server's threads.
     fn hold_raw(&self, g: &mut Inner, stats: &CgiStats) {
         g.held += 1;
         if g.held == 1 {
@@ -469,7 +469,8 @@ impl Raised {
             }
             Err(e) => self.lever.failed(&self.stats, &e),
         }
-        self.lever.release(&mut g, &self.stats);
+        // Released, then into the tail: one look at the tail's head for both.
+        self.lever.release_raw(&mut g, &self.stats);
         self.lever
             .tail_enter_locked(&mut g, self.pid, self.key, &self.stats);
         true
