@@ -48,6 +48,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if cfg.gate { "on" } else { "off" },
             cfg.effective_event_interval()
         );
+        if os::beneath::resolution() == os::beneath::Resolution::Walk {
+            println!(
+                "triage serve: openat2 is not available here: files are opened one path component at a time and every symlink under the root is refused"
+            );
+        }
         if let Some(a) = srv.admin_addr() {
             println!("triage serve: metrics at http://{a}/metrics");
         }
