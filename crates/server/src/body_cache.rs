@@ -72,7 +72,8 @@ struct Slot<V> {
 pub struct BodyCache<K, V> {
     eviction: Eviction,
     budget: u64,
-    map: HashMap<K, Slot<V>>,
+    /// The entries, by key (foldhash: see the crate's Cargo.toml on why not SipHash).
+    map: HashMap<K, Slot<V>, foldhash::fast::RandomState>,
     /// Eviction order, least valuable first: (priority, sequence number). LRU's priority is
     /// the sequence number itself; GDS's is `H` (a non-negative `f64`, whose bit pattern
     /// orders as the number does).
@@ -99,7 +100,7 @@ impl<K: Hash + Eq + Clone, V> BodyCache<K, V> {
         Self {
             eviction,
             budget,
-            map: HashMap::new(),
+            map: HashMap::default(),
             order: BTreeMap::new(),
             seq: 0,
             inflation: 0.0,
