@@ -108,7 +108,7 @@ where
         };
         let path = next.uri().path().to_owned();
         let is_cgi = crate::resolve::resolve(&path)
-            .map(|r| cgi.handles(&r.segments))
+            .map(|r| cgi.handles(&r.segment_vecs()))
             .unwrap_or(false);
         if !is_cgi {
             return crate::static_file::serve(ctx, conn, site, next).await;

@@ -121,8 +121,14 @@ pub fn urgency(header: &str) -> Option<u8> {
 
 /// Coarse content class of a MIME type.
 pub fn content_class(mime: &str) -> ContentClass {
-    let essence = mime.split(';').next().unwrap_or("").trim();
-    let (top, sub) = essence.split_once('/').unwrap_or((essence, ""));
+    // Byte scans, not `split`: this runs for every request.
+    let b = mime.as_bytes();
+    let end = b.iter().position(|&c| c == b';').unwrap_or(b.len());
+    let essence = mime[..end].trim();
+    let (top, sub) = match essence.bytes().position(|c| c == b'/') {
+        Some(at) => (&essence[..at], &essence[at + 1..]),
+        None => (essence, ""),
+    };
     match top {
         "text" => ContentClass::Text,
         "image" | "video" | "audio" | "font" => ContentClass::Media,
@@ -207,6 +213,9 @@ mod tests {
         assert_eq!(content_class("application/javascript"), ContentClass::Text);
         assert_eq!(content_class("image/png"), ContentClass::Media);
         assert_eq!(content_class("application/x-foo"), ContentClass::Unknown);
+        assert_eq!(content_class(" image/svg+xml ;x=1"), ContentClass::Media);
+        assert_eq!(content_class("text"), ContentClass::Text);
+        assert_eq!(content_class(""), ContentClass::Unknown);
         let t = vec!["text/*".to_string(), "image/svg+xml".to_string()];
         assert!(mime_matches("text/css", &t));
         assert!(mime_matches("image/svg+xml", &t));

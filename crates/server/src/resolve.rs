@@ -15,12 +15,14 @@ pub enum Reject {
     Forbidden,
 }
 
-/// A resolved path: decoded segments (no `.`/`..`/empty ones), whether the request path
-/// ended with `/`, and whether it names a directory (ends with `/` or `/.`).
+/// A resolved path: the decoded segments (no `.`/`..`/empty ones) joined with `/`, whether the
+/// request path ended with `/`, and whether it names a directory (ends with `/` or `/.`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    /// Decoded segments, none of them `.`, `..` or empty.
-    pub segments: Vec<Vec<u8>>,
+    /// The decoded segments joined with `/` (empty for the root): one buffer, not one per
+    /// segment, since this is built for every request. Joining loses nothing: no decoded
+    /// segment holds a `/` (an encoded slash is refused).
+    rel: Vec<u8>,
     /// Whether the request path ended with `/`.
     pub trailing_slash: bool,
     /// Whether the path can only name a directory: it ends with `/` or with a `.` segment
@@ -29,21 +31,29 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// The relative path, segments joined with `/` (empty for the root).
-    pub fn rel_path(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.segments.iter().map(|s| s.len() + 1).sum());
-        for (i, s) in self.segments.iter().enumerate() {
-            if i > 0 {
-                out.push(b'/');
-            }
-            out.extend_from_slice(s);
-        }
-        out
+    /// The relative path: the decoded segments joined with `/` (empty for the root).
+    pub fn rel_path(&self) -> &[u8] {
+        &self.rel
+    }
+
+    /// The decoded segments, none of them `.`, `..` or empty.
+    pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
+        self.rel.split(|&b| b == b'/').filter(|s| !s.is_empty())
+    }
+
+    /// The decoded segments, each its own buffer.
+    pub fn segment_vecs(&self) -> Vec<Vec<u8>> {
+        self.segments().map(<[u8]>::to_vec).collect()
+    }
+
+    /// Whether the path names the root itself.
+    pub fn is_root(&self) -> bool {
+        self.rel.is_empty()
     }
 
     /// Extension of the last segment (after the last `.`), if any.
     pub fn extension(&self) -> Option<&str> {
-        let last = self.segments.last()?;
+        let last = self.segments().last()?;
         let dot = last.iter().rposition(|&b| b == b'.')?;
         std::str::from_utf8(&last[dot + 1..]).ok()
     }
@@ -64,7 +74,7 @@ pub fn resolve(path: &str) -> Result<Resolved, Reject> {
     if raw.first() != Some(&b'/') {
         return Err(Reject::BadRequest);
     }
-    let mut segments = Vec::new();
+    let mut rel = Vec::with_capacity(raw.len());
     let mut trailing_slash = false;
     let mut names_dir = false;
     for seg in raw[1..].split(|&b| b == b'/') {
@@ -73,7 +83,11 @@ pub fn resolve(path: &str) -> Result<Resolved, Reject> {
         if seg.is_empty() {
             continue;
         }
-        let mut dec = Vec::with_capacity(seg.len());
+        let before = rel.len();
+        if before > 0 {
+            rel.push(b'/');
+        }
+        let start = rel.len();
         let mut i = 0;
         while i < seg.len() {
             let b = seg[i];
@@ -88,30 +102,31 @@ pub fn resolve(path: &str) -> Result<Resolved, Reject> {
                 if v == b'/' {
                     return Err(Reject::Forbidden);
                 }
-                dec.push(v);
+                rel.push(v);
                 i += 3;
             } else {
-                dec.push(b);
+                rel.push(b);
                 i += 1;
             }
         }
+        let dec = &rel[start..];
         if dec
             .iter()
             .any(|&b| b == b'\\' || b == 0 || b < 0x20 || b == 0x7f)
         {
             return Err(Reject::Forbidden);
         }
-        match dec.as_slice() {
+        match dec {
             b"." => {
                 names_dir = true;
-                continue;
+                rel.truncate(before);
             }
             b".." => return Err(Reject::Forbidden),
-            _ => segments.push(dec),
+            _ => {}
         }
     }
     Ok(Resolved {
-        segments,
+        rel,
         trailing_slash,
         names_dir,
     })
@@ -125,9 +140,8 @@ mod tests {
     fn segs(p: &str) -> Vec<String> {
         resolve(p)
             .unwrap()
-            .segments
-            .into_iter()
-            .map(|s| String::from_utf8(s).unwrap())
+            .segments()
+            .map(|s| String::from_utf8(s.to_vec()).unwrap())
             .collect()
     }
 
@@ -146,6 +160,15 @@ mod tests {
         assert!(!resolve("/./f.txt").unwrap().names_dir);
         assert_eq!(resolve("/x/y.PNG").unwrap().extension(), Some("PNG"));
         assert_eq!(resolve("/a/b").unwrap().rel_path(), b"a/b");
+        assert_eq!(resolve("/./a/.//b/%41/.").unwrap().rel_path(), b"a/b/A");
+        assert_eq!(resolve("/%2e/a").unwrap().rel_path(), b"a");
+        assert!(resolve("/").unwrap().is_root());
+        assert!(resolve("/./.").unwrap().is_root());
+        assert!(!resolve("/a").unwrap().is_root());
+        assert_eq!(
+            resolve("/a/b").unwrap().segment_vecs(),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
     }
 
     #[test]
@@ -180,9 +203,9 @@ mod tests {
         #[test]
         fn never_panics_and_never_escapes(p in "\\PC*") {
             if let Ok(r) = resolve(&p) {
-                for s in &r.segments {
+                for s in r.segments() {
                     prop_assert!(!s.is_empty());
-                    prop_assert!(s.as_slice() != b".." && s.as_slice() != b".");
+                    prop_assert!(s != b".." && s != b".");
                     prop_assert!(!s.contains(&b'/') && !s.contains(&b'\\') && !s.contains(&0));
                 }
             }

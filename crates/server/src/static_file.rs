@@ -161,7 +161,7 @@ fn burst<B>(
             x => (e, mime_for(x)),
         },
         Lookup::Dir => {
-            if !resolved.names_dir && !resolved.segments.is_empty() {
+            if !resolved.names_dir && !resolved.is_root() {
                 let mut loc = redirect_path(path);
                 loc.push('/');
                 if let Some(q) = req.uri().query() {
@@ -175,7 +175,7 @@ fn burst<B>(
                 return r;
             }
             let found = site.index.iter().find_map(|idx| {
-                let mut p = rel.clone();
+                let mut p = rel.to_vec();
                 if !p.is_empty() {
                     p.push(b'/');
                 }

@@ -317,7 +317,7 @@ impl Cgi {
     /// that do not resolve are not (the static handler refuses them).
     pub fn handles_path(&self, path: &str) -> bool {
         crate::resolve::resolve(path)
-            .map(|r| self.handles(&r.segments))
+            .map(|r| self.handles(&r.segment_vecs()))
             .unwrap_or(false)
     }
 

@@ -58,27 +58,24 @@ impl ScriptDirs {
             };
             let r = resolve(&d.url)
                 .map_err(|_| bad("url", format!("{:?} is not a clean absolute path", d.url)))?;
-            if r.segments.is_empty() {
+            if r.is_root() {
                 return Err(bad(
                     "url",
                     "`/` would make every file of the site a script".into(),
                 ));
             }
-            let url = String::from_utf8(join_segs(&r.segments))
-                .map_err(|_| bad("url", "not UTF-8".into()))?;
+            let segs = r.segment_vecs();
+            let url =
+                String::from_utf8(join_segs(&segs)).map_err(|_| bad("url", "not UTF-8".into()))?;
             let path = std::fs::canonicalize(&d.dir)
                 .map_err(|e| bad("dir", format!("{}: {e}", d.dir.display())))?;
             if !path.is_dir() {
                 return Err(bad("dir", format!("{} is not a directory", path.display())));
             }
-            if dirs.iter().any(|o| o.segs == r.segments) {
+            if dirs.iter().any(|o| o.segs == segs) {
                 return Err(bad("url", format!("{url} is listed twice")));
             }
-            dirs.push(Dir {
-                url,
-                segs: r.segments,
-                path,
-            });
+            dirs.push(Dir { url, segs, path });
         }
         // Longest prefix first.
         dirs.sort_by_key(|d| std::cmp::Reverse(d.segs.len()));
@@ -104,10 +101,11 @@ impl ScriptDirs {
             Err(Reject::BadRequest) => return Err((StatusCode::BAD_REQUEST, "malformed path")),
             Err(Reject::Forbidden) => return Err((StatusCode::FORBIDDEN, "path refused")),
         };
-        let Some(dir) = self.find(&r.segments) else {
+        let segs = r.segment_vecs();
+        let Some(dir) = self.find(&segs) else {
             return Err((StatusCode::NOT_FOUND, "not a script path"));
         };
-        let rest = &r.segments[dir.segs.len()..];
+        let rest = &segs[dir.segs.len()..];
         let mut file = dir.path.clone();
         let mut found = None;
         for (i, seg) in rest.iter().enumerate() {
