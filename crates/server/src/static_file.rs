@@ -150,7 +150,7 @@ fn burst<B>(
         Err(Reject::Forbidden) => return simple(StatusCode::FORBIDDEN),
     };
     let rel = resolved.rel_path();
-    let (found, mut fill) = site.store.lookup_traced(&rel);
+    let (found, mut fill) = site.store.lookup_traced(rel);
     let (entry, mime) = match found {
         // The decoded name has the same extension as the raw path unless the dot or the
         // extension was percent-encoded.
