@@ -7,12 +7,16 @@ use libfuzzer_sys::fuzz_target;
 
 fn check(path: &str) {
     if let Ok(r) = server::resolve::resolve(path) {
-        for s in &r.segments {
-            assert!(!s.is_empty());
-            assert!(s.as_slice() != b"." && s.as_slice() != b"..");
-            assert!(!s.contains(&b'/') && !s.contains(&b'\\') && !s.contains(&0));
+        // The relative path's own parts, not `segments()` (which skips empty ones).
+        let rel = r.rel_path();
+        if !rel.is_empty() {
+            for s in rel.split(|&b| b == b'/') {
+                assert!(!s.is_empty());
+                assert!(s != b"." && s != b"..");
+                assert!(!s.contains(&b'\\') && !s.contains(&0));
+            }
         }
-        let _ = r.rel_path();
+        assert_eq!(r.segments().count(), r.segment_vecs().len());
         let _ = r.extension();
     }
 }
