@@ -38,6 +38,39 @@ pub mod paper {
     pub const EXP4_BEST: [f64; 4] = [65.7, 44.4, 24.2, 22.3];
 }
 
+/// The conventional scheduler the POS variants are compared against, and that POS runs over
+/// (`--base`; docs/sim.md, "The 4.4BSD base").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedBase {
+    /// The base before issue 21's 4.4BSD reading: `timeshare` orders the queue (woken sleepers
+    /// first), a running burst is never preempted by a wake-up, and `pos` orders every
+    /// unmarked worker FIFO.
+    #[default]
+    WokenFirst,
+    /// 4.4BSD as BSD/OS 2.1 ran it: wake-up preemption of user-mode work
+    /// ([`WebConfig::wakeup_preempt`]), and POS over the timesharing order (`posbsd`).
+    Bsd,
+    /// As [`SchedBase::Bsd`], but POS orders the unmarked workers FIFO (`pos`): which of the
+    /// two changes makes a difference.
+    BsdFifoPos,
+}
+
+impl SchedBase {
+    /// The registry name of the POS variants over this base.
+    pub fn pos_policy(self) -> &'static str {
+        match self {
+            Self::Bsd => "posbsd",
+            Self::WokenFirst | Self::BsdFifoPos => "pos",
+        }
+    }
+
+    /// Whether the CPU preempts user-mode work on a wake-up.
+    pub fn wakeup_preempt(self) -> bool {
+        self != Self::WokenFirst
+    }
+}
+
 /// Parameters of `triage sim pos`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PosConfig {
@@ -65,6 +98,9 @@ pub struct PosConfig {
     /// How the browsers of experiments 2-4 click: [`Arrivals::Random`] (each browser on its
     /// own) or [`Arrivals::Machines`] (per client machine, its browsers in turn).
     pub random_arrivals: Arrivals,
+    /// The scheduler POS is compared against and runs over; it sets the POS variants' policy
+    /// and the testbed's `wakeup_preempt`.
+    pub sched_base: SchedBase,
     /// Testbed parameters; `policy`, `hog`, `arrivals`, `seed` (and `browsers` in exp 4) are
     /// set per experiment, variant and trial.
     pub base: WebConfig,
@@ -86,6 +122,7 @@ impl Default for PosConfig {
             period: 500 * MS,
             random_interval: web::RANDOM_INTERVAL,
             random_arrivals: Arrivals::Random,
+            sched_base: SchedBase::WokenFirst,
             base: WebConfig::default(),
             threads: 2,
         }
@@ -304,7 +341,7 @@ pub fn variants(cfg: &PosConfig) -> Vec<Variant> {
     for &rw in &cfg.rw {
         v.push(Variant {
             label: format!("pos RW={rw}"),
-            policy: "pos".into(),
+            policy: cfg.sched_base.pos_policy().into(),
             cfg: pos_cfg(Tunable::Fixed(rw), RwRule::Paper),
             rw: Some(rw),
         });
@@ -313,7 +350,7 @@ pub fn variants(cfg: &PosConfig) -> Vec<Variant> {
         for (rule, name) in [(RwRule::Paper, "paper"), (RwRule::Split, "split")] {
             v.push(Variant {
                 label: format!("pos RW=auto({name})"),
-                policy: "pos".into(),
+                policy: cfg.sched_base.pos_policy().into(),
                 cfg: pos_cfg(Tunable::Auto, rule),
                 rw: None,
             });
@@ -403,6 +440,7 @@ fn web_config(cfg: &PosConfig, var: &Variant, browsers: usize, t: usize) -> WebC
         hog,
         arrivals,
         browsers,
+        wakeup_preempt: cfg.sched_base.wakeup_preempt(),
         interval: match cfg.exp {
             1 => cfg.base.interval,
             _ => cfg.random_interval,
@@ -634,13 +672,13 @@ fn exp4_summary(runs: &[ExpResult], t1_alone: f64) -> Exp4Summary {
     let mut best_impr = Vec::new();
     for e in runs {
         // The first variant with the largest improvement (ties: the earlier one).
-        let best = e.variants[1..].iter().filter(|v| v.policy == "pos").fold(
-            None::<&VariantResult>,
-            |b, v| match b {
+        let best = e.variants[1..]
+            .iter()
+            .filter(|v| v.label.starts_with("pos "))
+            .fold(None::<&VariantResult>, |b, v| match b {
                 Some(b) if b.t1_mean_impr >= v.t1_mean_impr => Some(b),
                 _ => Some(v),
-            },
-        );
+            });
         best_label.push(best.map_or("-".into(), |v| v.label.clone()));
         best_impr.push(best.map_or(0.0, |v| v.t1_mean_impr));
     }
