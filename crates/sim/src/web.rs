@@ -1403,6 +1403,20 @@ mod tests {
     }
 
     #[test]
+    fn wakeup_preemption_happens_only_when_asked_and_with_priorities() {
+        let mut c = small("timeshare", false);
+        c.browsers = 9;
+        c.arrivals = Arrivals::Random;
+        assert_eq!(run(&c).unwrap().wakeup_preemptions, 0);
+        c.wakeup_preempt = true;
+        let on = run(&c).unwrap();
+        assert!(on.wakeup_preemptions > 0, "{}", on.wakeup_preemptions);
+        assert!(on.preemptions >= on.wakeup_preemptions);
+        c.policy = "fifo".into();
+        assert_eq!(run(&c).unwrap().wakeup_preemptions, 0);
+    }
+
+    #[test]
     fn one_browser_loads_a_page() {
         let r = run(&small("fifo", false)).unwrap();
         assert_eq!(r.pages.len(), 1);
