@@ -295,6 +295,8 @@ pub struct PosResult {
     pub trials: usize,
     /// Clicks per browser per trial.
     pub rounds: usize,
+    /// The scheduler POS is compared against and runs over (`--base`).
+    pub sched_base: SchedBase,
     /// Experiments 1-3: one run; experiment 4: one per browser count.
     pub runs: Vec<ExpResult>,
     /// Experiment 4's relations.
@@ -644,6 +646,7 @@ pub fn run(cfg: &PosConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<PosResul
         seed: cfg.seed,
         trials: cfg.trials,
         rounds: cfg.base.rounds,
+        sched_base: cfg.sched_base,
         runs,
         exp4,
         notes: Vec::new(),
@@ -987,6 +990,20 @@ fn figures(res: &PosResult) -> Vec<FigureRow> {
 /// Comparison with the paper, in words, computed from the results.
 fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
     let mut n = Vec::new();
+    match cfg.sched_base {
+        SchedBase::WokenFirst => {}
+        base => n.push(format!(
+            "scheduler base: 4.4BSD (`--base {}`): a server process that wakes takes the CPU from \
+             one running in user mode (Apache's request parsing, logging), never from one inside \
+             a system call (the send loop's `write`s); POS variants run `{}` (docs/sim.md, \
+             \"The 4.4BSD base\")",
+            match base {
+                SchedBase::BsdFifoPos => "bsd-fifo-pos",
+                _ => "bsd",
+            },
+            base.pos_policy()
+        )),
+    }
     let e = &res.runs[0];
     match cfg.exp {
         1 | 3 => {
