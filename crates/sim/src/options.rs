@@ -819,6 +819,35 @@ mod tests {
     }
 
     #[test]
+    fn pos_base_flag_picks_the_scheduler_and_pos_over_it() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            pos: PosOptions,
+        }
+        let parse = |args: &[&str]| {
+            let mut all = vec!["pos", "--exp", "4"];
+            all.extend_from_slice(args);
+            <Cli as clap::Parser>::try_parse_from(all)
+                .unwrap()
+                .pos
+                .resolve()
+                .unwrap()
+        };
+        let c = parse(&[]);
+        assert_eq!(c.sched_base, SchedBase::WokenFirst);
+        assert_eq!(crate::pos::variants(&c)[1].policy, "pos");
+        let c = parse(&["--base", "bsd"]);
+        assert_eq!(c.sched_base, SchedBase::Bsd);
+        assert_eq!(crate::pos::variants(&c)[0].policy, "timeshare");
+        assert_eq!(crate::pos::variants(&c)[1].policy, "posbsd");
+        assert!(c.sched_base.wakeup_preempt());
+        let c = parse(&["--base", "bsd-fifo-pos"]);
+        assert_eq!(crate::pos::variants(&c)[1].policy, "pos");
+        assert!(c.sched_base.wakeup_preempt());
+    }
+
+    #[test]
     fn pos_bad_values_name_the_flag() {
         let bad = |o: PosOptions, flag: &str| {
             let e = o.resolve().unwrap_err();
