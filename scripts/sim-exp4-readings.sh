@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every reading of seed 001 exp 4 tried for issue 21 (docs/sim.md, "Experiment 4 per client
-# machine"): one markdown row per reading, exp 1, 3 and 4 at seed ${SEED:-1}. Needs target/ci/triage
+# machine" and "The 4.4BSD base"): one markdown row per reading, exp 1, 3 and 4 at seed ${SEED:-1}. Needs target/ci/triage
 # (cargo build --profile ci -p triage). Usage: bash scripts/sim-exp4-readings.sh > results/x.md
 T=${T:-target/ci/triage}
 row() {
@@ -34,3 +34,9 @@ row "per machine, pool 10/10/20" --arrivals machines --pool 10,10,20,150
 row "per machine, pool 30/30/60" --arrivals machines --pool 30,30,60,150
 row "per machine, 2 s, NIC PIO in the writer" --arrivals machines --random-window 2s --nic dma --per-kib 440us
 row "same, t1 at first packet" --arrivals machines --random-window 2s --nic dma --per-kib 440us --t1-first-packet
+row "4.4BSD base (wake-up preemption, posbsd)" --base bsd
+row "4.4BSD base, POS FIFO tail" --base bsd-fifo-pos
+row "4.4BSD base, quantum 10 ms" --base bsd --quantum 10ms
+row "4.4BSD base, per machine" --base bsd --arrivals machines
+row "4.4BSD base, per machine, 2 s, t1 at first packet" --base bsd --arrivals machines --random-window 2s --t1-first-packet
+row "4.4BSD base, window 100 ms" --base bsd --random-window 100ms

@@ -21,7 +21,8 @@
 //!   ordered by a policy, every transition logged.
 //! - [`balance`]: where a new worker goes and when a slot moves between the lanes of a
 //!   per-core mechanism (several `Sched`s, one per runtime thread).
-//! - the policies, one file each: [`fifo`], [`pos`], [`content`], [`timeshare`], [`delayed`]
+//! - the policies, one file each: [`fifo`], [`pos`], [`posbsd`] (`pos` over
+//!   `timeshare`), [`content`], [`timeshare`], [`delayed`]
 //!   (on `timeshare`), [`share`] (resource containers; inner policies come from a builder it
 //!   is given, not from the registry); and [`dispatch`], the cluster distribution policies.
 //! - [`kpos`]: POS for tasks the kernel schedules: a tracer's run/wait transitions drive a
@@ -43,6 +44,7 @@ pub mod fifo;
 pub mod idhash;
 pub mod kpos;
 pub mod pos;
+pub mod posbsd;
 pub mod predict;
 pub mod queue;
 pub mod ready;

@@ -152,6 +152,16 @@ pub trait Policy: Send {
         false
     }
 
+    /// Wake-up preemption, for a mechanism that models it (the simulator's 4.4BSD base):
+    /// `woken` just left a wait and was queued while `running` holds a slot in user mode.
+    /// Whether `woken`'s priority is strictly better than `running`'s, so that the mechanism
+    /// switches to it at once (4.4BSD `setrunnable` calls `need_resched` when `p_priority <
+    /// curpriority`). The default, for policies without priorities: never.
+    fn preempts(&self, woken: WorkerId, running: WorkerId) -> bool {
+        let _ = (woken, running);
+        false
+    }
+
     /// Whether the policy may serve workers in another order than they became ready. A
     /// mechanism that pays to collect every ready worker before choosing (the server's
     /// scheduling rounds) skips that cost for a policy that never reorders (`fifo`).

@@ -14,6 +14,7 @@ use crate::share::{Share, ShareSpec};
 pub const REGISTRY: &[Entry] = &[
     crate::fifo::ENTRY,
     crate::pos::ENTRY,
+    crate::posbsd::ENTRY,
     crate::content::ENTRY,
     crate::timeshare::ENTRY,
     crate::delayed::ENTRY,

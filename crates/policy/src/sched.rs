@@ -283,6 +283,12 @@ impl<P: Policy + ?Sized> Sched<P> {
         self.fill(now)
     }
 
+    /// Ask the policy whether `woken`, just queued, should take the slot of `running`, which
+    /// runs in user mode ([`Policy::preempts`]; the simulator's wake-up preemption).
+    pub fn preempts(&self, woken: WorkerId, running: WorkerId) -> bool {
+        self.policy.preempts(woken, running)
+    }
+
     /// Ask the policy whether a worker whose quantum expired may keep its slot a little longer.
     pub fn quantum_expiry(&mut self, worker: WorkerId, now: Nanos) -> Option<Nanos> {
         let ctx = self.ctx(now);

@@ -20,8 +20,14 @@
 //!   worker, FIFO among the woken. A preempted worker (quantum expired) is queued at its user
 //!   priority, at the tail of its bucket: round robin among equals.
 //!
-//! Not modelled: `nice`, wake-up preemption (a mechanism decision; [`crate::Sched`] preempts only
-//! at quantum expiry), the 5-second sampling of the load average.
+//! - **Wake-up preemption** ([`Policy::preempts`]): a woken worker (kernel priority) is better
+//!   than any worker running in user mode, and a worker at a user priority is better than one
+//!   with a strictly worse user priority (4.4BSD `setrunnable`: `need_resched` when
+//!   `p_priority < curpriority`). Whether to preempt is the mechanism's decision: the
+//!   simulator does it with its 4.4BSD base (`--base bsd`), [`crate::Sched`] alone preempts
+//!   only at quantum expiry.
+//!
+//! Not modelled: `nice`, the 5-second sampling of the load average.
 
 use std::collections::BTreeSet;
 
@@ -134,6 +140,19 @@ impl Timeshare {
         self.loadav as f64 / FSCALE as f64
     }
 
+    /// The worker at the head of the queue, if any (the next [`Policy::dequeue`]).
+    pub fn front(&self) -> Option<WorkerId> {
+        self.q.first().map(|&(_, _, w)| w)
+    }
+
+    /// The worker's priority as the queue sees it: the kernel sleep priority [`PSOCK`] for a
+    /// woken worker's burst, its user priority otherwise.
+    fn priority(&self, worker: WorkerId) -> Option<u32> {
+        self.w
+            .get(&worker)
+            .map(|i| if i.boosted { PSOCK } else { i.usrpri() })
+    }
+
     /// The decay factor the next [`Policy::tick`] will apply, as `(numerator, denominator)`.
     fn decay(&self) -> (u64, u64) {
         (2 * self.loadav, 2 * self.loadav + FSCALE)
@@ -229,6 +248,15 @@ impl Policy for Timeshare {
 
     fn order(&self) -> Vec<WorkerId> {
         self.q.iter().map(|&(_, _, w)| w).collect()
+    }
+
+    /// 4.4BSD `setrunnable`: the woken worker's priority (its sleep priority, or its user
+    /// priority) against the running worker's user priority (`curpriority` in user mode).
+    fn preempts(&self, woken: WorkerId, running: WorkerId) -> bool {
+        match (self.priority(woken), self.w.get(&running)) {
+            (Some(p), Some(r)) => p < r.usrpri(),
+            _ => false,
+        }
     }
 
     /// 4.4BSD `schedcpu`: update the load average, decay every worker's `estcpu`, re-queue the
@@ -375,6 +403,28 @@ mod tests {
         assert!(t.usrpri(1).unwrap() < before);
         assert_eq!(t.order(), vec![1]);
         assert_eq!(t.q.first().unwrap().0, PUSER / PPQ);
+    }
+
+    #[test]
+    fn a_woken_worker_preempts_user_mode_and_a_preempted_one_does_not() {
+        let mut t = Timeshare::new();
+        for w in [1, 2, 3] {
+            t.on_transition(w, None, State::Wait, &ctx(0));
+        }
+        // 1 runs (woken, then in user mode as far as the mechanism is concerned).
+        t.on_transition(1, Some(State::Wait), State::Ready, &ctx(0));
+        t.on_transition(1, Some(State::Ready), State::Run, &ctx(0));
+        // 2 wakes: kernel priority, better than 1's user priority.
+        t.on_transition(2, Some(State::Wait), State::Ready, &ctx(MS));
+        assert!(t.preempts(2, 1));
+        // 3 ran a second and was preempted: user priority worse than 1's, no preemption.
+        t.on_transition(3, Some(State::Wait), State::Ready, &ctx(0));
+        t.on_transition(3, Some(State::Ready), State::Run, &ctx(0));
+        t.on_transition(3, Some(State::Run), State::Ready, &ctx(SEC));
+        assert!(!t.preempts(3, 1));
+        assert!(t.usrpri(3) > t.usrpri(1));
+        // Unknown workers never preempt.
+        assert!(!t.preempts(9, 1) && !t.preempts(2, 9));
     }
 
     #[test]

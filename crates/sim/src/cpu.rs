@@ -18,6 +18,15 @@
 //! running worker's burst ends that much later; if the slot is idle or held by a background
 //! worker (the hog), the CPU is busy with the interrupt until it is done and a worker dispatched
 //! meanwhile starts only then. With more than one slot, an idle slot absorbs it (approximate).
+//!
+//! **Wake-up preemption** ([`Cpu::set_wakeup_preempt`], off by default), 4.4BSD's rule: a burst
+//! that begins with a wake-up ([`Cpu::wake`]) runs its first `kernel` nanoseconds in the kernel
+//! (the system call that slept completes: not preemptible), the rest in user mode. A worker
+//! that wakes while another runs in user mode takes its slot at once if the policy says its
+//! priority is better ([`policy::Sched::preempts`]; 4.4BSD `setrunnable` -> `need_resched`);
+//! while the runner is still in the kernel, the switch happens when it returns to user mode
+//! (4.4BSD's kernel is not preemptive: `need_resched` takes effect in `userret`). The preempted
+//! worker goes back to the ready queue through the policy with the rest of its burst.
 
 use policy::{Grant, Hints, Nanos, Sched, WorkerId};
 
@@ -36,6 +45,14 @@ pub enum CpuEv {
     },
     /// The policy's periodic tick.
     Tick,
+    /// `w` returns to user mode with a switch pending (wake-up preemption); stale if `w`
+    /// was dispatched again since (`id`).
+    UserRet {
+        /// The worker.
+        w: WorkerId,
+        /// Its dispatch's number when the event was scheduled.
+        id: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +62,13 @@ struct Running {
     since: Nanos,
     slice_end: Nanos,
     gen: u64,
+    /// When its burst's kernel part ends (wake-up preemption): before then it is not
+    /// preemptible.
+    user_at: Nanos,
+    /// A better worker woke while it was in the kernel: switch when it returns to user mode.
+    resched: bool,
+    /// Number of this dispatch (tells a stale [`CpuEv::UserRet`]).
+    id: u64,
 }
 
 /// A multi-slot CPU ordered by a policy. See the module docs.
@@ -73,6 +97,14 @@ pub struct Cpu {
     irq_idle_ns: u64,
     /// Of the interrupt work still pending (`irq_until`), what was counted in `irq_idle_ns`.
     irq_idle_pending: Nanos,
+    /// Model 4.4BSD's wake-up preemption (see the module docs).
+    wakeup_preempt: bool,
+    /// Kernel part of the burst of a woken worker not yet dispatched ([`Cpu::wake`]).
+    kernel: DetMap<WorkerId, Nanos>,
+    /// Dispatches so far (numbers [`Running::id`]).
+    dispatches: u64,
+    /// Switches made by wake-up preemption.
+    wakeup_preemptions: u64,
 }
 
 impl Cpu {
@@ -96,7 +128,21 @@ impl Cpu {
             irq_ns: 0,
             irq_idle_ns: 0,
             irq_idle_pending: 0,
+            wakeup_preempt: false,
+            kernel: DetMap::default(),
+            dispatches: 0,
+            wakeup_preemptions: 0,
         }
+    }
+
+    /// Model 4.4BSD's wake-up preemption (see the module docs); off by default.
+    pub fn set_wakeup_preempt(&mut self, on: bool) {
+        self.wakeup_preempt = on;
+    }
+
+    /// Switches made by wake-up preemption so far.
+    pub fn wakeup_preemptions(&self) -> u64 {
+        self.wakeup_preemptions
     }
 
     /// The `Sched` the policy under test runs in.
@@ -153,6 +199,9 @@ impl Cpu {
                 if let Some(r) = self.run.get_mut(&w) {
                     r.left = r.left.saturating_add(cost);
                     r.slice_end = r.slice_end.saturating_add(cost);
+                    if r.user_at > now {
+                        r.user_at = r.user_at.saturating_add(cost);
+                    }
                     r.gen = gen;
                     let at = r.since.saturating_add(r.left).min(r.slice_end).max(now);
                     eng.at(at, CpuEv::Slice { w, gen }.into());
@@ -237,10 +286,54 @@ impl Cpu {
 
     /// `w` (waiting) wants the CPU for `burst`.
     pub fn ready<E: From<CpuEv>>(&mut self, w: WorkerId, burst: Nanos, eng: &mut Engine<E>) {
+        self.wake(w, 0, burst, eng);
+    }
+
+    /// `w` wakes from a wait and wants the CPU for `burst`, of which the first `kernel` run in
+    /// the kernel (the system call that slept completes). With wake-up preemption it may take
+    /// the slot of a worker running in user mode (see the module docs); without, the same as
+    /// [`Cpu::ready`].
+    pub fn wake<E: From<CpuEv>>(
+        &mut self,
+        w: WorkerId,
+        kernel: Nanos,
+        burst: Nanos,
+        eng: &mut Engine<E>,
+    ) {
         self.pending.insert(w, burst);
+        self.kernel.insert(w, kernel.min(burst));
         let hints = self.hints.get(&w).copied().unwrap_or_default();
         if self.sched.ready(w, eng.now(), &hints) == Grant::RunNow {
             self.dispatch(w, eng);
+        } else if self.wakeup_preempt {
+            self.check_wakeup_preempt(w, eng);
+        }
+    }
+
+    /// `w` just woke and was queued: the first running (foreground) worker whose priority it
+    /// beats is switched out now if it is in user mode, or when it returns to user mode.
+    fn check_wakeup_preempt<E: From<CpuEv>>(&mut self, w: WorkerId, eng: &mut Engine<E>) {
+        let now = eng.now();
+        let mut running: Vec<WorkerId> = self
+            .run
+            .keys()
+            .copied()
+            .filter(|r| !self.background.contains(r))
+            .collect();
+        running.sort_unstable();
+        let Some(victim) = running.into_iter().find(|&r| self.sched.preempts(w, r)) else {
+            return;
+        };
+        let Some(r) = self.run.get_mut(&victim) else {
+            return;
+        };
+        if r.user_at <= now {
+            self.wakeup_preemptions += 1;
+            self.preempt_now(victim, eng);
+        } else if !r.resched {
+            r.resched = true;
+            let (at, id) = (r.user_at, r.id);
+            eng.at(at, CpuEv::UserRet { w: victim, id }.into());
         }
     }
 
@@ -265,11 +358,16 @@ impl Cpu {
         }
         self.last = Some(w);
         self.gen += 1;
+        self.dispatches += 1;
+        let kernel = self.kernel.remove(&w).unwrap_or(0);
         let r = Running {
             left,
             since: now,
             slice_end: now.saturating_add(delay).saturating_add(self.quantum),
             gen: self.gen,
+            user_at: now.saturating_add(delay).saturating_add(kernel),
+            resched: false,
+            id: self.dispatches,
         };
         self.run.insert(w, r);
         eng.at(
@@ -305,6 +403,18 @@ impl Cpu {
                 if let Some(p) = self.sched.policy().period() {
                     eng.after(p, CpuEv::Tick.into());
                 }
+                None
+            }
+            CpuEv::UserRet { w, id } => {
+                let r = self.run.get(&w).filter(|r| r.id == id && r.resched)?;
+                if r.user_at > now {
+                    // Interrupts pushed its return to user mode back.
+                    eng.at(r.user_at, CpuEv::UserRet { w, id }.into());
+                    return None;
+                }
+                self.wakeup_preemptions += 1;
+                // What it ran so far is charged by `preempt_now`.
+                self.preempt_now(w, eng);
                 None
             }
             CpuEv::Slice { w, gen } => {
@@ -360,8 +470,20 @@ impl Cpu {
         true
     }
 
-    /// `w`, whose burst just ended, goes on running for `more` without blocking (same quantum).
+    /// `w`, whose burst just ended, goes on running for `more` without blocking (same quantum),
+    /// in user mode (preemptible by a wake-up, see the module docs).
     pub fn extend<E: From<CpuEv>>(&mut self, w: WorkerId, more: Nanos, eng: &mut Engine<E>) {
+        self.extend_in_kernel(w, 0, more, eng);
+    }
+
+    /// As [`Cpu::extend`], the first `kernel` of `more` inside a system call (not preemptible).
+    pub fn extend_in_kernel<E: From<CpuEv>>(
+        &mut self,
+        w: WorkerId,
+        kernel: Nanos,
+        more: Nanos,
+        eng: &mut Engine<E>,
+    ) {
         let now = eng.now();
         self.gen += 1;
         let gen = self.gen;
@@ -373,6 +495,12 @@ impl Cpu {
                 now.saturating_add(more).min(r.slice_end.max(now)),
                 CpuEv::Slice { w, gen }.into(),
             );
+            r.user_at = now.saturating_add(kernel.min(more));
+            if r.resched {
+                // A switch is pending: it happens at the next return to user mode.
+                let (at, id) = (r.user_at, r.id);
+                eng.at(at, CpuEv::UserRet { w, id }.into());
+            }
         }
     }
 
@@ -390,6 +518,7 @@ impl Cpu {
         }
         self.used.remove(&w);
         self.pending.remove(&w);
+        self.kernel.remove(&w);
         self.hints.remove(&w);
         let started = self.sched.exit(w, eng.now());
         self.dispatch_all(started, eng);
@@ -501,6 +630,58 @@ mod tests {
         let mut e: Engine<CpuEv> = Engine::new();
         c.interrupt(0, &mut e);
         assert!(!c.busy_foreground(0));
+    }
+
+    /// Run events due until `until`, blocking each worker whose burst ends; record ends.
+    fn run_until(
+        c: &mut Cpu,
+        e: &mut Engine<CpuEv>,
+        until: Nanos,
+        done: &mut Vec<(WorkerId, Nanos)>,
+    ) {
+        while let Some((t, ev)) = e.pop_until(until) {
+            if let Some(w) = c.handle(ev, e) {
+                done.push((w, t));
+                c.block(w, e);
+            }
+        }
+    }
+
+    #[test]
+    fn wakeup_preemption_switches_at_the_return_to_user_mode() {
+        // Worker 1 wakes at 0 with 10 ms of CPU, its first 2 ms in the kernel; worker 2 wakes
+        // at `at` with 1 ms (all kernel). Timesharing: 2 (kernel priority) beats 1 in user mode.
+        let case = |policy: &str, on: bool, at: Nanos| {
+            let mut c = cpu(policy, 100 * MS);
+            c.set_wakeup_preempt(on);
+            let mut e = Engine::new();
+            let mut done = Vec::new();
+            c.wake(1, 2 * MS, 10 * MS, &mut e);
+            run_until(&mut c, &mut e, at, &mut done);
+            c.wake(2, MS, MS, &mut e);
+            run_until(&mut c, &mut e, SEC / 2, &mut done);
+            (done, c.wakeup_preemptions())
+        };
+        // Off (the default): 2 waits for 1's burst to end.
+        assert_eq!(
+            case("timeshare", false, 5 * MS),
+            (vec![(1, 10 * MS), (2, 11 * MS)], 0)
+        );
+        // On, 1 in user mode: 2 runs at once.
+        assert_eq!(
+            case("timeshare", true, 5 * MS),
+            (vec![(2, 6 * MS), (1, 11 * MS)], 1)
+        );
+        // On, 1 still in the kernel: the switch waits for its return to user mode (2 ms).
+        assert_eq!(
+            case("timeshare", true, MS),
+            (vec![(2, 3 * MS), (1, 11 * MS)], 1)
+        );
+        // A policy without priorities never preempts.
+        assert_eq!(
+            case("fifo", true, 5 * MS),
+            (vec![(1, 10 * MS), (2, 11 * MS)], 0)
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use units::Dur;
 
 use crate::lard::{LardConfig, PolicySpec, Workload};
 use crate::link::LinkMode;
-use crate::pos::PosConfig;
+use crate::pos::{PosConfig, SchedBase};
 use crate::web::{Arrivals, CpuCosts, Pool, WebConfig};
 use crate::{param, SimError};
 
@@ -161,6 +161,12 @@ pub struct PosOptions {
     #[arg(long = "no-hog-preempt", action = ArgAction::SetFalse,
           help = "Do not let a waking server process preempt the CPU hog (4.4BSD does)")]
     pub hog_preempt: bool,
+    /// The conventional scheduler POS is compared against and runs over: `woken-first`
+    /// (no wake-up preemption, POS orders the rest FIFO), `bsd` (4.4BSD: a woken process
+    /// preempts user-mode work; POS over the timesharing order) or `bsd-fifo-pos` (as `bsd`,
+    /// POS orders the rest FIFO). See docs/sim.md, "The 4.4BSD base".
+    #[arg(long, value_enum, default_value_t = SchedBase::WokenFirst)]
+    pub base: SchedBase,
     /// Worker threads (results do not depend on it).
     #[arg(long, default_value_t = defaults().threads)]
     pub threads: usize,
@@ -245,6 +251,7 @@ impl Default for PosOptions {
             t1_first_packet: false,
             pool: None,
             hog_preempt: w.hog_preempt,
+            base: p.sched_base,
             threads: p.threads,
         }
     }
@@ -407,6 +414,7 @@ impl PosOptions {
                 RandomArrivals::Browsers => Arrivals::Random,
                 RandomArrivals::Machines => Arrivals::Machines,
             },
+            sched_base: self.base,
             base,
             threads: self.threads,
         })
@@ -808,6 +816,35 @@ mod tests {
         assert_eq!(o.arrivals, RandomArrivals::Machines);
         assert!(o.t1_first_packet);
         assert_eq!(o.resolve().unwrap().base.stagger, 80 * policy::MS);
+    }
+
+    #[test]
+    fn pos_base_flag_picks_the_scheduler_and_pos_over_it() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            pos: PosOptions,
+        }
+        let parse = |args: &[&str]| {
+            let mut all = vec!["pos", "--exp", "4"];
+            all.extend_from_slice(args);
+            <Cli as clap::Parser>::try_parse_from(all)
+                .unwrap()
+                .pos
+                .resolve()
+                .unwrap()
+        };
+        let c = parse(&[]);
+        assert_eq!(c.sched_base, SchedBase::WokenFirst);
+        assert_eq!(crate::pos::variants(&c)[1].policy, "pos");
+        let c = parse(&["--base", "bsd"]);
+        assert_eq!(c.sched_base, SchedBase::Bsd);
+        assert_eq!(crate::pos::variants(&c)[0].policy, "timeshare");
+        assert_eq!(crate::pos::variants(&c)[1].policy, "posbsd");
+        assert!(c.sched_base.wakeup_preempt());
+        let c = parse(&["--base", "bsd-fifo-pos"]);
+        assert_eq!(crate::pos::variants(&c)[1].policy, "pos");
+        assert!(c.sched_base.wakeup_preempt());
     }
 
     #[test]

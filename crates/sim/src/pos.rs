@@ -38,6 +38,39 @@ pub mod paper {
     pub const EXP4_BEST: [f64; 4] = [65.7, 44.4, 24.2, 22.3];
 }
 
+/// The conventional scheduler the POS variants are compared against, and that POS runs over
+/// (`--base`; docs/sim.md, "The 4.4BSD base").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedBase {
+    /// The base before issue 21's 4.4BSD reading: `timeshare` orders the queue (woken sleepers
+    /// first), a running burst is never preempted by a wake-up, and `pos` orders every
+    /// unmarked worker FIFO.
+    #[default]
+    WokenFirst,
+    /// 4.4BSD as BSD/OS 2.1 ran it: wake-up preemption of user-mode work
+    /// ([`WebConfig::wakeup_preempt`]), and POS over the timesharing order (`posbsd`).
+    Bsd,
+    /// As [`SchedBase::Bsd`], but POS orders the unmarked workers FIFO (`pos`): which of the
+    /// two changes makes a difference.
+    BsdFifoPos,
+}
+
+impl SchedBase {
+    /// The registry name of the POS variants over this base.
+    pub fn pos_policy(self) -> &'static str {
+        match self {
+            Self::Bsd => "posbsd",
+            Self::WokenFirst | Self::BsdFifoPos => "pos",
+        }
+    }
+
+    /// Whether the CPU preempts user-mode work on a wake-up.
+    pub fn wakeup_preempt(self) -> bool {
+        self != Self::WokenFirst
+    }
+}
+
 /// Parameters of `triage sim pos`.
 #[derive(Debug, Clone, Serialize)]
 pub struct PosConfig {
@@ -65,6 +98,9 @@ pub struct PosConfig {
     /// How the browsers of experiments 2-4 click: [`Arrivals::Random`] (each browser on its
     /// own) or [`Arrivals::Machines`] (per client machine, its browsers in turn).
     pub random_arrivals: Arrivals,
+    /// The scheduler POS is compared against and runs over; it sets the POS variants' policy
+    /// and the testbed's `wakeup_preempt`.
+    pub sched_base: SchedBase,
     /// Testbed parameters; `policy`, `hog`, `arrivals`, `seed` (and `browsers` in exp 4) are
     /// set per experiment, variant and trial.
     pub base: WebConfig,
@@ -86,6 +122,7 @@ impl Default for PosConfig {
             period: 500 * MS,
             random_interval: web::RANDOM_INTERVAL,
             random_arrivals: Arrivals::Random,
+            sched_base: SchedBase::WokenFirst,
             base: WebConfig::default(),
             threads: 2,
         }
@@ -258,6 +295,8 @@ pub struct PosResult {
     pub trials: usize,
     /// Clicks per browser per trial.
     pub rounds: usize,
+    /// The scheduler POS is compared against and runs over (`--base`).
+    pub sched_base: SchedBase,
     /// Experiments 1-3: one run; experiment 4: one per browser count.
     pub runs: Vec<ExpResult>,
     /// Experiment 4's relations.
@@ -304,7 +343,7 @@ pub fn variants(cfg: &PosConfig) -> Vec<Variant> {
     for &rw in &cfg.rw {
         v.push(Variant {
             label: format!("pos RW={rw}"),
-            policy: "pos".into(),
+            policy: cfg.sched_base.pos_policy().into(),
             cfg: pos_cfg(Tunable::Fixed(rw), RwRule::Paper),
             rw: Some(rw),
         });
@@ -313,7 +352,7 @@ pub fn variants(cfg: &PosConfig) -> Vec<Variant> {
         for (rule, name) in [(RwRule::Paper, "paper"), (RwRule::Split, "split")] {
             v.push(Variant {
                 label: format!("pos RW=auto({name})"),
-                policy: "pos".into(),
+                policy: cfg.sched_base.pos_policy().into(),
                 cfg: pos_cfg(Tunable::Auto, rule),
                 rw: None,
             });
@@ -403,6 +442,7 @@ fn web_config(cfg: &PosConfig, var: &Variant, browsers: usize, t: usize) -> WebC
         hog,
         arrivals,
         browsers,
+        wakeup_preempt: cfg.sched_base.wakeup_preempt(),
         interval: match cfg.exp {
             1 => cfg.base.interval,
             _ => cfg.random_interval,
@@ -606,6 +646,7 @@ pub fn run(cfg: &PosConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<PosResul
         seed: cfg.seed,
         trials: cfg.trials,
         rounds: cfg.base.rounds,
+        sched_base: cfg.sched_base,
         runs,
         exp4,
         notes: Vec::new(),
@@ -634,13 +675,13 @@ fn exp4_summary(runs: &[ExpResult], t1_alone: f64) -> Exp4Summary {
     let mut best_impr = Vec::new();
     for e in runs {
         // The first variant with the largest improvement (ties: the earlier one).
-        let best = e.variants[1..].iter().filter(|v| v.policy == "pos").fold(
-            None::<&VariantResult>,
-            |b, v| match b {
+        let best = e.variants[1..]
+            .iter()
+            .filter(|v| v.label.starts_with("pos "))
+            .fold(None::<&VariantResult>, |b, v| match b {
                 Some(b) if b.t1_mean_impr >= v.t1_mean_impr => Some(b),
                 _ => Some(v),
-            },
-        );
+            });
         best_label.push(best.map_or("-".into(), |v| v.label.clone()));
         best_impr.push(best.map_or(0.0, |v| v.t1_mean_impr));
     }
@@ -949,6 +990,20 @@ fn figures(res: &PosResult) -> Vec<FigureRow> {
 /// Comparison with the paper, in words, computed from the results.
 fn notes(cfg: &PosConfig, res: &PosResult) -> Vec<String> {
     let mut n = Vec::new();
+    match cfg.sched_base {
+        SchedBase::WokenFirst => {}
+        base => n.push(format!(
+            "scheduler base: 4.4BSD (`--base {}`): a server process that wakes takes the CPU from \
+             one running in user mode (Apache's request parsing, logging), never from one inside \
+             a system call (the send loop's `write`s); POS variants run `{}` (docs/sim.md, \
+             \"The 4.4BSD base\")",
+            match base {
+                SchedBase::BsdFifoPos => "bsd-fifo-pos",
+                _ => "bsd",
+            },
+            base.pos_policy()
+        )),
+    }
     let e = &res.runs[0];
     match cfg.exp {
         1 | 3 => {

@@ -298,6 +298,13 @@ pub struct WebConfig {
     /// yields when dispatched ahead of one (4.4BSD: a CPU-bound process's saturated priority
     /// is below any woken process's).
     pub hog_preempt: bool,
+    /// 4.4BSD's wake-up preemption ([`Cpu::set_wakeup_preempt`]): a server process that
+    /// wakes takes the CPU from one running in user mode whose priority it beats (the policy
+    /// says: `timeshare`, `posbsd`). Each burst's system-call part is not preemptible: the
+    /// `write`s, a woken process's completing system call; Apache's user-level work is
+    /// (the accept burst after `accept` returns, close and log). Off: the switch waits for
+    /// the running burst's end or its quantum, as before issue 21's 4.4BSD base.
+    pub wakeup_preempt: bool,
     /// Read files from the disk (seed 001: buffer cache disabled); `false`: from memory.
     pub use_disk: bool,
     /// Link bandwidth, bits per second.
@@ -345,6 +352,7 @@ impl Default for WebConfig {
             conn_latency: MS,
             hog: true,
             hog_preempt: true,
+            wakeup_preempt: false,
             use_disk: true,
             link_bps: 10_000_000,
             link_mode: LinkMode::Fair,
@@ -466,6 +474,8 @@ pub struct WebResult {
     pub processes_end: usize,
     /// Workers preempted (quantum expiries, and the hog preempted by a waking process).
     pub preemptions: u64,
+    /// Of those, switches made by wake-up preemption ([`WebConfig::wakeup_preempt`]).
+    pub wakeup_preemptions: u64,
     /// Fraction of the measured time the disk was busy.
     pub disk_util: f64,
     /// Fraction of the measured time the link was busy.
@@ -656,6 +666,7 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         work_ns: 0,
         measure_from: cfg.interval,
     };
+    sim.cpu.set_wakeup_preempt(cfg.wakeup_preempt);
     sim.start();
     let horizon = cfg.interval * (cfg.rounds as u64 + 1) + 600 * SEC;
     while sim.done < sim.total_pages {
@@ -692,6 +703,7 @@ pub fn run(cfg: &WebConfig) -> Result<WebResult, SimError> {
         processes_max: sim.live_max,
         processes_end: sim.live,
         preemptions: sim.cpu.preemptions(),
+        wakeup_preemptions: sim.cpu.wakeup_preemptions(),
         disk_util: sim.disk.busy_ns() as f64 / now.max(1) as f64,
         link_util: sim.link.busy_ns() as f64 / span,
         cpu_util: sim.cpu.busy_ns() as f64 / now.max(1) as f64 / cfg.cpus as f64,
@@ -1050,16 +1062,19 @@ impl Sim<'_> {
         if running {
             self.cpu.extend(w, cost, &mut self.eng);
         } else {
-            self.wake(w, cost);
+            // `accept` returns (a system call), then Apache's user-level work.
+            let kernel = self.cfg.costs.syscall;
+            self.wake(w, kernel, cost);
         }
     }
 
-    /// Server process `w` wakes with a burst of `cost`; it preempts the hog (see module docs).
-    fn wake(&mut self, w: WorkerId, cost: Nanos) {
+    /// Server process `w` wakes with a burst of `cost`, the first `kernel` of it completing
+    /// the system call it slept in; it preempts the hog (see module docs).
+    fn wake(&mut self, w: WorkerId, kernel: Nanos, cost: Nanos) {
         // Its CPU phase begins (for the t1 breakdown).
         let now = self.now();
         self.proc_mut(w).mark = now;
-        self.cpu.ready(w, cost, &mut self.eng);
+        self.cpu.wake(w, kernel, cost, &mut self.eng);
         if self.cfg.hog && self.cfg.hog_preempt && !self.cpu.running(w) {
             self.cpu.preempt_now(HOG, &mut self.eng);
         }
@@ -1117,7 +1132,8 @@ impl Sim<'_> {
                         self.proc_mut(w).phase = Phase::Write(m);
                         let cost = self.write_cost(m);
                         self.own_work(c, cost);
-                        self.cpu.extend(w, cost, &mut self.eng);
+                        // The same `write` goes on in the kernel.
+                        self.cpu.extend_in_kernel(w, cost, cost, &mut self.eng);
                     } else {
                         self.proc_mut(w).phase = Phase::Sock;
                         self.cpu.block(w, &mut self.eng);
@@ -1190,10 +1206,12 @@ impl Sim<'_> {
         // The disk interrupt (and, with programmed I/O, the CPU moving the data) comes first.
         let irq = self.cfg.costs.disk_read(len);
         self.cpu.interrupt(irq, &mut self.eng);
-        // The read's system call, then the write (`per_kib` counts both copies of a byte).
+        // The read's system call, then the write (`per_kib` counts both copies of a byte): both
+        // in the kernel (the `read` completes, the `write` does not return before it sleeps or
+        // is done).
         let cost = self.cfg.costs.syscall + self.write_cost(n);
         self.own_work(c, cost);
-        self.wake(w, cost);
+        self.wake(w, cost, cost);
     }
 
     /// `payload` bytes of `conn` reached the browser.
@@ -1221,7 +1239,8 @@ impl Sim<'_> {
                     self.proc_mut(w).phase = Phase::Write(n);
                     let cost = self.write_cost(n);
                     self.own_work(conn, cost);
-                    self.wake(w, cost);
+                    // The `write` it slept in goes on.
+                    self.wake(w, cost, cost);
                 }
             }
         }
@@ -1381,6 +1400,20 @@ mod tests {
             hog,
             ..WebConfig::default()
         }
+    }
+
+    #[test]
+    fn wakeup_preemption_happens_only_when_asked_and_with_priorities() {
+        let mut c = small("timeshare", false);
+        c.browsers = 9;
+        c.arrivals = Arrivals::Random;
+        assert_eq!(run(&c).unwrap().wakeup_preemptions, 0);
+        c.wakeup_preempt = true;
+        let on = run(&c).unwrap();
+        assert!(on.wakeup_preemptions > 0, "{}", on.wakeup_preemptions);
+        assert!(on.preemptions >= on.wakeup_preemptions);
+        c.policy = "fifo".into();
+        assert_eq!(run(&c).unwrap().wakeup_preemptions, 0);
     }
 
     #[test]
