@@ -3,7 +3,8 @@
 //! a marked worker's burst runs (the server's `--boost nice`).
 //!
 //! Linux applies `setpriority(PRIO_PROCESS, tid, ..)` to a single thread when given a thread id
-//! (`gettid`), not to the whole process. Lowering the nice value (raising priority) needs
+//! (`gettid`), not to the whole process. [`FifoGuard`] runs a thread real-time (`SCHED_FIFO`)
+//! for a while: a measuring client. Lowering the nice value (raising priority) needs
 //! `CAP_SYS_NICE` (root); without it the call fails with [`PrioError::Permission`].
 
 /// Kernel thread id.
@@ -234,6 +235,59 @@ impl Drop for NiceGuard {
     }
 }
 
+/// Whether thread `tid` runs under the real-time `SCHED_FIFO` policy (`sched_getscheduler`).
+pub fn thread_is_fifo(tid: Tid) -> Result<bool, PrioError> {
+    // SAFETY: plain syscall wrapper; invalid ids are reported through errno.
+    let r = unsafe { libc::sched_getscheduler(tid) };
+    if r < 0 {
+        return Err(PrioError::Sys {
+            tid,
+            err: format!("sched_getscheduler: {}", std::io::Error::last_os_error()),
+        });
+    }
+    Ok(r & !libc::SCHED_RESET_ON_FORK == libc::SCHED_FIFO)
+}
+
+/// Runs the calling thread under `SCHED_FIFO` while alive (and every child it starts
+/// meanwhile, which inherits the policy), then returns it to the fair class at the nice value
+/// it had. A real-time thread preempts every fair-class task on its CPU as soon as it wakes:
+/// a measuring client (the events lab's load generator and wrk) then answers the server
+/// within microseconds whatever builds share its CPU, where a nice value only weighs its
+/// share (under EEVDF a woken nice -10 thread may wait out a running task's slice, about
+/// 1.5 ms, on every wake-up). The kernel's real-time throttling
+/// (`/proc/sys/kernel/sched_rt_runtime_us`, 95% by default) keeps the rest of the CPU for
+/// the others. Needs `CAP_SYS_NICE` (root): without it [`PrioError::Permission`].
+#[derive(Debug)]
+pub struct FifoGuard {
+    tid: Tid,
+    nice: i32,
+}
+
+impl FifoGuard {
+    /// `SCHED_FIFO` at `priority` (1..=99; the lowest, 1, is enough to preempt every fair
+    /// task) for the calling thread.
+    pub fn raise_current(priority: i32) -> Result<Self, PrioError> {
+        let tid = current_tid();
+        let nice = thread_nice(tid)?;
+        let param = libc::sched_param {
+            sched_priority: priority,
+        };
+        // SAFETY: sched_setscheduler reads a valid sched_param.
+        let r = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) };
+        check(r == 0, tid, nice, "sched_setscheduler (SCHED_FIFO)")?;
+        Ok(Self { tid, nice })
+    }
+}
+
+impl Drop for FifoGuard {
+    fn drop(&mut self) {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as above; back to the fair class, then the nice value it had.
+        unsafe { libc::sched_setscheduler(self.tid, libc::SCHED_OTHER, &param) };
+        let _ = set_thread_nice(self.tid, self.nice);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +368,32 @@ mod tests {
                 }
                 Err(PrioError::Permission { .. }) => {
                     eprintln!("SKIP guard_restores_on_drop: needs CAP_SYS_NICE (root)")
+                }
+                Err(e) => panic!("{e}"),
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn fifo_guard_raises_and_returns_to_the_fair_class() {
+        std::thread::spawn(|| {
+            let tid = current_tid();
+            set_thread_nice(tid, 4).unwrap();
+            assert!(!thread_is_fifo(tid).unwrap());
+            match FifoGuard::raise_current(1) {
+                Ok(g) => {
+                    assert!(thread_is_fifo(tid).unwrap());
+                    // A child thread started meanwhile inherits the policy.
+                    let child = std::thread::spawn(|| thread_is_fifo(current_tid()).unwrap());
+                    assert!(child.join().unwrap());
+                    drop(g);
+                    assert!(!thread_is_fifo(tid).unwrap());
+                    assert_eq!(thread_nice(tid).unwrap(), 4, "the nice value it had");
+                }
+                Err(PrioError::Permission { .. }) => {
+                    eprintln!("SKIP fifo_guard_raises_and_returns_to_the_fair_class: not root")
                 }
                 Err(e) => panic!("{e}"),
             }

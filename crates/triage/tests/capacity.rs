@@ -355,6 +355,24 @@ fn lab_events_tiny_writes_the_summary_keys() {
     // 200.
     assert_eq!(raw.lines().count(), 1 + fits.len() / 2 * 13, "{raw}");
     assert!(raw.lines().any(|l| l.contains(",probe,")), "{raw}");
+    // The client side measured its own CPU in every run but the pairs, and ran real-time
+    // (`--client-sched fifo`, the default; this test runs as root).
+    let head: Vec<&str> = raw.lines().next().unwrap().split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    for l in raw.lines().skip(1).filter(|l| !l.contains(",pairs,")) {
+        let f: Vec<&str> = l.split(',').collect();
+        assert!(
+            f[col("client_cpu_pct")].parse::<f64>().unwrap() > 0.0,
+            "{l}"
+        );
+        assert_eq!(f[col("client_fifo")], "true", "{l}");
+    }
+    // Beside each measured saturation, the run above it that failed says which criterion.
+    for f in fits {
+        if let Some(n) = f["next_failure"].as_object() {
+            assert!(n["failed_on"].is_string(), "{f}");
+        }
+    }
     // The pairs against the twin give the ratio at 200 cold connections.
     let cpr = s["cpu_per_req"].as_array().unwrap();
     assert!(

@@ -50,6 +50,10 @@ pub use summary::Summary;
 /// Nice value of the client side (the lab process, loadgen's threads and wrk).
 pub const CLIENT_NICE: i32 = -10;
 
+/// `SCHED_FIFO` priority of the client side while it measures (`--client-sched fifo`): the
+/// lowest real-time priority, above every fair-class task.
+pub const CLIENT_FIFO_PRIORITY: i32 = 1;
+
 /// `triage lab events` as an [`Experiment`].
 pub struct EventsLab {
     o: EventsOpts,
@@ -182,6 +186,20 @@ impl Experiment for EventsLab {
         if let Err(e) = os::prio::set_thread_nice(os::prio::current_tid(), CLIENT_NICE) {
             self.notes
                 .push(format!("the client side runs at the default priority: {e}"));
+        }
+        // Real-time while it measures (run::ClientRt): tried once here, so that a refusal is
+        // said once and the runs go on at nice -10.
+        if self.p.client_fifo {
+            if let Err(e) = os::prio::FifoGuard::raise_current(CLIENT_FIFO_PRIORITY) {
+                self.p.client_fifo = false;
+                let why = format!(
+                    "--client-sched fifo refused ({e}): the client side runs at nice \
+                     {CLIENT_NICE} only, and a task sharing its CPU can delay each of its \
+                     wake-ups by a slice"
+                );
+                eprintln!("lab events: {why}");
+                self.notes.push(why);
+            }
         }
         let want = (2 * self.p.max_cold() + 4 * self.p.hot_conns + 1024) as u64;
         let nofile = os::procfs::raise_nofile(want)

@@ -5,6 +5,16 @@ use std::time::Duration;
 
 use crate::util::{clap_defaults, parse_quota};
 
+/// How the client side is scheduled while it measures (`--client-sched`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientSched {
+    /// Real-time `SCHED_FIFO` (priority 1) during each measuring run, at nice -10 between.
+    Fifo,
+    /// Nice -10 throughout.
+    Nice,
+}
+
 /// What `triage lab events` was asked for.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EventsOpts {
@@ -46,6 +56,13 @@ pub struct EventsOpts {
     /// Connections of the hot clients (open loop, each with one request in flight at most).
     #[arg(long = "hot-conns", default_value_t = 16)]
     pub hot_conns: usize,
+    /// How the client side (loadgen's open loop, wrk) is scheduled on its CPU while it
+    /// measures: `fifo` (real-time SCHED_FIFO, needs root) preempts every other task there as
+    /// soon as a response arrives; `nice` runs it at nice -10 only, where a build sharing the
+    /// CPU can hold each wake-up for a slice (the server then idles with requests unsent and
+    /// fails the sustained test with 7-26% of its quota unused; docs/events.md).
+    #[arg(long = "client-sched", value_enum, default_value_t = ClientSched::Fifo)]
+    pub client_sched: ClientSched,
     /// CPU quota of the server side, a fraction or percent of one CPU: a slower CPU that one
     /// client CPU can saturate (at 25% wrk and loadgen could not saturate triage, nginx or
     /// lighttpd on this machine: 13-20% idle left), and shares that other processes on the CPU
@@ -104,6 +121,11 @@ mod tests {
         assert!((o.quota - 0.3).abs() < 1e-12);
         let d = EventsOpts::new(PathBuf::from("/bin/true"));
         assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, 0.2, 8, 3));
+        assert_eq!(d.client_sched, ClientSched::Fifo);
+        assert_eq!(
+            p(&["--client-sched", "nice"]).client_sched,
+            ClientSched::Nice
+        );
         assert_eq!(d.period, Duration::from_millis(5));
         assert!(cmd.try_get_matches_from(["--window", "2"]).is_err());
     }

@@ -138,6 +138,9 @@ pub struct Params {
     pub probes: usize,
     /// Hot connections.
     pub hot_conns: usize,
+    /// Whether the client side runs real-time (`SCHED_FIFO`) while it measures: asked for
+    /// with `--client-sched fifo`, and refused (not root) turned off with a note.
+    pub client_fifo: bool,
     /// CPU quota of the server side (fraction of one CPU).
     pub quota: f64,
     /// CFS period of the quota (ms): the server is throttled for `(1 - quota) x period` of
@@ -270,6 +273,7 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
         reps,
         probes: o.probes,
         hot_conns: o.hot_conns,
+        client_fifo: o.client_sched == super::opts::ClientSched::Fifo,
         quota: o.quota,
         period_ms: period_us / 1e3,
         servers,

@@ -312,6 +312,39 @@ pub fn report(s: &Summary) -> String {
         ],
         &rows,
     );
+    r.p(
+        "The saturation search, per row: the run at the highest rate sustained and the lowest \
+         run above it that was not, with the criterion it failed (served under 97% of the rate \
+         over its window, drain included; p99 over 250 ms), the server's idle share of its \
+         quota and its throttled periods, and the client side's own CPU (loadgen's thread or \
+         wrk, % of one CPU) and its CPU's busy share (every task on it). A failure with the \
+         server's quota idle and the client's CPU busy is the client's.",
+    );
+    let rows: Vec<Vec<String>> = s
+        .fits
+        .iter()
+        .map(|f| {
+            vec![
+                f.server.clone(),
+                f.cold_held.to_string(),
+                f.at_saturation
+                    .as_ref()
+                    .map_or("-".into(), super::summary::describe_run),
+                f.next_failure
+                    .as_ref()
+                    .map_or("-".into(), super::summary::describe_run),
+            ]
+        })
+        .collect();
+    r.table(
+        &[
+            "server",
+            "cold held",
+            "sustained (the measured saturation)",
+            "next failure above",
+        ],
+        &rows,
+    );
     r.h2("CPU per request against no cold connection");
     r.p(
         "From the pairs: short wrk runs alternating (ABBA) between the server holding the cold \

@@ -324,6 +324,18 @@ pub struct Measured {
     /// Whether an open-loop run sustained its rate (served >= 97% of it, bounded p99: see
     /// [`super::search`]); `None` for wrk's runs.
     pub sustained: Option<bool>,
+    /// Which criterion an open-loop run that did not sustain its rate failed
+    /// ([`Trial::failed_on`]).
+    pub failed_on: Option<&'static str>,
+    /// The generator's own CPU over the run (% of one CPU): the lab's thread, on which
+    /// loadgen's open loop runs, and wrk's process. A client near 100% sets the peak, not the
+    /// server.
+    pub client_cpu_pct: Option<f64>,
+    /// The client CPU's busy share over the run (%), every task on it: the helpers' builds
+    /// share it.
+    pub client_cpu_busy_pct: Option<f64>,
+    /// Whether the client side ran real-time (`SCHED_FIFO`) through the run.
+    pub client_fifo: bool,
     /// The last growth of the cold connections before this point.
     pub cold_step: Option<ColdStep>,
     /// Cold connections still open after the point (checked after the last rate).
@@ -337,6 +349,63 @@ pub struct Measured {
     pub pairs: Vec<(f64, f64)>,
     /// Why fewer cold connections are held than asked, if so.
     pub note: Option<String>,
+}
+
+/// The client side's real-time scheduling for one measuring run (`--client-sched fifo`): the
+/// lab's thread (loadgen's open loop runs on it) and the wrk it starts meanwhile preempt every
+/// fair-class task on the client CPU while the guard lives. `None` with `--client-sched nice`
+/// or when refused (the lab said so once, in `prepare`).
+fn client_rt(p: &Params) -> Option<os::prio::FifoGuard> {
+    if !p.client_fifo {
+        return None;
+    }
+    os::prio::FifoGuard::raise_current(super::CLIENT_FIFO_PRIORITY).ok()
+}
+
+/// The client side's CPU counters at the start of a run: this thread's (loadgen's open loop
+/// runs on it), the waited-for children's (wrk), and the client CPU's busy and total time
+/// (every task on it, the helpers' builds included).
+struct ClientCpu {
+    thread: Duration,
+    children: Duration,
+    cpu: Option<(Duration, Duration)>,
+    cpu_index: Option<usize>,
+    t: Instant,
+}
+
+impl ClientCpu {
+    fn now(cpu_index: Option<usize>) -> ClientCpu {
+        ClientCpu {
+            thread: os::cputime::thread_cpu_time(),
+            children: os::cputime::children_cpu_time(),
+            cpu: Self::busy_total(cpu_index),
+            cpu_index,
+            t: Instant::now(),
+        }
+    }
+
+    fn busy_total(cpu_index: Option<usize>) -> Option<(Duration, Duration)> {
+        let s = os::cpusplit::machine_split(Some(cpu_index?)).ok()?;
+        let busy = s.user + s.system;
+        Some((busy, busy + s.idle + s.steal))
+    }
+
+    /// Since the start: the generator's own CPU (this thread and wrk, % of one CPU) and the
+    /// client CPU's busy share (%, every task on it).
+    fn since(&self) -> (f64, Option<f64>) {
+        let dt = self.t.elapsed().as_secs_f64().max(1e-9);
+        let own = (os::cputime::thread_cpu_time().saturating_sub(self.thread)
+            + os::cputime::children_cpu_time().saturating_sub(self.children))
+        .as_secs_f64();
+        let busy =
+            self.cpu
+                .zip(Self::busy_total(self.cpu_index))
+                .and_then(|((b0, t0), (b1, t1))| {
+                    let total = t1.saturating_sub(t0).as_secs_f64();
+                    (total > 0.0).then(|| 100.0 * b1.saturating_sub(b0).as_secs_f64() / total)
+                });
+        (100.0 * own / dt, busy)
+    }
 }
 
 /// The server side's CPU counters now.
@@ -446,6 +515,8 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         crate::signals::sleep(to_next_second())?;
     }
     let c0 = cpu_now(s.tb)?;
+    let rt = client_rt(s.p);
+    let client0 = ClientCpu::now(s.tb.info().client_cpu);
     let t0 = Instant::now();
     let (target, requests, errors, p50, p90, p99, frac) = match pt.step {
         Step::Saturate => {
@@ -511,6 +582,9 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     };
     let dt = t0.elapsed().as_secs_f64();
     let c1 = cpu_now(s.tb)?;
+    let (client_cpu_pct, client_cpu_busy_pct) = client0.since();
+    let rt_held = rt.is_some();
+    drop(rt);
     if pt.step == Step::Overload {
         r.sat_rps = requests as f64 / dt;
         r.search = SatSearch::default();
@@ -573,6 +647,10 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         p99_ms: p99,
         rss_kib: rss(r)?,
         sustained: trial.map(|t| t.sustained()),
+        failed_on: trial.and_then(|t| t.failed_on()),
+        client_cpu_pct: Some(client_cpu_pct),
+        client_cpu_busy_pct,
+        client_fifo: rt_held,
         cold_step: r.cold_step,
         cold_alive: last_rate.then(|| r.cold.alive()),
         cpu_csv,
@@ -644,7 +722,9 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
             } else {
                 (twin, format!("wrk-{name}-twin"))
             };
+            let rt = client_rt(s.p);
             let (n, c, dt) = wrk_cpu(s, addr, &label)?;
+            drop(rt);
             got[k] = c / n as f64 * 1e6;
             if k == 0 {
                 requests += n;
@@ -678,6 +758,10 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
         p99_ms: f64::NAN,
         rss_kib: rss(r)?,
         sustained: None,
+        failed_on: None,
+        client_cpu_pct: None,
+        client_cpu_busy_pct: None,
+        client_fifo: s.p.client_fifo,
         cold_step: r.cold_step,
         cold_alive: Some(r.cold.alive()),
         cpu_csv: None,

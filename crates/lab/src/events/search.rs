@@ -33,6 +33,22 @@ pub struct Trial {
 }
 
 impl Trial {
+    /// Which criterion a run that did not sustain its rate failed: `served` (under
+    /// [`SUSTAIN_SERVED`] of the rate), `p99` (over [`SUSTAIN_P99_MS`], or none measured), or
+    /// `served+p99`; `None` when it sustained it.
+    pub fn failed_on(&self) -> Option<&'static str> {
+        if self.sustained() {
+            return None;
+        }
+        let served = self.served < SUSTAIN_SERVED * self.offered;
+        let p99 = !(self.p99_ms.is_finite() && self.p99_ms <= SUSTAIN_P99_MS);
+        Some(match (served, p99) {
+            (true, true) => "served+p99",
+            (true, false) => "served",
+            _ => "p99",
+        })
+    }
+
     /// Whether the server kept up with the rate (see the module's criterion).
     pub fn sustained(&self) -> bool {
         self.offered > 0.0
@@ -154,6 +170,10 @@ mod tests {
             p99_ms,
         };
         assert!(t(970.0, 250.0).sustained());
+        assert_eq!(t(970.0, 250.0).failed_on(), None);
+        assert_eq!(t(969.0, 10.0).failed_on(), Some("served"));
+        assert_eq!(t(1000.0, 251.0).failed_on(), Some("p99"));
+        assert_eq!(t(900.0, f64::NAN).failed_on(), Some("served+p99"));
         assert!(!t(969.0, 10.0).sustained());
         assert!(!t(1000.0, 251.0).sustained());
         assert!(!t(1000.0, f64::NAN).sustained());

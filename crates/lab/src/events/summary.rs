@@ -37,6 +37,52 @@ pub const CUT_FRAC: f64 = 0.40;
 /// it) is where the idle line really met zero, the "knee".
 pub const KNEE_IDLE_PCT: f64 = crate::capacity::analyze::SATURATED_IDLE_PCT;
 
+/// One open-loop run of the saturation search, as the report shows it beside the measured
+/// saturation: what the server and the client did there.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchRun {
+    /// The rate offered (req/s).
+    pub offered_rps: f64,
+    /// The rate served over the run's window, the drain of its last requests included (req/s).
+    pub served_rps: f64,
+    /// p99 latency from the scheduled send (ms).
+    pub p99_ms: f64,
+    /// The server side's idle CPU (% of its quota).
+    pub idle_pct: f64,
+    /// CFS periods throttled (%).
+    pub throttled_pct: Option<f64>,
+    /// The generator's own CPU (% of one CPU).
+    pub client_cpu_pct: Option<f64>,
+    /// The client CPU's busy share, every task on it (%).
+    pub client_cpu_busy_pct: Option<f64>,
+    /// The criterion it failed, if it did not sustain its rate.
+    pub failed_on: Option<&'static str>,
+}
+
+impl SearchRun {
+    fn of(m: &Measured) -> SearchRun {
+        SearchRun {
+            offered_rps: m.target_rps,
+            served_rps: m.rps,
+            p99_ms: m.p99_ms,
+            idle_pct: m.idle_pct,
+            throttled_pct: m.throttled_pct,
+            client_cpu_pct: m.client_cpu_pct,
+            client_cpu_busy_pct: m.client_cpu_busy_pct,
+            failed_on: trial_of(m).failed_on(),
+        }
+    }
+}
+
+/// An open-loop run as a trial of the saturation search.
+fn trial_of(m: &Measured) -> Trial {
+    Trial {
+        offered: m.target_rps,
+        served: m.rps,
+        p99_ms: m.p99_ms,
+    }
+}
+
 /// One server, cold count and repetition: the regressions and the peaks.
 #[derive(Debug, Clone, Serialize)]
 pub struct FitRow {
@@ -83,6 +129,10 @@ pub struct FitRow {
     pub failed_below_sustained: usize,
     /// Probes run after the ladder.
     pub probes: usize,
+    /// The run at the highest rate sustained (the measured saturation).
+    pub at_saturation: Option<SearchRun>,
+    /// The lowest run above it that did not sustain its rate, with the criterion it failed.
+    pub next_failure: Option<SearchRun>,
     /// The server side's idle CPU in that overload run (%): near 0 when the server, not the
     /// client, set it.
     pub measured_idle_pct: f64,
@@ -305,12 +355,16 @@ pub fn fit_row(
     let all = fits_of(&pts);
     let mut search = SatSearch::default();
     for m in over.iter().chain(rates).chain(probes) {
-        search.record(Trial {
-            offered: m.target_rps,
-            served: m.rps,
-            p99_ms: m.p99_ms,
-        });
+        search.record(trial_of(m));
     }
+    let run_at = |rate: Option<f64>, sustained: bool| {
+        let rate = rate?;
+        over.iter()
+            .chain(rates)
+            .chain(probes)
+            .find(|m| m.target_rps == rate && trial_of(m).sustained() == sustained)
+            .map(|m| SearchRun::of(m))
+    };
     let overload = over.map(|m| m.rps);
     let reference = overload.unwrap_or(sat.rps);
     let measured = search.best().unwrap_or(reference);
@@ -381,6 +435,8 @@ pub fn fit_row(
         sustained_resolution_pct: search.resolution().map(|r| r * 100.0),
         failed_below_sustained: search.failed_below(),
         probes: probes.len(),
+        at_saturation: run_at(search.best(), true),
+        next_failure: run_at(search.failed_above(), false),
         measured_idle_pct: over.map_or(sat.idle_pct, |m| m.idle_pct),
         error_pct: predicted.map(err),
         fitted_rps: fitted,
@@ -752,12 +808,12 @@ pub fn raw_csv(points: &[Measured]) -> String {
     let mut s = String::from(
         "server,rep,cold,cold_held,step,frac,target_rps,rps,requests,errors,window_s,cpu_s,\
          user_pct,kernel_pct,idle_pct,cpu_per_req_us,p50_ms,p90_ms,p99_ms,rss_kib,\
-         throttled_pct,sustained\n",
+         throttled_pct,sustained,failed_on,client_cpu_pct,client_cpu_busy_pct,client_fifo\n",
     );
     for m in points {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{},{},{}",
+            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{},{},{},{},{},{},{}",
             m.server,
             m.rep,
             m.cold,
@@ -779,10 +835,41 @@ pub fn raw_csv(points: &[Measured]) -> String {
             m.p99_ms,
             m.rss_kib,
             m.throttled_pct.map_or(String::new(), |t| format!("{t:.1}")),
-            m.sustained.map_or(String::new(), |b| b.to_string())
+            m.sustained.map_or(String::new(), |b| b.to_string()),
+            m.failed_on.unwrap_or(""),
+            m.client_cpu_pct.map_or(String::new(), |c| format!("{c:.1}")),
+            m.client_cpu_busy_pct.map_or(String::new(), |c| format!("{c:.1}")),
+            m.client_fifo
         );
     }
     s
+}
+
+/// One run of the search in words: rate, server idle and throttling, p99, the client's CPU.
+pub fn describe_run(r: &SearchRun) -> String {
+    let o = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.0}%"));
+    format!(
+        "{:.0} req/s (served {:.0}, p99 {:.0} ms, server idle {:.1}%, throttled {}, client {} of a CPU, its CPU busy {}){}",
+        r.offered_rps,
+        r.served_rps,
+        r.p99_ms,
+        r.idle_pct,
+        o(r.throttled_pct),
+        o(r.client_cpu_pct),
+        o(r.client_cpu_busy_pct),
+        r.failed_on
+            .map_or(String::new(), |c| format!(", failed on {c}"))
+    )
+}
+
+/// What the saturation search found for one row, in words: the run at the measured
+/// saturation and the next failure above it.
+pub fn search_line(r: &FitRow) -> String {
+    format!(
+        "sustained {}; next failure {}",
+        r.at_saturation.as_ref().map_or("none".into(), describe_run),
+        r.next_failure.as_ref().map_or("none".into(), describe_run)
+    )
 }
 
 /// The results table on stdout.
@@ -836,6 +923,9 @@ pub fn print_table(s: &Summary) {
             o(r.tool_vs_lab_pct, 1)
         );
     }
+    for r in &s.fits {
+        println!("search {} at {}: {}", r.server, r.cold_held, search_line(r));
+    }
     for c in s.cpu_per_req.iter().filter(|c| c.cold > 0) {
         println!(
             "CPU/req {} at {} cold over 0: x{}{} ({} pairs; unpaired x{})",
@@ -884,6 +974,10 @@ mod tests {
             p99_ms: 1.0,
             rss_kib: 1,
             sustained: None,
+            failed_on: None,
+            client_cpu_pct: None,
+            client_cpu_busy_pct: None,
+            client_fifo: false,
             cold_step: None,
             cold_alive: None,
             cpu_csv: None,
@@ -1123,6 +1217,13 @@ mod tests {
         let row = fit_row(&sat, Some(&over), &refs, &[&p1, probes[0]], 3);
         assert_eq!((row.measured_rps, row.overload_rps), (1050.0, Some(1000.0)));
         assert_eq!((row.sustained_rps, row.probes), (Some(1050.0), 2));
+        // The runs beside it in the report: the one at the saturation, the failure above.
+        let (at, next) = (
+            row.at_saturation.clone().unwrap(),
+            row.next_failure.clone().unwrap(),
+        );
+        assert_eq!((at.offered_rps, at.failed_on), (1050.0, None));
+        assert_eq!((next.offered_rps, next.failed_on), (1100.0, Some("served")));
         assert!(
             (row.error_pct.unwrap() + 100.0 / 21.0).abs() < 1e-6,
             "{row:?}"
