@@ -96,6 +96,11 @@ pub enum CgiLever {
     /// As `nice+budget+tail`, the tail's head raised only while no script is raised as text.
     #[serde(rename = "nice+budget+tailyield")]
     NiceBudgetTailYield,
+    /// As `nice+budget+tailyield`, and the scripts raised as text run one after the other in
+    /// the order their requests began (the oldest at -20, the others below it; POS's head
+    /// order, `server::cgi::lever`).
+    #[serde(rename = "nice+budget+tailyield+order")]
+    NiceBudgetTailYieldOrder,
 }
 
 impl CgiLever {
@@ -108,7 +113,10 @@ impl CgiLever {
     pub fn budget(self) -> bool {
         matches!(
             self,
-            CgiLever::NiceBudget | CgiLever::NiceBudgetTail | CgiLever::NiceBudgetTailYield
+            CgiLever::NiceBudget
+                | CgiLever::NiceBudgetTail
+                | CgiLever::NiceBudgetTailYield
+                | CgiLever::NiceBudgetTailYieldOrder
         )
     }
 
@@ -116,13 +124,24 @@ impl CgiLever {
     pub fn tail(self) -> bool {
         matches!(
             self,
-            CgiLever::NiceTail | CgiLever::NiceBudgetTail | CgiLever::NiceBudgetTailYield
+            CgiLever::NiceTail
+                | CgiLever::NiceBudgetTail
+                | CgiLever::NiceBudgetTailYield
+                | CgiLever::NiceBudgetTailYieldOrder
         )
     }
 
     /// Whether the tail's head yields to the scripts raised as text.
     pub fn tail_yields(self) -> bool {
-        self == CgiLever::NiceBudgetTailYield
+        matches!(
+            self,
+            CgiLever::NiceBudgetTailYield | CgiLever::NiceBudgetTailYieldOrder
+        )
+    }
+
+    /// Whether the scripts raised as text run in the order their requests began.
+    pub fn head_order(self) -> bool {
+        self == CgiLever::NiceBudgetTailYieldOrder
     }
 }
 
@@ -136,9 +155,10 @@ impl std::str::FromStr for CgiLever {
             "nice+tail" => Ok(CgiLever::NiceTail),
             "nice+budget+tail" => Ok(CgiLever::NiceBudgetTail),
             "nice+budget+tailyield" => Ok(CgiLever::NiceBudgetTailYield),
+            "nice+budget+tailyield+order" => Ok(CgiLever::NiceBudgetTailYieldOrder),
             _ => Err(format!(
                 "unknown cgi lever `{s}` (known: off, nice, nice+budget, nice+tail, \
-                 nice+budget+tail, nice+budget+tailyield)"
+                 nice+budget+tail, nice+budget+tailyield, nice+budget+tailyield+order)"
             )),
         }
     }

@@ -160,6 +160,9 @@ fn build_sites(
         if cfg.cgi_lever.tail() {
             lever = lever.with_tail_order(cfg.cgi_lever.tail_yields());
         }
+        if cfg.cgi_lever.head_order() {
+            lever = lever.with_head_order();
+        }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {
             c.set_lever(lever.clone());

@@ -42,6 +42,16 @@
 //!   raised as text (POS's head strictly before its tail); with `nice+tail` and
 //!   `nice+budget+tail` it is raised beside them.
 //!
+//! - **The head's order** (`cgi_lever = "nice+budget+tailyield+order"`): POS's head is the
+//!   marked workers in the order they were marked, one after the other; the kernel runs
+//!   every script raised at -20 side by side (a fair share each among them), so a page's
+//!   script shares the CPU with the scripts of images mis-marked before their first output.
+//!   With the head's order only the raised script whose request began first runs at -20;
+//!   the others raised as text run at [`BEHIND_NICE`] (still about 9 times the weight of an
+//!   unraised task, about a ninth of the head's), and the next one takes -20 when the head
+//!   is restored or exits. The server's threads stay at -20 (priority inheritance), so they
+//!   no longer share their CPU with every raised script.
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -54,6 +64,10 @@ use os::prio::{NiceHook, Tid};
 use policy::script_budget::{ScriptBudget, Verdict};
 
 use super::stats::CgiStats;
+
+/// The nice value of a script raised as text behind an older one (the head's order): weight
+/// 9548, about 9 times an unraised task's 1024 and a ninth of the head's 88761 (nice -20).
+pub const BEHIND_NICE: i32 = -10;
 
 /// What the lock guards.
 struct Inner {
@@ -68,6 +82,11 @@ struct Inner {
     tail: std::collections::BTreeSet<(std::time::Instant, i32)>,
     /// The one of them raised now (the oldest).
     tail_head: Option<i32>,
+    /// With the head's order: the scripts held raised as text, by the start of their request
+    /// (then pid).
+    head: std::collections::BTreeSet<(std::time::Instant, i32)>,
+    /// The one of them at the raised value now (the oldest); the others are behind.
+    head_top: Option<i32>,
 }
 
 /// The server's lever over its CGI scripts (one for all sites).
@@ -85,6 +104,9 @@ pub struct ScriptLever {
     tail_order: bool,
     /// ... but only while no script is held raised as text (POS's head before its tail).
     tail_yields: bool,
+    /// The head's order: the nice value of a script raised as text behind an older one
+    /// (`None`: every raised script at the raised value).
+    head_behind: Option<i32>,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -125,12 +147,15 @@ impl ScriptLever {
                     held: 0,
                     tail: Default::default(),
                     tail_head: None,
+                    head: Default::default(),
+                    head_top: None,
                 }),
                 raised_nice: cfg.nice,
                 warned: AtomicBool::new(false),
                 budget: None,
                 tail_order: false,
                 tail_yields: false,
+                head_behind: None,
             },
             recovered.restored.len(),
         ))
@@ -152,6 +177,81 @@ impl ScriptLever {
         self.tail_order = true;
         self.tail_yields = yields;
         self
+    }
+
+    /// Run the scripts raised as text one after the other in the order their requests began
+    /// (see the module docs): the others at [`BEHIND_NICE`].
+    pub fn with_head_order(mut self) -> Self {
+        self.head_behind = Some(BEHIND_NICE);
+        self
+    }
+
+    /// The oldest script held raised as text at the raised value, the one before it (if
+    /// still held) behind.
+    fn fix_head(&self, g: &mut Inner, stats: &CgiStats) {
+        let Some(behind) = self.head_behind else {
+            return;
+        };
+        let oldest = g.head.first().map(|&(_, p)| p);
+        if oldest == g.head_top {
+            return;
+        }
+        if let Some(old) = g.head_top.take() {
+            if g.head.iter().any(|&(_, p)| p == old) {
+                if let Err(e) = g.lever.set_level(old, behind) {
+                    self.failed(stats, &e);
+                }
+            }
+        }
+        if let Some(new) = oldest {
+            match g.lever.set_level(new, self.raised_nice) {
+                Ok(()) => g.head_top = Some(new),
+                Err(LeverError::Gone(_)) => {}
+                Err(e) => self.failed(stats, &e),
+            }
+        }
+    }
+
+    /// A script raised as text (`pid`, request begun at `key`) joins the head: behind the
+    /// older ones.
+    fn head_enter(&self, g: &mut Inner, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        let Some(behind) = self.head_behind else {
+            return;
+        };
+        g.head.insert((key, pid));
+        if g.head.first().map(|&(_, p)| p) != Some(pid) {
+            // It raised itself to the raised value at its start.
+            if let Err(e) = g.lever.set_level(pid, behind) {
+                self.failed(stats, &e);
+            }
+        }
+        self.fix_head(g, stats);
+    }
+
+    /// A script leaves the head (restored or exited): the next one takes its place.
+    fn head_leave(&self, g: &mut Inner, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        if self.head_behind.is_none() {
+            return;
+        }
+        g.head.remove(&(key, pid));
+        if g.head_top == Some(pid) {
+            g.head_top = None;
+        }
+        self.fix_head(g, stats);
+    }
+
+    /// The nice value of script `pid` as the lever wants it now (`None`: not held raised).
+    pub fn wanted_nice(&self, pid: i32) -> Option<i32> {
+        let g = self.lock();
+        if !g.lever.is_raised(pid) {
+            return None;
+        }
+        match self.head_behind {
+            Some(b) if g.head.iter().any(|&(_, p)| p == pid) && g.head_top != Some(pid) => {
+                Some(b)
+            }
+            _ => Some(self.raised_nice),
+        }
     }
 
     /// A script not raised as text (never raised, or just restored) runs, for a request that
@@ -410,6 +510,7 @@ impl ScriptLever {
                 return None;
             }
         }
+        self.head_enter(&mut g, pid, key, stats);
         drop(g);
         stats.raised.fetch_add(1, Relaxed);
         Some(Arc::new(Raised {
@@ -469,6 +570,8 @@ impl Raised {
             }
             Err(e) => self.lever.failed(&self.stats, &e),
         }
+        self.lever
+            .head_leave(&mut g, self.pid, self.key, &self.stats);
         // Released, then into the tail: one look at the tail's head for both.
         self.lever.release_raw(&mut g, &self.stats);
         self.lever
@@ -486,6 +589,8 @@ impl Raised {
         if self.held.swap(false, Relaxed) {
             let mut g = self.lever.lock();
             g.lever.forget(self.pid);
+            self.lever
+                .head_leave(&mut g, self.pid, self.key, &self.stats);
             self.lever.release(&mut g, &self.stats);
         }
     }
