@@ -101,6 +101,10 @@ pub enum CgiLever {
     /// order, `server::cgi::lever`).
     #[serde(rename = "nice+budget+tailyield+order")]
     NiceBudgetTailYieldOrder,
+    /// As `nice+budget+tailyield+order`, the newest raised script at -20 (seed 001 moves a
+    /// marked process to the head of the ready queue, before those marked earlier).
+    #[serde(rename = "nice+budget+tailyield+newest")]
+    NiceBudgetTailYieldNewest,
 }
 
 impl CgiLever {
@@ -117,6 +121,7 @@ impl CgiLever {
                 | CgiLever::NiceBudgetTail
                 | CgiLever::NiceBudgetTailYield
                 | CgiLever::NiceBudgetTailYieldOrder
+                | CgiLever::NiceBudgetTailYieldNewest
         )
     }
 
@@ -128,6 +133,7 @@ impl CgiLever {
                 | CgiLever::NiceBudgetTail
                 | CgiLever::NiceBudgetTailYield
                 | CgiLever::NiceBudgetTailYieldOrder
+                | CgiLever::NiceBudgetTailYieldNewest
         )
     }
 
@@ -135,13 +141,23 @@ impl CgiLever {
     pub fn tail_yields(self) -> bool {
         matches!(
             self,
-            CgiLever::NiceBudgetTailYield | CgiLever::NiceBudgetTailYieldOrder
+            CgiLever::NiceBudgetTailYield
+                | CgiLever::NiceBudgetTailYieldOrder
+                | CgiLever::NiceBudgetTailYieldNewest
         )
     }
 
     /// Whether the scripts raised as text run in the order their requests began.
     pub fn head_order(self) -> bool {
-        self == CgiLever::NiceBudgetTailYieldOrder
+        matches!(
+            self,
+            CgiLever::NiceBudgetTailYieldOrder | CgiLever::NiceBudgetTailYieldNewest
+        )
+    }
+
+    /// With [`CgiLever::head_order`]: the newest raised script first, not the oldest.
+    pub fn head_newest(self) -> bool {
+        self == CgiLever::NiceBudgetTailYieldNewest
     }
 }
 
@@ -156,9 +172,11 @@ impl std::str::FromStr for CgiLever {
             "nice+budget+tail" => Ok(CgiLever::NiceBudgetTail),
             "nice+budget+tailyield" => Ok(CgiLever::NiceBudgetTailYield),
             "nice+budget+tailyield+order" => Ok(CgiLever::NiceBudgetTailYieldOrder),
+            "nice+budget+tailyield+newest" => Ok(CgiLever::NiceBudgetTailYieldNewest),
             _ => Err(format!(
                 "unknown cgi lever `{s}` (known: off, nice, nice+budget, nice+tail, \
-                 nice+budget+tail, nice+budget+tailyield, nice+budget+tailyield+order)"
+                 nice+budget+tail, nice+budget+tailyield, nice+budget+tailyield+order, \
+                 nice+budget+tailyield+newest)"
             )),
         }
     }

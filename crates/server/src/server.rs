@@ -161,7 +161,7 @@ fn build_sites(
             lever = lever.with_tail_order(cfg.cgi_lever.tail_yields());
         }
         if cfg.cgi_lever.head_order() {
-            lever = lever.with_head_order();
+            lever = lever.with_head_order(cfg.cgi_lever.head_newest());
         }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {

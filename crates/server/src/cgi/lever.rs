@@ -104,9 +104,12 @@ pub struct ScriptLever {
     tail_order: bool,
     /// ... but only while no script is held raised as text (POS's head before its tail).
     tail_yields: bool,
-    /// The head's order: the nice value of a script raised as text behind an older one
+    /// The head's order: the nice value of a script raised as text behind another one
     /// (`None`: every raised script at the raised value).
     head_behind: Option<i32>,
+    /// ... the newest at the raised value (each newly marked script put at the head of the
+    /// ready queue, seed 001's words), else the oldest.
+    head_newest: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -156,6 +159,7 @@ impl ScriptLever {
                 tail_order: false,
                 tail_yields: false,
                 head_behind: None,
+                head_newest: false,
             },
             recovered.restored.len(),
         ))
@@ -181,9 +185,21 @@ impl ScriptLever {
 
     /// Run the scripts raised as text one after the other in the order their requests began
     /// (see the module docs): the others at [`BEHIND_NICE`].
-    pub fn with_head_order(mut self) -> Self {
+    /// With `newest`, the newest raised script runs at the raised value (seed 001 moves a
+    /// marked process to the head of the ready queue, before those marked earlier).
+    pub fn with_head_order(mut self, newest: bool) -> Self {
         self.head_behind = Some(BEHIND_NICE);
+        self.head_newest = newest;
         self
+    }
+
+    /// The script of the head that runs at the raised value (the oldest or the newest).
+    fn head_first(&self, g: &Inner) -> Option<i32> {
+        if self.head_newest {
+            g.head.last().map(|&(_, p)| p)
+        } else {
+            g.head.first().map(|&(_, p)| p)
+        }
     }
 
     /// The oldest script held raised as text at the raised value, the one before it (if
@@ -192,7 +208,7 @@ impl ScriptLever {
         let Some(behind) = self.head_behind else {
             return;
         };
-        let oldest = g.head.first().map(|&(_, p)| p);
+        let oldest = self.head_first(g);
         if oldest == g.head_top {
             return;
         }
@@ -219,7 +235,7 @@ impl ScriptLever {
             return;
         };
         g.head.insert((key, pid));
-        if g.head.first().map(|&(_, p)| p) != Some(pid) {
+        if self.head_first(g) != Some(pid) {
             // It raised itself to the raised value at its start.
             if let Err(e) = g.lever.set_level(pid, behind) {
                 self.failed(stats, &e);
