@@ -105,6 +105,10 @@ pub enum CgiLever {
     /// marked process to the head of the ready queue, before those marked earlier).
     #[serde(rename = "nice+budget+tailyield+newest")]
     NiceBudgetTailYieldNewest,
+    /// As `nice+budget+tailyield`, every raised script at -15 and the server's raised threads
+    /// at -20 above them (`server::cgi::lever`).
+    #[serde(rename = "nice+budget+tailyield+threads")]
+    NiceBudgetTailYieldThreads,
 }
 
 impl CgiLever {
@@ -122,6 +126,7 @@ impl CgiLever {
                 | CgiLever::NiceBudgetTailYield
                 | CgiLever::NiceBudgetTailYieldOrder
                 | CgiLever::NiceBudgetTailYieldNewest
+                | CgiLever::NiceBudgetTailYieldThreads
         )
     }
 
@@ -134,6 +139,7 @@ impl CgiLever {
                 | CgiLever::NiceBudgetTailYield
                 | CgiLever::NiceBudgetTailYieldOrder
                 | CgiLever::NiceBudgetTailYieldNewest
+                | CgiLever::NiceBudgetTailYieldThreads
         )
     }
 
@@ -144,6 +150,7 @@ impl CgiLever {
             CgiLever::NiceBudgetTailYield
                 | CgiLever::NiceBudgetTailYieldOrder
                 | CgiLever::NiceBudgetTailYieldNewest
+                | CgiLever::NiceBudgetTailYieldThreads
         )
     }
 
@@ -153,6 +160,11 @@ impl CgiLever {
             self,
             CgiLever::NiceBudgetTailYieldOrder | CgiLever::NiceBudgetTailYieldNewest
         )
+    }
+
+    /// Whether every raised script runs below the server's raised threads.
+    pub fn threads_first(self) -> bool {
+        self == CgiLever::NiceBudgetTailYieldThreads
     }
 
     /// With [`CgiLever::head_order`]: the newest raised script first, not the oldest.
@@ -173,10 +185,11 @@ impl std::str::FromStr for CgiLever {
             "nice+budget+tailyield" => Ok(CgiLever::NiceBudgetTailYield),
             "nice+budget+tailyield+order" => Ok(CgiLever::NiceBudgetTailYieldOrder),
             "nice+budget+tailyield+newest" => Ok(CgiLever::NiceBudgetTailYieldNewest),
+            "nice+budget+tailyield+threads" => Ok(CgiLever::NiceBudgetTailYieldThreads),
             _ => Err(format!(
                 "unknown cgi lever `{s}` (known: off, nice, nice+budget, nice+tail, \
                  nice+budget+tail, nice+budget+tailyield, nice+budget+tailyield+order, \
-                 nice+budget+tailyield+newest)"
+                 nice+budget+tailyield+newest, nice+budget+tailyield+threads)"
             )),
         }
     }

@@ -163,6 +163,9 @@ fn build_sites(
         if cfg.cgi_lever.head_order() {
             lever = lever.with_head_order(cfg.cgi_lever.head_newest());
         }
+        if cfg.cgi_lever.threads_first() {
+            lever = lever.with_threads_first();
+        }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {
             c.set_lever(lever.clone());

@@ -218,6 +218,7 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         ("budget-tailyield", "nice+budget+tailyield"),
         ("budget-tailyield-order", "nice+budget+tailyield+order"),
         ("budget-tailyield-newest", "nice+budget+tailyield+newest"),
+        ("budget-tailyield-threads", "nice+budget+tailyield+threads"),
     ] {
         let name = format!("pos-rw{rw0}-{suffix}");
         if o.only.as_ref().is_some_and(|only| only.contains(&name)) {

@@ -119,7 +119,11 @@ fn a_graded_raise_is_restored_to_the_base_value() {
     assert_eq!(prio::thread_nice(pa).unwrap(), -20);
     lever.set_level(pa, -10).unwrap();
     drop(lever);
-    assert_eq!(prio::thread_nice(pa).unwrap(), base, "drop restores the base");
+    assert_eq!(
+        prio::thread_nice(pa).unwrap(),
+        base,
+        "drop restores the base"
+    );
     stop(a);
 }
 

@@ -69,6 +69,11 @@ use super::stats::CgiStats;
 /// 9548, about 9 times an unraised task's 1024 and a ninth of the head's 88761 (nice -20).
 pub const BEHIND_NICE: i32 = -10;
 
+/// The nice value of every raised script when the server's threads go first
+/// (`nice+budget+tailyield+threads`): weight 29154, about 28 times an unraised task's and a
+/// third of the server's raised threads' 88761 (nice -20).
+pub const BELOW_THREADS_NICE: i32 = -15;
+
 /// What the lock guards.
 struct Inner {
     /// Raises journaled and restores made (scripts and the server's threads).
@@ -110,6 +115,9 @@ pub struct ScriptLever {
     /// ... the newest at the raised value (each newly marked script put at the head of the
     /// ready queue, seed 001's words), else the oldest.
     head_newest: bool,
+    /// ... none at the raised value: every raised script (the tail's head too) at
+    /// `head_behind`, below the server's raised threads.
+    threads_first: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -160,6 +168,7 @@ impl ScriptLever {
                 tail_yields: false,
                 head_behind: None,
                 head_newest: false,
+                threads_first: false,
             },
             recovered.restored.len(),
         ))
@@ -193,8 +202,20 @@ impl ScriptLever {
         self
     }
 
+    /// Every raised script at [`BELOW_THREADS_NICE`], the server's threads at the raised
+    /// value above them: the threads' bursts (the gate's, the fork, the relay) are short and
+    /// every raised script waits on them.
+    pub fn with_threads_first(mut self) -> Self {
+        self.head_behind = Some(BELOW_THREADS_NICE);
+        self.threads_first = true;
+        self
+    }
+
     /// The script of the head that runs at the raised value (the oldest or the newest).
     fn head_first(&self, g: &Inner) -> Option<i32> {
+        if self.threads_first {
+            return None;
+        }
         if self.head_newest {
             g.head.last().map(|&(_, p)| p)
         } else {
@@ -214,8 +235,9 @@ impl ScriptLever {
         }
         if let Some(old) = g.head_top.take() {
             if g.head.iter().any(|&(_, p)| p == old) {
-                if let Err(e) = g.lever.set_level(old, behind) {
-                    self.failed(stats, &e);
+                match g.lever.set_level(old, behind) {
+                    Ok(()) | Err(LeverError::Gone(_)) => {}
+                    Err(e) => self.failed(stats, &e),
                 }
             }
         }
@@ -237,8 +259,9 @@ impl ScriptLever {
         g.head.insert((key, pid));
         if self.head_first(g) != Some(pid) {
             // It raised itself to the raised value at its start.
-            if let Err(e) = g.lever.set_level(pid, behind) {
-                self.failed(stats, &e);
+            match g.lever.set_level(pid, behind) {
+                Ok(()) | Err(LeverError::Gone(_)) => {}
+                Err(e) => self.failed(stats, &e),
             }
         }
         self.fix_head(g, stats);
@@ -263,9 +286,8 @@ impl ScriptLever {
             return None;
         }
         match self.head_behind {
-            Some(b) if g.head.iter().any(|&(_, p)| p == pid) && g.head_top != Some(pid) => {
-                Some(b)
-            }
+            Some(b) if self.threads_first => Some(b),
+            Some(b) if g.head.iter().any(|&(_, p)| p == pid) && g.head_top != Some(pid) => Some(b),
             _ => Some(self.raised_nice),
         }
     }
@@ -335,6 +357,12 @@ impl ScriptLever {
             };
             match g.lever.raise(new) {
                 Ok(()) => {
+                    if let (true, Some(b)) = (self.threads_first, self.head_behind) {
+                        match g.lever.set_level(new, b) {
+                            Ok(()) | Err(LeverError::Gone(_)) => {}
+                            Err(e) => self.failed(stats, &e),
+                        }
+                    }
                     g.tail_head = Some(new);
                     stats.tail_heads.fetch_add(1, Relaxed);
                     self.hold_raw(g, stats);

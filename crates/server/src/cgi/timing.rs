@@ -58,8 +58,7 @@ impl Stamp {
 
 /// The own cgroup's throttled time (ns), from one `cpu.stat` kept open for the process.
 fn throttled_ns() -> u64 {
-    static OWN: std::sync::OnceLock<Option<os::cgroup::OwnThrottle>> =
-        std::sync::OnceLock::new();
+    static OWN: std::sync::OnceLock<Option<os::cgroup::OwnThrottle>> = std::sync::OnceLock::new();
     OWN.get_or_init(os::cgroup::OwnThrottle::open)
         .as_ref()
         .and_then(|t| t.throttled())
