@@ -384,3 +384,50 @@ async fn raised_scripts_run_in_their_requests_order_and_nothing_is_left() {
     );
     stop_restored(run).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn with_threads_first_raised_scripts_run_below_the_servers_threads() {
+    if !is_root() {
+        eprintln!(
+            "SKIP with_threads_first_raised_scripts_run_below_the_servers_threads: needs root \
+             (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    // Workers idle past SLP (30 ms) are marked; RW 50: their output does not demote them.
+    let run = start(
+        tmp.path(),
+        cgi,
+        "pos",
+        (30 * MS, 50),
+        CgiLever::NiceBudgetTailYieldThreads,
+    )
+    .await;
+    let addr = run.addr;
+    let cgi = handler(&run);
+    let lever = cgi.lever().expect("a CGI lever").clone();
+    let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slow = tokio::spawn(get(addr, "/cgi-bin/slow.pl"));
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(lever.raised(), 1, "the slow script is held");
+    let threads = lever.thread_nices();
+    assert!(
+        !threads.is_empty() && threads.iter().all(|&n| n == -20),
+        "the server's threads at -20 while a script is held: {threads:?}"
+    );
+    let slow = slow.await.unwrap();
+    assert_eq!(
+        value(&slow, "nice"),
+        server::cgi::lever::BELOW_THREADS_NICE,
+        "the script below them: {slow}"
+    );
+    stop_restored(run).await;
+    let threads = lever.thread_nices();
+    assert!(
+        threads.iter().all(|&n| n == base),
+        "threads restored: {threads:?}"
+    );
+}

@@ -476,6 +476,15 @@ impl ScriptLever {
         }
     }
 
+    /// The nice values of the server's threads that started scripts, now (tests, metrics).
+    pub fn thread_nices(&self) -> Vec<i32> {
+        let g = self.lock();
+        g.threads
+            .iter()
+            .filter_map(|&(t, _)| os::prio::thread_nice(t).ok())
+            .collect()
+    }
+
     /// Scripts held raised now.
     pub fn raised(&self) -> usize {
         self.lock().held
