@@ -109,6 +109,10 @@ pub enum CgiLever {
     /// at -20 above them (`server::cgi::lever`).
     #[serde(rename = "nice+budget+tailyield+threads")]
     NiceBudgetTailYieldThreads,
+    /// As `nice+budget+tailyield+threads`, the tail's head (raised only while no script is
+    /// raised as text) at -20: only the scripts raised as text run below the threads.
+    #[serde(rename = "nice+budget+tailyield+textbelow")]
+    NiceBudgetTailYieldTextBelow,
 }
 
 impl CgiLever {
@@ -127,6 +131,7 @@ impl CgiLever {
                 | CgiLever::NiceBudgetTailYieldOrder
                 | CgiLever::NiceBudgetTailYieldNewest
                 | CgiLever::NiceBudgetTailYieldThreads
+                | CgiLever::NiceBudgetTailYieldTextBelow
         )
     }
 
@@ -140,6 +145,7 @@ impl CgiLever {
                 | CgiLever::NiceBudgetTailYieldOrder
                 | CgiLever::NiceBudgetTailYieldNewest
                 | CgiLever::NiceBudgetTailYieldThreads
+                | CgiLever::NiceBudgetTailYieldTextBelow
         )
     }
 
@@ -151,6 +157,7 @@ impl CgiLever {
                 | CgiLever::NiceBudgetTailYieldOrder
                 | CgiLever::NiceBudgetTailYieldNewest
                 | CgiLever::NiceBudgetTailYieldThreads
+                | CgiLever::NiceBudgetTailYieldTextBelow
         )
     }
 
@@ -164,7 +171,15 @@ impl CgiLever {
 
     /// Whether every raised script runs below the server's raised threads.
     pub fn threads_first(self) -> bool {
-        self == CgiLever::NiceBudgetTailYieldThreads
+        matches!(
+            self,
+            CgiLever::NiceBudgetTailYieldThreads | CgiLever::NiceBudgetTailYieldTextBelow
+        )
+    }
+
+    /// With [`CgiLever::threads_first`]: the tail's head stays at -20.
+    pub fn tail_head_top(self) -> bool {
+        self == CgiLever::NiceBudgetTailYieldTextBelow
     }
 
     /// With [`CgiLever::head_order`]: the newest raised script first, not the oldest.
@@ -186,10 +201,12 @@ impl std::str::FromStr for CgiLever {
             "nice+budget+tailyield+order" => Ok(CgiLever::NiceBudgetTailYieldOrder),
             "nice+budget+tailyield+newest" => Ok(CgiLever::NiceBudgetTailYieldNewest),
             "nice+budget+tailyield+threads" => Ok(CgiLever::NiceBudgetTailYieldThreads),
+            "nice+budget+tailyield+textbelow" => Ok(CgiLever::NiceBudgetTailYieldTextBelow),
             _ => Err(format!(
                 "unknown cgi lever `{s}` (known: off, nice, nice+budget, nice+tail, \
                  nice+budget+tail, nice+budget+tailyield, nice+budget+tailyield+order, \
-                 nice+budget+tailyield+newest, nice+budget+tailyield+threads)"
+                 nice+budget+tailyield+newest, nice+budget+tailyield+threads, \
+                 nice+budget+tailyield+textbelow)"
             )),
         }
     }

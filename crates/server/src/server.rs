@@ -164,7 +164,7 @@ fn build_sites(
             lever = lever.with_head_order(cfg.cgi_lever.head_newest());
         }
         if cfg.cgi_lever.threads_first() {
-            lever = lever.with_threads_first();
+            lever = lever.with_threads_first(cfg.cgi_lever.tail_head_top());
         }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {

@@ -118,6 +118,10 @@ pub struct ScriptLever {
     /// ... none at the raised value: every raised script (the tail's head too) at
     /// `head_behind`, below the server's raised threads.
     threads_first: bool,
+    /// With `threads_first`: the tail's head stays at the raised value (it is raised only
+    /// while no script is raised as text; below the threads it lost its share to the
+    /// unraised scripts).
+    tail_head_top: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -169,6 +173,7 @@ impl ScriptLever {
                 head_behind: None,
                 head_newest: false,
                 threads_first: false,
+                tail_head_top: false,
             },
             recovered.restored.len(),
         ))
@@ -205,9 +210,11 @@ impl ScriptLever {
     /// Every raised script at [`BELOW_THREADS_NICE`], the server's threads at the raised
     /// value above them: the threads' bursts (the gate's, the fork, the relay) are short and
     /// every raised script waits on them.
-    pub fn with_threads_first(mut self) -> Self {
+    /// With `tail_head_top`, the tail's head stays at the raised value.
+    pub fn with_threads_first(mut self, tail_head_top: bool) -> Self {
         self.head_behind = Some(BELOW_THREADS_NICE);
         self.threads_first = true;
+        self.tail_head_top = tail_head_top;
         self
     }
 
@@ -357,7 +364,9 @@ impl ScriptLever {
             };
             match g.lever.raise(new) {
                 Ok(()) => {
-                    if let (true, Some(b)) = (self.threads_first, self.head_behind) {
+                    if let (true, false, Some(b)) =
+                        (self.threads_first, self.tail_head_top, self.head_behind)
+                    {
                         match g.lever.set_level(new, b) {
                             Ok(()) | Err(LeverError::Gone(_)) => {}
                             Err(e) => self.failed(stats, &e),
