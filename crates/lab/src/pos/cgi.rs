@@ -487,6 +487,8 @@ mod tests {
         o.only = Some(vec![
             "pos-rw3-budget".into(),
             "pos-rw3-budget-tailyield".into(),
+            "pos-rw3-budget-tailyield-threads".into(),
+            "pos-rw3-budget-tailyield-textbelow".into(),
         ]);
         let v = variants(&p, &o);
         let levers: Vec<String> = v
@@ -503,7 +505,9 @@ mod tests {
             levers,
             [
                 "pos-rw3-budget=nice+budget",
-                "pos-rw3-budget-tailyield=nice+budget+tailyield"
+                "pos-rw3-budget-tailyield=nice+budget+tailyield",
+                "pos-rw3-budget-tailyield-threads=nice+budget+tailyield+threads",
+                "pos-rw3-budget-tailyield-textbelow=nice+budget+tailyield+textbelow"
             ]
         );
     }
