@@ -219,7 +219,10 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         ("budget-tailyield-order", "nice+budget+tailyield+order"),
         ("budget-tailyield-newest", "nice+budget+tailyield+newest"),
         ("budget-tailyield-threads", "nice+budget+tailyield+threads"),
-        ("budget-tailyield-textbelow", "nice+budget+tailyield+textbelow"),
+        (
+            "budget-tailyield-textbelow",
+            "nice+budget+tailyield+textbelow",
+        ),
     ] {
         let name = format!("pos-rw{rw0}-{suffix}");
         if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
