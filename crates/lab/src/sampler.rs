@@ -45,6 +45,11 @@ pub struct PlLrq {
     pub lrq_mean: f64,
     /// CPU seconds the server side used during the run.
     pub cpu_s: f64,
+    /// Time the server side's cgroup was throttled during the run (s; its `cpu.stat`): with
+    /// the CPU the bottleneck, about (1 - quota) of the busy time.
+    pub throttled_s: f64,
+    /// Quota periods in which the group hit its quota / periods it was runnable in.
+    pub throttled_periods: f64,
 }
 
 /// State letters of the threads of `pids` (`os::procfs::thread_states`).
@@ -78,6 +83,7 @@ impl CpuSampler {
                 let Some(cg) = cg else { return out };
                 let t_first = Instant::now();
                 let first = cg.cpu_usage().unwrap_or_default();
+                let stat0 = cg.cpu_stat().ok();
                 let mut last = first;
                 let mut last_t = Instant::now();
                 let mut next = last_t + INTERVAL;
@@ -107,6 +113,14 @@ impl CpuSampler {
                     last_t = t;
                 }
                 out.cpu_s = last.saturating_sub(first).as_secs_f64();
+                if let (Some(a), Ok(b)) = (stat0, cg.cpu_stat()) {
+                    out.throttled_s = b.throttled.saturating_sub(a.throttled).as_secs_f64();
+                    let periods = b.nr_periods.saturating_sub(a.nr_periods);
+                    if periods > 0 {
+                        out.throttled_periods =
+                            b.nr_throttled.saturating_sub(a.nr_throttled) as f64 / periods as f64;
+                    }
+                }
                 if out.samples > 0 {
                     // Busy share over the whole run (usage / (time x capacity)): robust to
                     // late wake-ups of this thread.
@@ -198,7 +212,20 @@ pub fn cgi_times(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeM
         let raised = sum(b, "triage_cgi_timed_raised_total", std::slice::from_ref(&c))
             - sum(a, "triage_cgi_timed_raised_total", std::slice::from_ref(&c));
         out.insert(format!("{class}.raised"), raised / n);
-        for part in ["gate", "start", "run", "runq", "blocked", "relay", "total"] {
+        for part in [
+            "gate",
+            "start",
+            "run",
+            "runq",
+            "blocked",
+            "relay",
+            "total",
+            "thr_gate",
+            "thr_start",
+            "thr_life",
+            "thr_relay",
+            "thr_total",
+        ] {
             let l = [c.clone(), format!("part=\"{part}\"")];
             let s = sum(b, "triage_cgi_time_seconds_total", &l)
                 - sum(a, "triage_cgi_time_seconds_total", &l);

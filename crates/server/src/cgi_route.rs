@@ -71,7 +71,7 @@ where
         local: conn.local(),
         remote: conn.remote(),
     };
-    let asked = std::time::Instant::now();
+    let asked = crate::cgi::timing::Stamp::now();
     let permit = ctx
         .gate()
         .acquire(
@@ -113,7 +113,7 @@ where
         if !is_cgi {
             return crate::static_file::serve(ctx, conn, site, next).await;
         }
-        let asked = std::time::Instant::now();
+        let asked = crate::cgi::timing::Stamp::now();
         let permit = ctx
             .gate()
             .acquire(
@@ -144,10 +144,10 @@ fn with_raise<B>(
     ctx: &Ctx,
     conn: &Conn,
     cgi: &Cgi,
-    asked: std::time::Instant,
+    asked: crate::cgi::timing::Stamp,
 ) -> Result<Prepared<B>, Box<Outcome>> {
     p.map(|mut p| {
-        p.set_gate(asked, std::time::Instant::now());
+        p.set_gate(asked, crate::cgi::timing::Stamp::now());
         if cgi.lever().is_some() {
             p.set_raise(ctx.gate().marked(conn.worker()));
         }

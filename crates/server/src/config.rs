@@ -96,6 +96,23 @@ pub enum CgiLever {
     /// As `nice+budget+tail`, the tail's head raised only while no script is raised as text.
     #[serde(rename = "nice+budget+tailyield")]
     NiceBudgetTailYield,
+    /// As `nice+budget+tailyield`, and the scripts raised as text run one after the other in
+    /// the order their requests began (the oldest at -20, the others below it; POS's head
+    /// order, `server::cgi::lever`).
+    #[serde(rename = "nice+budget+tailyield+order")]
+    NiceBudgetTailYieldOrder,
+    /// As `nice+budget+tailyield+order`, the newest raised script at -20 (seed 001 moves a
+    /// marked process to the head of the ready queue, before those marked earlier).
+    #[serde(rename = "nice+budget+tailyield+newest")]
+    NiceBudgetTailYieldNewest,
+    /// As `nice+budget+tailyield`, every raised script at -15 and the server's raised threads
+    /// at -20 above them (`server::cgi::lever`).
+    #[serde(rename = "nice+budget+tailyield+threads")]
+    NiceBudgetTailYieldThreads,
+    /// As `nice+budget+tailyield+threads`, the tail's head (raised only while no script is
+    /// raised as text) at -20: only the scripts raised as text run below the threads.
+    #[serde(rename = "nice+budget+tailyield+textbelow")]
+    NiceBudgetTailYieldTextBelow,
 }
 
 impl CgiLever {
@@ -108,7 +125,13 @@ impl CgiLever {
     pub fn budget(self) -> bool {
         matches!(
             self,
-            CgiLever::NiceBudget | CgiLever::NiceBudgetTail | CgiLever::NiceBudgetTailYield
+            CgiLever::NiceBudget
+                | CgiLever::NiceBudgetTail
+                | CgiLever::NiceBudgetTailYield
+                | CgiLever::NiceBudgetTailYieldOrder
+                | CgiLever::NiceBudgetTailYieldNewest
+                | CgiLever::NiceBudgetTailYieldThreads
+                | CgiLever::NiceBudgetTailYieldTextBelow
         )
     }
 
@@ -116,13 +139,52 @@ impl CgiLever {
     pub fn tail(self) -> bool {
         matches!(
             self,
-            CgiLever::NiceTail | CgiLever::NiceBudgetTail | CgiLever::NiceBudgetTailYield
+            CgiLever::NiceTail
+                | CgiLever::NiceBudgetTail
+                | CgiLever::NiceBudgetTailYield
+                | CgiLever::NiceBudgetTailYieldOrder
+                | CgiLever::NiceBudgetTailYieldNewest
+                | CgiLever::NiceBudgetTailYieldThreads
+                | CgiLever::NiceBudgetTailYieldTextBelow
         )
     }
 
     /// Whether the tail's head yields to the scripts raised as text.
     pub fn tail_yields(self) -> bool {
-        self == CgiLever::NiceBudgetTailYield
+        matches!(
+            self,
+            CgiLever::NiceBudgetTailYield
+                | CgiLever::NiceBudgetTailYieldOrder
+                | CgiLever::NiceBudgetTailYieldNewest
+                | CgiLever::NiceBudgetTailYieldThreads
+                | CgiLever::NiceBudgetTailYieldTextBelow
+        )
+    }
+
+    /// Whether the scripts raised as text run in the order their requests began.
+    pub fn head_order(self) -> bool {
+        matches!(
+            self,
+            CgiLever::NiceBudgetTailYieldOrder | CgiLever::NiceBudgetTailYieldNewest
+        )
+    }
+
+    /// Whether every raised script runs below the server's raised threads.
+    pub fn threads_first(self) -> bool {
+        matches!(
+            self,
+            CgiLever::NiceBudgetTailYieldThreads | CgiLever::NiceBudgetTailYieldTextBelow
+        )
+    }
+
+    /// With [`CgiLever::threads_first`]: the tail's head stays at -20.
+    pub fn tail_head_top(self) -> bool {
+        self == CgiLever::NiceBudgetTailYieldTextBelow
+    }
+
+    /// With [`CgiLever::head_order`]: the newest raised script first, not the oldest.
+    pub fn head_newest(self) -> bool {
+        self == CgiLever::NiceBudgetTailYieldNewest
     }
 }
 
@@ -136,9 +198,15 @@ impl std::str::FromStr for CgiLever {
             "nice+tail" => Ok(CgiLever::NiceTail),
             "nice+budget+tail" => Ok(CgiLever::NiceBudgetTail),
             "nice+budget+tailyield" => Ok(CgiLever::NiceBudgetTailYield),
+            "nice+budget+tailyield+order" => Ok(CgiLever::NiceBudgetTailYieldOrder),
+            "nice+budget+tailyield+newest" => Ok(CgiLever::NiceBudgetTailYieldNewest),
+            "nice+budget+tailyield+threads" => Ok(CgiLever::NiceBudgetTailYieldThreads),
+            "nice+budget+tailyield+textbelow" => Ok(CgiLever::NiceBudgetTailYieldTextBelow),
             _ => Err(format!(
                 "unknown cgi lever `{s}` (known: off, nice, nice+budget, nice+tail, \
-                 nice+budget+tail, nice+budget+tailyield)"
+                 nice+budget+tail, nice+budget+tailyield, nice+budget+tailyield+order, \
+                 nice+budget+tailyield+newest, nice+budget+tailyield+threads, \
+                 nice+budget+tailyield+textbelow)"
             )),
         }
     }

@@ -160,6 +160,12 @@ fn build_sites(
         if cfg.cgi_lever.tail() {
             lever = lever.with_tail_order(cfg.cgi_lever.tail_yields());
         }
+        if cfg.cgi_lever.head_order() {
+            lever = lever.with_head_order(cfg.cgi_lever.head_newest());
+        }
+        if cfg.cgi_lever.threads_first() {
+            lever = lever.with_threads_first(cfg.cgi_lever.tail_head_top());
+        }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {
             c.set_lever(lever.clone());

@@ -318,3 +318,116 @@ async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left(
     assert!(stats.tail_heads.load(std::sync::atomic::Ordering::Relaxed) >= 2);
     stop_restored(run).await;
 }
+
+/// The head's order: the older of two scripts raised as text (computes 0.5 s, then prints its
+/// nice value).
+const HEAD_OLD: &str = "#!/usr/bin/perl\nselect(undef, undef, undef, 0.5);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nnice=\" . getpriority(0, 0) . \"\\n\";\n";
+/// ... and the younger: its nice value while the older runs, then after the older exited.
+const HEAD_YOUNG: &str = "#!/usr/bin/perl\n$| = 1;\nselect(undef, undef, undef, 0.2);\n\
+    print \"Content-Type: text/html\\r\\n\\r\\nfirst=\" . getpriority(0, 0) . \"\\n\";\n\
+    select(undef, undef, undef, 0.7);\n\
+    print \"later=\" . getpriority(0, 0) . \"\\n\";\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn raised_scripts_run_in_their_requests_order_and_nothing_is_left() {
+    if !is_root() {
+        eprintln!(
+            "SKIP raised_scripts_run_in_their_requests_order_and_nothing_is_left: needs root \
+             (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    for (name, text) in [("old.pl", HEAD_OLD), ("young.pl", HEAD_YOUNG)] {
+        let p = cgi.dirs[0].dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Workers idle past SLP (30 ms) are marked; RW 50: their output does not demote them.
+    let run = start(
+        tmp.path(),
+        cgi,
+        "pos",
+        (30 * MS, 50),
+        CgiLever::NiceBudgetTailYieldOrder,
+    )
+    .await;
+    let addr = run.addr;
+    let cgi = handler(&run);
+    let lever = cgi.lever().expect("a CGI lever").clone();
+    let stats = cgi.stats().clone();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let older = tokio::spawn(get(addr, "/cgi-bin/old.pl"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let younger = tokio::spawn(get(addr, "/cgi-bin/young.pl"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(lever.raised(), 2, "both held raised as text");
+    let older = older.await.unwrap();
+    let younger = younger.await.unwrap();
+    assert_eq!(value(&older, "nice"), -20, "the oldest at -20: {older}");
+    assert_eq!(
+        value(&younger, "first"),
+        server::cgi::lever::BEHIND_NICE,
+        "behind the older one: {younger}"
+    );
+    assert_eq!(
+        value(&younger, "later"),
+        -20,
+        "the head once the older exited: {younger}"
+    );
+    assert_eq!(
+        stats.raised.load(std::sync::atomic::Ordering::Relaxed),
+        2,
+        "both started raised"
+    );
+    stop_restored(run).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn with_threads_first_raised_scripts_run_below_the_servers_threads() {
+    if !is_root() {
+        eprintln!(
+            "SKIP with_threads_first_raised_scripts_run_below_the_servers_threads: needs root \
+             (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    // Workers idle past SLP (30 ms) are marked; RW 50: their output does not demote them.
+    let run = start(
+        tmp.path(),
+        cgi,
+        "pos",
+        (30 * MS, 50),
+        CgiLever::NiceBudgetTailYieldThreads,
+    )
+    .await;
+    let addr = run.addr;
+    let cgi = handler(&run);
+    let lever = cgi.lever().expect("a CGI lever").clone();
+    let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slow = tokio::spawn(get(addr, "/cgi-bin/slow.pl"));
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(lever.raised(), 1, "the slow script is held");
+    let threads = lever.thread_nices();
+    assert!(
+        !threads.is_empty() && threads.iter().all(|&n| n == -20),
+        "the server's threads at -20 while a script is held: {threads:?}"
+    );
+    let slow = slow.await.unwrap();
+    assert_eq!(
+        value(&slow, "nice"),
+        server::cgi::lever::BELOW_THREADS_NICE,
+        "the script below them: {slow}"
+    );
+    stop_restored(run).await;
+    let threads = lever.thread_nices();
+    assert!(
+        threads.iter().all(|&n| n == base),
+        "threads restored: {threads:?}"
+    );
+}

@@ -216,6 +216,13 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         ("tail", "nice+tail"),
         ("budget-tail", "nice+budget+tail"),
         ("budget-tailyield", "nice+budget+tailyield"),
+        ("budget-tailyield-order", "nice+budget+tailyield+order"),
+        ("budget-tailyield-newest", "nice+budget+tailyield+newest"),
+        ("budget-tailyield-threads", "nice+budget+tailyield+threads"),
+        (
+            "budget-tailyield-textbelow",
+            "nice+budget+tailyield+textbelow",
+        ),
     ] {
         let name = format!("pos-rw{rw0}-{suffix}");
         if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
@@ -249,38 +256,49 @@ pub fn print_breakdown(vs: &[VariantSummary]) {
             if !head {
                 println!(
                     "where a CGI request's time goes (server side, mean ms per request; runq: \
-                     runnable without a CPU, throttled time included)"
+                     runnable without a CPU, throttled time included; thr: of the part before, \
+                     the time the server side's cgroup was throttled, its quota spent)"
                 );
                 println!(
-                    "{:<18} {:<6} {:>6} {:>7} {:>7} {:>6} {:>6} {:>7} {:>7} {:>6} {:>7}",
+                    "{:<18} {:<6} {:>6} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>7} {:>6} \
+                     {:>6} {:>7} {:>6}",
                     "variant",
                     "class",
                     "n/run",
                     "raised",
                     "gate",
+                    "thr",
                     "start",
+                    "thr",
                     "run",
                     "runq",
                     "blocked",
+                    "thr",
                     "relay",
-                    "total"
+                    "total",
+                    "thr"
                 );
                 head = true;
             }
             let g = |p: &str| t.get(&format!("{class}.{p}")).copied().unwrap_or(f64::NAN);
             println!(
-                "{:<18} {:<6} {:>6.1} {:>6.0}% {:>7.1} {:>6.1} {:>6.2} {:>7.1} {:>7.1} {:>6.1} {:>7.1}",
+                "{:<18} {:<6} {:>6.1} {:>6.0}% {:>7.1} {:>6.1} {:>6.1} {:>6.1} {:>6.2} {:>7.1} \
+                 {:>7.1} {:>6.1} {:>6.1} {:>7.1} {:>6.1}",
                 v.name,
                 class,
                 n,
                 g("raised") * 100.0,
                 g("gate"),
+                g("thr_gate"),
                 g("start"),
+                g("thr_start"),
                 g("run"),
                 g("runq"),
                 g("blocked"),
+                g("thr_life"),
                 g("relay"),
                 g("total"),
+                g("thr_total"),
             );
         }
     }
@@ -472,6 +490,8 @@ mod tests {
         o.only = Some(vec![
             "pos-rw3-budget".into(),
             "pos-rw3-budget-tailyield".into(),
+            "pos-rw3-budget-tailyield-threads".into(),
+            "pos-rw3-budget-tailyield-textbelow".into(),
         ]);
         let v = variants(&p, &o);
         let levers: Vec<String> = v
@@ -488,7 +508,9 @@ mod tests {
             levers,
             [
                 "pos-rw3-budget=nice+budget",
-                "pos-rw3-budget-tailyield=nice+budget+tailyield"
+                "pos-rw3-budget-tailyield=nice+budget+tailyield",
+                "pos-rw3-budget-tailyield-threads=nice+budget+tailyield+threads",
+                "pos-rw3-budget-tailyield-textbelow=nice+budget+tailyield+textbelow"
             ]
         );
     }

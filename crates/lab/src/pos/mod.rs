@@ -613,6 +613,7 @@ mod tests {
                 pl_mean: 0.5,
                 lrq_mean: 2.0,
                 cpu_s: 0.1,
+                ..Default::default()
             },
             gate: Some(GateStats {
                 promotions: 3.0,

@@ -81,11 +81,14 @@ pub fn describe(outcome: &RunOutcome) -> String {
     let errs = outcome.pages.iter().filter(|p| !p.ok()).count();
     let s = stats(&ok);
     format!(
-        "{} pages, {errs} errors, t1 mean {} ms, PL {:.2}, LRQ {:.2}{}",
+        "{} pages, {errs} errors, t1 mean {} ms, PL {:.2}, LRQ {:.2}, throttled {:.2} s in \
+         {:.0}% of periods{}",
         outcome.pages.len(),
         s.map_or("-".into(), |s| format!("{:.1}", s.mean_ms)),
         outcome.cpu.pl_mean,
         outcome.cpu.lrq_mean,
+        outcome.cpu.throttled_s,
+        outcome.cpu.throttled_periods * 100.0,
         outcome
             .link
             .map(|l| format!(", link drops {}", l.dropped))

@@ -316,6 +316,17 @@ impl Lever {
         }
     }
 
+    /// Set a task held raised to nice `nice` (a graded raise, e.g. below the lever's own value
+    /// for a raised task that should yield to an older one), still journaled with its value
+    /// to restore. Nice levers only: a no-op for [`LeverKind::Weight`] and for a task not
+    /// held.
+    pub fn set_level(&mut self, tid: Tid, nice: i32) -> Result<(), LeverError> {
+        if !self.raised.contains_key(&tid) || self.cfg.kind == LeverKind::Weight {
+            return Ok(());
+        }
+        prio::set_thread_nice(tid, nice).map_err(|e| LeverError::from_prio(tid, e))
+    }
+
     /// Restore `tid` (no-op if not raised). A task that is gone is forgotten quietly.
     pub fn lower(&mut self, tid: Tid) -> Result<(), LeverError> {
         let Some(s) = self.raised.get(&tid).cloned() else {

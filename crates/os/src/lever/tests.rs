@@ -98,6 +98,35 @@ fn raise_lower_and_drop_restore_nice() {
     stop(a);
 }
 
+#[test]
+fn a_graded_raise_is_restored_to_the_base_value() {
+    if !is_root() {
+        eprintln!("SKIP a_graded_raise_is_restored_to_the_base_value: needs root (CAP_SYS_NICE)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = sleeper();
+    let pa = a.id() as Tid;
+    let base = prio::thread_nice(pa).unwrap();
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::Nice), dir.path()).unwrap();
+    // Not held: nothing is changed.
+    lever.set_level(pa, -10).unwrap();
+    assert_eq!(prio::thread_nice(pa).unwrap(), base);
+    lever.raise(pa).unwrap();
+    lever.set_level(pa, -10).unwrap();
+    assert_eq!(prio::thread_nice(pa).unwrap(), -10);
+    lever.set_level(pa, -20).unwrap();
+    assert_eq!(prio::thread_nice(pa).unwrap(), -20);
+    lever.set_level(pa, -10).unwrap();
+    drop(lever);
+    assert_eq!(
+        prio::thread_nice(pa).unwrap(),
+        base,
+        "drop restores the base"
+    );
+    stop(a);
+}
+
 /// The child half of [`a_killed_daemon_is_undone_on_the_next_start`]: raise the task named in
 /// the environment, say so, and wait to be killed.
 #[test]

@@ -26,7 +26,7 @@ use super::script::{Located, ScriptDirs};
 use super::spawn::{self, Placed};
 use super::spool;
 use super::stats::{AbortOnDrop, CgiStats, Tracker};
-use super::timing::ScriptTiming;
+use super::timing::{ScriptTiming, Stamp};
 use super::{env, parse};
 
 /// Longest header block a script may print.
@@ -68,7 +68,7 @@ pub struct Prepared<B> {
     raise: bool,
     /// When the request asked the gate for its preparing burst, and when it was granted (the
     /// request's timing, [`super::timing`]); `None` until [`Prepared::set_gate`].
-    gate: Option<(std::time::Instant, std::time::Instant)>,
+    gate: Option<(Stamp, Stamp)>,
 }
 
 impl<B> Prepared<B> {
@@ -85,7 +85,7 @@ impl<B> Prepared<B> {
 
     /// The request asked the gate for its preparing burst at `asked`; it was granted at
     /// `granted`.
-    pub fn set_gate(&mut self, asked: std::time::Instant, granted: std::time::Instant) {
+    pub fn set_gate(&mut self, asked: Stamp, granted: Stamp) {
         self.gate = Some((asked, granted));
     }
 }
@@ -595,7 +595,7 @@ impl Cgi {
             }
         };
         self.stats.started.fetch_add(1, Relaxed);
-        let spawned = std::time::Instant::now();
+        let spawned = Stamp::now();
         let script_id: Arc<str> = Arc::from(script_name.as_str());
         tracing::debug!(script = %script_id, pid = sp.guard.pid(), placed = ?sp.placed, "cgi: started");
         if cgroup.is_some() && sp.placed != Placed::Nowhere {
@@ -603,7 +603,8 @@ impl Cgi {
         }
         let (stats, orphans) = (self.stats.clone(), self.orphans.clone());
         let leader = sp.guard.pid();
-        let (asked, granted) = gate.unwrap_or((spawned, spawned));
+        let (asked_at, granted) = gate.unwrap_or((spawned, spawned));
+        let asked = asked_at.at;
         let raised = match (&self.lever, start) {
             (Some(l), Some(st)) => l.adopt(leader, st, asked, &self.stats),
             _ => None,
@@ -614,7 +615,7 @@ impl Cgi {
         let held = raised.clone();
         let timing = Arc::new(ScriptTiming::new(
             self.stats.times.clone(),
-            asked,
+            asked_at,
             granted,
             spawned,
             raised.is_some(),

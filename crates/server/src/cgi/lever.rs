@@ -42,6 +42,16 @@
 //!   raised as text (POS's head strictly before its tail); with `nice+tail` and
 //!   `nice+budget+tail` it is raised beside them.
 //!
+//! - **The head's order** (`cgi_lever = "nice+budget+tailyield+order"`): POS's head is the
+//!   marked workers in the order they were marked, one after the other; the kernel runs
+//!   every script raised at -20 side by side (a fair share each among them), so a page's
+//!   script shares the CPU with the scripts of images mis-marked before their first output.
+//!   With the head's order only the raised script whose request began first runs at -20;
+//!   the others raised as text run at [`BEHIND_NICE`] (still about 9 times the weight of an
+//!   unraised task, about a ninth of the head's), and the next one takes -20 when the head
+//!   is restored or exits. The server's threads stay at -20 (priority inheritance), so they
+//!   no longer share their CPU with every raised script.
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -54,6 +64,15 @@ use os::prio::{NiceHook, Tid};
 use policy::script_budget::{ScriptBudget, Verdict};
 
 use super::stats::CgiStats;
+
+/// The nice value of a script raised as text behind an older one (the head's order): weight
+/// 9548, about 9 times an unraised task's 1024 and a ninth of the head's 88761 (nice -20).
+pub const BEHIND_NICE: i32 = -10;
+
+/// The nice value of every raised script when the server's threads go first
+/// (`nice+budget+tailyield+threads`): weight 29154, about 28 times an unraised task's and a
+/// third of the server's raised threads' 88761 (nice -20).
+pub const BELOW_THREADS_NICE: i32 = -15;
 
 /// What the lock guards.
 struct Inner {
@@ -68,6 +87,11 @@ struct Inner {
     tail: std::collections::BTreeSet<(std::time::Instant, i32)>,
     /// The one of them raised now (the oldest).
     tail_head: Option<i32>,
+    /// With the head's order: the scripts held raised as text, by the start of their request
+    /// (then pid).
+    head: std::collections::BTreeSet<(std::time::Instant, i32)>,
+    /// The one of them at the raised value now (the oldest); the others are behind.
+    head_top: Option<i32>,
 }
 
 /// The server's lever over its CGI scripts (one for all sites).
@@ -85,6 +109,19 @@ pub struct ScriptLever {
     tail_order: bool,
     /// ... but only while no script is held raised as text (POS's head before its tail).
     tail_yields: bool,
+    /// The head's order: the nice value of a script raised as text behind another one
+    /// (`None`: every raised script at the raised value).
+    head_behind: Option<i32>,
+    /// ... the newest at the raised value (each newly marked script put at the head of the
+    /// ready queue, seed 001's words), else the oldest.
+    head_newest: bool,
+    /// ... none at the raised value: every raised script (the tail's head too) at
+    /// `head_behind`, below the server's raised threads.
+    threads_first: bool,
+    /// With `threads_first`: the tail's head stays at the raised value (it is raised only
+    /// while no script is raised as text; below the threads it lost its share to the
+    /// unraised scripts).
+    tail_head_top: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -125,12 +162,18 @@ impl ScriptLever {
                     held: 0,
                     tail: Default::default(),
                     tail_head: None,
+                    head: Default::default(),
+                    head_top: None,
                 }),
                 raised_nice: cfg.nice,
                 warned: AtomicBool::new(false),
                 budget: None,
                 tail_order: false,
                 tail_yields: false,
+                head_behind: None,
+                head_newest: false,
+                threads_first: false,
+                tail_head_top: false,
             },
             recovered.restored.len(),
         ))
@@ -152,6 +195,108 @@ impl ScriptLever {
         self.tail_order = true;
         self.tail_yields = yields;
         self
+    }
+
+    /// Run the scripts raised as text one after the other in the order their requests began
+    /// (see the module docs): the others at [`BEHIND_NICE`].
+    /// With `newest`, the newest raised script runs at the raised value (seed 001 moves a
+    /// marked process to the head of the ready queue, before those marked earlier).
+    pub fn with_head_order(mut self, newest: bool) -> Self {
+        self.head_behind = Some(BEHIND_NICE);
+        self.head_newest = newest;
+        self
+    }
+
+    /// Every raised script at [`BELOW_THREADS_NICE`], the server's threads at the raised
+    /// value above them: the threads' bursts (the gate's, the fork, the relay) are short and
+    /// every raised script waits on them.
+    /// With `tail_head_top`, the tail's head stays at the raised value.
+    pub fn with_threads_first(mut self, tail_head_top: bool) -> Self {
+        self.head_behind = Some(BELOW_THREADS_NICE);
+        self.threads_first = true;
+        self.tail_head_top = tail_head_top;
+        self
+    }
+
+    /// The script of the head that runs at the raised value (the oldest or the newest).
+    fn head_first(&self, g: &Inner) -> Option<i32> {
+        if self.threads_first {
+            return None;
+        }
+        if self.head_newest {
+            g.head.last().map(|&(_, p)| p)
+        } else {
+            g.head.first().map(|&(_, p)| p)
+        }
+    }
+
+    /// The oldest script held raised as text at the raised value, the one before it (if
+    /// still held) behind.
+    fn fix_head(&self, g: &mut Inner, stats: &CgiStats) {
+        let Some(behind) = self.head_behind else {
+            return;
+        };
+        let oldest = self.head_first(g);
+        if oldest == g.head_top {
+            return;
+        }
+        if let Some(old) = g.head_top.take() {
+            if g.head.iter().any(|&(_, p)| p == old) {
+                match g.lever.set_level(old, behind) {
+                    Ok(()) | Err(LeverError::Gone(_)) => {}
+                    Err(e) => self.failed(stats, &e),
+                }
+            }
+        }
+        if let Some(new) = oldest {
+            match g.lever.set_level(new, self.raised_nice) {
+                Ok(()) => g.head_top = Some(new),
+                Err(LeverError::Gone(_)) => {}
+                Err(e) => self.failed(stats, &e),
+            }
+        }
+    }
+
+    /// A script raised as text (`pid`, request begun at `key`) joins the head: behind the
+    /// older ones.
+    fn head_enter(&self, g: &mut Inner, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        let Some(behind) = self.head_behind else {
+            return;
+        };
+        g.head.insert((key, pid));
+        if self.head_first(g) != Some(pid) {
+            // It raised itself to the raised value at its start.
+            match g.lever.set_level(pid, behind) {
+                Ok(()) | Err(LeverError::Gone(_)) => {}
+                Err(e) => self.failed(stats, &e),
+            }
+        }
+        self.fix_head(g, stats);
+    }
+
+    /// A script leaves the head (restored or exited): the next one takes its place.
+    fn head_leave(&self, g: &mut Inner, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        if self.head_behind.is_none() {
+            return;
+        }
+        g.head.remove(&(key, pid));
+        if g.head_top == Some(pid) {
+            g.head_top = None;
+        }
+        self.fix_head(g, stats);
+    }
+
+    /// The nice value of script `pid` as the lever wants it now (`None`: not held raised).
+    pub fn wanted_nice(&self, pid: i32) -> Option<i32> {
+        let g = self.lock();
+        if !g.lever.is_raised(pid) {
+            return None;
+        }
+        match self.head_behind {
+            Some(b) if self.threads_first => Some(b),
+            Some(b) if g.head.iter().any(|&(_, p)| p == pid) && g.head_top != Some(pid) => Some(b),
+            _ => Some(self.raised_nice),
+        }
     }
 
     /// A script not raised as text (never raised, or just restored) runs, for a request that
@@ -219,6 +364,14 @@ impl ScriptLever {
             };
             match g.lever.raise(new) {
                 Ok(()) => {
+                    if let (true, false, Some(b)) =
+                        (self.threads_first, self.tail_head_top, self.head_behind)
+                    {
+                        match g.lever.set_level(new, b) {
+                            Ok(()) | Err(LeverError::Gone(_)) => {}
+                            Err(e) => self.failed(stats, &e),
+                        }
+                    }
                     g.tail_head = Some(new);
                     stats.tail_heads.fetch_add(1, Relaxed);
                     self.hold_raw(g, stats);
@@ -332,6 +485,15 @@ impl ScriptLever {
         }
     }
 
+    /// The nice values of the server's threads that started scripts, now (tests, metrics).
+    pub fn thread_nices(&self) -> Vec<i32> {
+        let g = self.lock();
+        g.threads
+            .iter()
+            .filter_map(|&(t, _)| os::prio::thread_nice(t).ok())
+            .collect()
+    }
+
     /// Scripts held raised now.
     pub fn raised(&self) -> usize {
         self.lock().held
@@ -410,6 +572,7 @@ impl ScriptLever {
                 return None;
             }
         }
+        self.head_enter(&mut g, pid, key, stats);
         drop(g);
         stats.raised.fetch_add(1, Relaxed);
         Some(Arc::new(Raised {
@@ -469,6 +632,8 @@ impl Raised {
             }
             Err(e) => self.lever.failed(&self.stats, &e),
         }
+        self.lever
+            .head_leave(&mut g, self.pid, self.key, &self.stats);
         // Released, then into the tail: one look at the tail's head for both.
         self.lever.release_raw(&mut g, &self.stats);
         self.lever
@@ -486,6 +651,8 @@ impl Raised {
         if self.held.swap(false, Relaxed) {
             let mut g = self.lever.lock();
             g.lever.forget(self.pid);
+            self.lever
+                .head_leave(&mut g, self.pid, self.key, &self.stats);
             self.lever.release(&mut g, &self.stats);
         }
     }

@@ -6,6 +6,9 @@
 //! time included) and the rest (blocked, or exited and not yet seen to: the exit counts as
 //! the earlier of its reaping and the end of its output), and the relay's tail after the
 //! script exited; `total` runs from asking the gate to the end of the output.
+//! Beside each part, `thr_<part>` is the time the server's own cgroup was throttled (its CPU
+//! quota spent) during that part (`os::cgroup::OwnThrottle`, read at each mark; 0 without a
+//! quota): how much of a hand-off is the quota rather than the order of the run queue.
 //! Summed per class in [`ClassTimes`] (admin `/metrics`: `triage_cgi_time_seconds_total` and
 //! `triage_cgi_timed_total`); the labs turn them into means per script.
 
@@ -17,9 +20,50 @@ use os::procfs::SchedStat;
 use policy::ContentClass;
 
 /// The parts a request's time is split into, in the order they happen (metric label `part`).
-pub const PARTS: [&str; 8] = [
-    "gate", "start", "run", "runq", "blocked", "relay", "total", "raised",
+pub const PARTS: [&str; 13] = [
+    "gate",
+    "start",
+    "run",
+    "runq",
+    "blocked",
+    "relay",
+    "total",
+    "raised",
+    "thr_gate",
+    "thr_start",
+    "thr_life",
+    "thr_relay",
+    "thr_total",
 ];
+
+/// A moment of a request: when, and the server's cgroup's throttled time then (ns; 0 without
+/// a quota or a readable `cpu.stat`).
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp {
+    /// When.
+    pub at: Instant,
+    /// The own cgroup's throttled time at that moment (ns), to subtract from a later one.
+    pub throttled_ns: u64,
+}
+
+impl Stamp {
+    /// Now.
+    pub fn now() -> Stamp {
+        Stamp {
+            at: Instant::now(),
+            throttled_ns: throttled_ns(),
+        }
+    }
+}
+
+/// The own cgroup's throttled time (ns), from one `cpu.stat` kept open for the process.
+fn throttled_ns() -> u64 {
+    static OWN: std::sync::OnceLock<Option<os::cgroup::OwnThrottle>> = std::sync::OnceLock::new();
+    OWN.get_or_init(os::cgroup::OwnThrottle::open)
+        .as_ref()
+        .and_then(|t| t.throttled())
+        .map_or(0, |d| d.as_nanos() as u64)
+}
 
 /// The classes (metric label `class`).
 pub const CLASSES: [&str; 3] = ["text", "media", "unknown"];
@@ -38,7 +82,7 @@ pub struct ClassTimes {
     /// Requests timed, per class.
     count: [AtomicU64; 3],
     /// Per class, per part of [`PARTS`].
-    sums: [[AtomicU64; 8]; 3],
+    sums: [[AtomicU64; 13]; 3],
 }
 
 impl ClassTimes {
@@ -52,7 +96,7 @@ impl ClassTimes {
         self.sums[c][p].load(Relaxed)
     }
 
-    fn add(&self, c: usize, parts: [u64; 8]) {
+    fn add(&self, c: usize, parts: [u64; 13]) {
         self.count[c].fetch_add(1, Relaxed);
         for (s, v) in self.sums[c].iter().zip(parts) {
             s.fetch_add(v, Relaxed);
@@ -64,19 +108,19 @@ impl ClassTimes {
 #[derive(Debug)]
 struct Marks {
     /// The request asked the gate for its preparing burst.
-    arrived: Instant,
+    arrived: Stamp,
     /// The gate granted it and the preparing burst ended.
-    granted: Instant,
+    granted: Stamp,
     /// The script was running (forked and exec'd).
-    spawned: Instant,
+    spawned: Stamp,
     /// It was started raised (the CGI lever).
     raised: bool,
     /// What it served.
     class: ContentClass,
     /// It exited, with the kernel's accounting of it (if it could be read).
-    exited: Option<(Instant, Option<SchedStat>)>,
+    exited: Option<(Stamp, Option<SchedStat>)>,
     /// Its output was relayed to its end.
-    relayed: Option<Instant>,
+    relayed: Option<Stamp>,
 }
 
 /// One request's timing, shared by the relay (the end of the output) and the reaper (the
@@ -95,9 +139,9 @@ impl ScriptTiming {
     /// runs since `spawned`.
     pub fn new(
         times: Arc<ClassTimes>,
-        arrived: Instant,
-        granted: Instant,
-        spawned: Instant,
+        arrived: Stamp,
+        granted: Stamp,
+        spawned: Stamp,
         raised: bool,
     ) -> Self {
         Self {
@@ -125,12 +169,12 @@ impl ScriptTiming {
 
     /// The script exited (read before it was reaped).
     pub fn exited(&self, sched: Option<SchedStat>) {
-        self.marks().exited = Some((Instant::now(), sched));
+        self.marks().exited = Some((Stamp::now(), sched));
     }
 
     /// Its output was relayed to the end.
     pub fn relayed(&self) {
-        self.marks().relayed = Some(Instant::now());
+        self.marks().relayed = Some(Stamp::now());
     }
 }
 
@@ -140,10 +184,11 @@ impl Drop for ScriptTiming {
         let (Some((exit, sched)), Some(relayed)) = (m.exited, m.relayed) else {
             return;
         };
-        let ns = |a: Instant, b: Instant| b.saturating_duration_since(a).as_nanos() as u64;
+        let ns = |a: Stamp, b: Stamp| b.at.saturating_duration_since(a.at).as_nanos() as u64;
+        let thr = |a: Stamp, b: Stamp| b.throttled_ns.saturating_sub(a.throttled_ns);
         // The exit is seen when the server's thread reaps the script, which may be late; the
         // end of its output (it closes its stdout when it exits) bounds it too.
-        let exit = exit.min(relayed);
+        let exit = if relayed.at < exit.at { relayed } else { exit };
         let life = ns(m.spawned, exit);
         let s = sched.unwrap_or_default();
         let parts = [
@@ -155,6 +200,11 @@ impl Drop for ScriptTiming {
             ns(exit, relayed),
             ns(m.arrived, relayed),
             u64::from(m.raised),
+            thr(m.arrived, m.granted),
+            thr(m.granted, m.spawned),
+            thr(m.spawned, exit),
+            thr(exit, relayed),
+            thr(m.arrived, relayed),
         ];
         self.times.add(class_index(m.class), parts);
     }
@@ -198,7 +248,11 @@ mod tests {
         let ms = Duration::from_millis;
         // The request arrived 100 ms ago; it exits and is relayed now.
         let t0 = Instant::now() - ms(100);
-        let t = ScriptTiming::new(times.clone(), t0, t0 + ms(5), t0 + ms(7), true);
+        let at = |d: u64, thr: u64| Stamp {
+            at: t0 + ms(d),
+            throttled_ns: thr,
+        };
+        let t = ScriptTiming::new(times.clone(), at(0, 0), at(5, 4), at(7, 6), true);
         t.class(ContentClass::Media);
         t.exited(Some(SchedStat {
             run_ns: 10_000_000,
@@ -216,11 +270,15 @@ mod tests {
         assert_eq!(part("run"), 10_000_000);
         assert_eq!(part("runq"), 30_000_000);
         assert_eq!(part("raised"), 1);
+        // Throttled time between the marks (the exit and the relay read it now: at least
+        // what the spawn read, never less).
+        assert_eq!(part("thr_gate"), 4);
+        assert_eq!(part("thr_start"), 2);
         // Life (spawned -> exit: 93 ms at least) is run + runq + blocked.
         assert!(part("blocked") >= 53_000_000, "{}", part("blocked"));
         assert!(part("total") >= 100_000_000);
         // No exit seen (client gone): nothing recorded.
-        let t = ScriptTiming::new(times.clone(), t0, t0, t0, false);
+        let t = ScriptTiming::new(times.clone(), at(0, 0), at(0, 0), at(0, 0), false);
         t.relayed();
         drop(t);
         assert_eq!(times.count(2) + times.count(0) + times.count(media), 1);

@@ -293,3 +293,20 @@ fn two_sites_with_one_name_are_an_error() {
         "{err}"
     );
 }
+
+#[test]
+fn cgi_lever_names_and_what_each_turns_on() {
+    let l = |s: &str| s.parse::<CgiLever>().unwrap();
+    assert!(!l("off").raises());
+    let t = l("nice+budget+tailyield+threads");
+    assert!(t.budget() && t.tail() && t.tail_yields() && t.threads_first());
+    assert!(!t.tail_head_top() && !t.head_order());
+    let b = l("nice+budget+tailyield+textbelow");
+    assert!(b.threads_first() && b.tail_head_top() && b.tail_yields());
+    let o = l("nice+budget+tailyield+order");
+    assert!(o.head_order() && !o.head_newest() && !o.threads_first());
+    assert!(l("nice+budget+tailyield+newest").head_newest());
+    assert!(!l("nice+budget+tailyield").threads_first());
+    let e = "nice+threads".parse::<CgiLever>().unwrap_err();
+    assert!(e.contains("nice+budget+tailyield+textbelow"), "{e}");
+}
