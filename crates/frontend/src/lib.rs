@@ -48,8 +48,10 @@ pub mod health;
 pub mod metrics;
 pub mod overrides;
 pub mod proxy;
+pub mod relay;
+pub mod shared;
 
-pub use config::{Admission, FrontConfig, Mechanism};
+pub use config::{Admission, Engine, FrontConfig, Mechanism};
 pub use front::{Front, FrontError};
 pub use metrics::FrontMetrics;
 pub use overrides::Overrides;
