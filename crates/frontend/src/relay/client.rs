@@ -88,6 +88,8 @@ struct Outcome {
     backend: Option<SocketAddr>,
     /// Whether the client's connection carries another request.
     keep: bool,
+    /// Whether a response head went to the client (else the front end answers `status`).
+    written: bool,
 }
 
 /// Why a try on a back end failed.
@@ -205,6 +207,9 @@ impl Conn {
                 self.buf = vec![0; BUF_SIZE];
             }
             let (o, consumed) = self.exchange(&req).await;
+            if !o.written && o.status > 0 {
+                let _ = self.client.write_all(&head::error_response(o.status)).await;
+            }
             self.shared.counters.answered(o.status, start.elapsed());
             if let (Some(log), Some(f)) = (&self.shared.access_log, req.log) {
                 log.write(Record {
@@ -295,6 +300,7 @@ impl Conn {
             bytes: 0,
             backend,
             keep: false,
+            written: false,
         };
         let _admitted = match &s.admission {
             Some(a) => {
@@ -411,11 +417,7 @@ impl Conn {
                     counters.bad_gateway.fetch_add(1, Relaxed);
                     return (fail(502, Some(b.addr)), consumed);
                 }
-                Err(UpFail::ClientGone) => {
-                    let mut o = fail(0, Some(b.addr));
-                    o.keep = false;
-                    return (o, consumed);
-                }
+                Err(UpFail::ClientGone) => return (fail(0, Some(b.addr)), consumed),
             }
         }
     }
@@ -566,6 +568,7 @@ impl Conn {
             bytes,
             backend: Some(b.addr),
             keep: false,
+            written: true,
         };
         let head_and_first = write_two(
             &mut self.client,
@@ -607,6 +610,7 @@ impl Conn {
             bytes,
             backend: Some(b.addr),
             keep: complete && !close,
+            written: true,
         })
     }
 }

@@ -93,9 +93,35 @@ pub fn site() -> tempfile::TempDir {
     t
 }
 
-/// A front end configuration for `backends`, port 0, quick health checks.
+/// Run each named test function (taking a [`frontend::Engine`]) on both engines: a module of
+/// the same name with a `pingora` and a `relay` test.
+macro_rules! both_engines {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn pingora() {
+                    super::$name(frontend::Engine::Pingora)
+                }
+                #[test]
+                fn relay() {
+                    super::$name(frontend::Engine::Relay)
+                }
+            }
+        )*
+    };
+}
+
+/// A front end configuration for `backends`, port 0, quick health checks, on the default
+/// engine.
 pub fn front_config(backends: &[SocketAddr], policy: &str) -> FrontConfig {
+    front_config_on(frontend::Engine::default(), backends, policy)
+}
+
+/// [`front_config`] on `engine`.
+pub fn front_config_on(engine: frontend::Engine, backends: &[SocketAddr], policy: &str) -> FrontConfig {
     let mut c = FrontConfig {
+        engine,
         listen: "127.0.0.1:0".parse().unwrap(),
         admin: Some("127.0.0.1:0".parse().unwrap()),
         backends: backends.to_vec(),
