@@ -142,35 +142,35 @@ impl Front {
         let main_cpu = cpu.clone();
 
         // What relays the bytes, started on the runtime with the stop signal.
-        let engine: Box<dyn FnOnce(watch::Receiver<bool>) -> EngineRun + Send> =
-            match shared.cfg.engine {
-                Engine::Pingora => {
-                    let conf = ServerConf {
-                        threads,
-                        max_retries: shared.cfg.retries + 1,
-                        upstream_keepalive_pool_size: shared.cfg.pool_size,
-                        ..ServerConf::default()
-                    };
-                    let mut service = pingora_proxy::http_proxy_service(
-                        &Arc::new(conf),
-                        FrontProxy(shared.clone()),
-                    );
-                    let key = addr.to_string();
-                    service.add_tcp(&key);
-                    let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
-                    fds.lock().add(key, listener.into_raw_fd());
-                    Box::new(move |stop| {
-                        Box::pin(async move {
-                            // Returns once the listener has stopped accepting.
-                            service.start_service(Some(fds), stop, 1).await;
-                        })
+        let engine: Box<dyn FnOnce(watch::Receiver<bool>) -> EngineRun + Send> = match shared
+            .cfg
+            .engine
+        {
+            Engine::Pingora => {
+                let conf = ServerConf {
+                    threads,
+                    max_retries: shared.cfg.retries + 1,
+                    upstream_keepalive_pool_size: shared.cfg.pool_size,
+                    ..ServerConf::default()
+                };
+                let mut service =
+                    pingora_proxy::http_proxy_service(&Arc::new(conf), FrontProxy(shared.clone()));
+                let key = addr.to_string();
+                service.add_tcp(&key);
+                let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
+                fds.lock().add(key, listener.into_raw_fd());
+                Box::new(move |stop| {
+                    Box::pin(async move {
+                        // Returns once the listener has stopped accepting.
+                        service.start_service(Some(fds), stop, 1).await;
                     })
-                }
-                Engine::Relay => {
-                    let shared = shared.clone();
-                    Box::new(move |stop| Box::pin(crate::relay::serve(listener, shared, stop)))
-                }
-            };
+                })
+            }
+            Engine::Relay => {
+                let shared = shared.clone();
+                Box::new(move |stop| Box::pin(crate::relay::serve(listener, shared, stop)))
+            }
+        };
 
         let (stop, stop_rx) = watch::channel(false);
         let lb = Arc::new(crate::health::balancer(

@@ -32,8 +32,8 @@ use crate::admission::Admitted;
 use crate::backends::Load;
 use crate::config::Mechanism;
 use crate::dispatcher::Choice;
-pub use crate::shared::{ConnState, Shared, DISK_HEADER, FORWARD_HEADER};
 use crate::shared::Live;
+pub use crate::shared::{ConnState, Shared, DISK_HEADER, FORWARD_HEADER};
 
 /// One request's state across pingora's callbacks.
 #[derive(Debug)]

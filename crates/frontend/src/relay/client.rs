@@ -515,8 +515,9 @@ impl Conn {
                         let Ok(meta) = head::response_meta(&r, &req.meta) else {
                             return Err(UpFail::Garbage);
                         };
-                        let close =
-                            !req.meta.keep_alive || meta.framing == Framing::Close || *self.stop.borrow();
+                        let close = !req.meta.keep_alive
+                            || meta.framing == Framing::Close
+                            || *self.stop.borrow();
                         head::write_response(&mut self.out, &r, close, req.meta.http10);
                         Some((code, hlen, meta, close))
                     }

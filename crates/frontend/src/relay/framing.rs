@@ -35,18 +35,28 @@ pub struct Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Chunk {
     /// In a chunk-size line: the size so far, its hex digits, whether past them (extension).
-    Size { size: u64, digits: u8, ext: bool },
+    Size {
+        size: u64,
+        digits: u8,
+        ext: bool,
+    },
     /// The size line's CR was seen.
-    SizeLf { size: u64 },
+    SizeLf {
+        size: u64,
+    },
     /// In a chunk's data, this many bytes left.
     Data(u64),
     /// After the data: its CR, then its LF.
     DataCr,
     DataLf,
     /// After the last chunk: at a trailer line's start (`empty`) or inside one.
-    Trailer { empty: bool },
+    Trailer {
+        empty: bool,
+    },
     /// A trailer line's CR was seen.
-    TrailerLf { empty: bool },
+    TrailerLf {
+        empty: bool,
+    },
 }
 
 /// The state of one body being relayed.
@@ -184,9 +194,7 @@ fn chunked(c: &mut Chunk, data: &[u8]) -> Result<(usize, bool), FramingError> {
                 return Err(FramingError("chunk data not followed by CRLF"))
             }
             Chunk::Trailer { empty } if b == b'\r' => Chunk::TrailerLf { empty },
-            Chunk::Trailer { .. } if b == b'\n' => {
-                return Err(FramingError("bare LF in trailers"))
-            }
+            Chunk::Trailer { .. } if b == b'\n' => return Err(FramingError("bare LF in trailers")),
             Chunk::Trailer { .. } => Chunk::Trailer { empty: false },
             Chunk::TrailerLf { empty: true } if b == b'\n' => return Ok((i, true)),
             Chunk::TrailerLf { empty: false } if b == b'\n' => Chunk::Trailer { empty: true },
@@ -257,7 +265,8 @@ mod tests {
 
     #[test]
     fn chunked_skips_extensions_and_trailers() {
-        let wire = b"3;name=\"va;l\"\r\nabc\r\n4 ; x\r\ndefg\r\n0;last\r\nX-Sum: 1\r\nX-Other: 2\r\n\r\n";
+        let wire =
+            b"3;name=\"va;l\"\r\nabc\r\n4 ; x\r\ndefg\r\n0;last\r\nX-Sum: 1\r\nX-Other: 2\r\n\r\n";
         assert_eq!(
             every_split(Framing::Chunked, wire).unwrap(),
             (wire.len(), true)

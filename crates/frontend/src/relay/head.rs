@@ -279,12 +279,20 @@ mod tests {
     #[test]
     fn request_framing_and_keep_alive() {
         let g = req_meta(GET).unwrap();
-        assert_eq!((g.framing, g.keep_alive, g.idempotent), (Framing::None, true, true));
+        assert_eq!(
+            (g.framing, g.keep_alive, g.idempotent),
+            (Framing::None, true, true)
+        );
         let p = req_meta(b"POST /a HTTP/1.1\r\nContent-Length: 12\r\nConnection: close\r\n\r\n")
             .unwrap();
-        assert_eq!((p.framing, p.keep_alive, p.idempotent), (Framing::Length(12), false, false));
-        let c = req_meta(b"PUT /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n")
-            .unwrap();
+        assert_eq!(
+            (p.framing, p.keep_alive, p.idempotent),
+            (Framing::Length(12), false, false)
+        );
+        let c = req_meta(
+            b"PUT /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+        )
+        .unwrap();
         assert_eq!((c.framing, c.expect_continue), (Framing::Chunked, true));
         let old = req_meta(b"GET / HTTP/1.0\r\n\r\n").unwrap();
         assert!(old.http10 && !old.keep_alive);
@@ -314,7 +322,10 @@ mod tests {
         let head = req_meta(b"HEAD /a HTTP/1.1\r\n\r\n").unwrap();
         let len = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nX-Triage-Disk: 3\r\n\r\n";
         let m = resp_meta(len, &get);
-        assert_eq!((m.framing, m.keep_alive, m.disk), (Framing::Length(7), true, Some(3)));
+        assert_eq!(
+            (m.framing, m.keep_alive, m.disk),
+            (Framing::Length(7), true, Some(3))
+        );
         assert_eq!(resp_meta(len, &head).framing, Framing::None);
         for none in [
             &b"HTTP/1.1 204 No Content\r\n\r\n"[..],
@@ -323,13 +334,22 @@ mod tests {
         ] {
             assert_eq!(resp_meta(none, &get).framing, Framing::None);
         }
-        let chunked = resp_meta(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &get);
-        assert_eq!((chunked.framing, chunked.keep_alive), (Framing::Chunked, true));
+        let chunked = resp_meta(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            &get,
+        );
+        assert_eq!(
+            (chunked.framing, chunked.keep_alive),
+            (Framing::Chunked, true)
+        );
         let close = resp_meta(b"HTTP/1.1 200 OK\r\n\r\n", &get);
         assert_eq!((close.framing, close.keep_alive), (Framing::Close, false));
         let old = resp_meta(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", &get);
         assert!(!old.keep_alive);
-        let bye = resp_meta(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\n", &get);
+        let bye = resp_meta(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\n",
+            &get,
+        );
         assert!(!bye.keep_alive);
     }
 
@@ -359,6 +379,8 @@ mod tests {
             "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         );
         write_response(&mut out, &r, false, true);
-        assert!(String::from_utf8(out).unwrap().ends_with("Connection: keep-alive\r\n\r\n"));
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .ends_with("Connection: keep-alive\r\n\r\n"));
     }
 }

@@ -119,7 +119,11 @@ pub fn front_config(backends: &[SocketAddr], policy: &str) -> FrontConfig {
 }
 
 /// [`front_config`] on `engine`.
-pub fn front_config_on(engine: frontend::Engine, backends: &[SocketAddr], policy: &str) -> FrontConfig {
+pub fn front_config_on(
+    engine: frontend::Engine,
+    backends: &[SocketAddr],
+    policy: &str,
+) -> FrontConfig {
     let mut c = FrontConfig {
         engine,
         listen: "127.0.0.1:0".parse().unwrap(),
