@@ -99,11 +99,12 @@ impl Mechanism {
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     /// Cloudflare's pingora (`pingora-proxy`): its HTTP/1.1 sessions and connection pool.
-    #[default]
     Pingora,
     /// The front end's own lean relay (`crate::relay`): `httparse` heads, the body copied
     /// through one buffer per connection by its framing, a pool of idle back-end connections
-    /// without a task per connection.
+    /// without a task per connection. The default: half pingora's CPU per request under the
+    /// cluster lab's load (docs/front.md).
+    #[default]
     Relay,
 }
 
@@ -281,7 +282,7 @@ pub struct FrontConfig {
     pub policy: String,
     /// How the requests of persistent connections reach the back ends.
     pub mechanism: Mechanism,
-    /// What relays the bytes: `pingora` or `relay` (the front end's own).
+    /// What relays the bytes: `relay` (the front end's own, the default) or `pingora`.
     pub engine: Engine,
     /// Runtime threads; `None` = the CPUs this process may run on.
     pub threads: Option<usize>,

@@ -40,7 +40,8 @@ pub struct Overrides {
     /// targets another one caches).
     #[arg(long)]
     pub mechanism: Option<Mechanism>,
-    /// What relays the bytes: `pingora` or `relay` (the front end's own lean relay).
+    /// What relays the bytes: `relay` (the front end's own lean relay, the default) or
+    /// `pingora`.
     #[arg(long)]
     pub engine: Option<Engine>,
     /// Runtime threads (default: CPUs this process may run on).
