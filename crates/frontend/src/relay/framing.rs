@@ -144,17 +144,14 @@ fn hex(b: u8) -> Option<u64> {
 fn chunked(c: &mut Chunk, data: &[u8]) -> Result<(usize, bool), FramingError> {
     let mut i = 0;
     while i < data.len() {
-        match c {
-            Chunk::Data(left) => {
-                let n = (*left).min((data.len() - i) as u64);
-                *left -= n;
-                i += n as usize;
-                if *left == 0 {
-                    *c = Chunk::DataCr;
-                }
-                continue;
+        if let Chunk::Data(left) = c {
+            let n = (*left).min((data.len() - i) as u64);
+            *left -= n;
+            i += n as usize;
+            if *left == 0 {
+                *c = Chunk::DataCr;
             }
-            _ => {}
+            continue;
         }
         let b = data[i];
         i += 1;
