@@ -12,6 +12,8 @@
 # binary, the ratios of every interleaved pair (chbl rep i over haproxy-uri rep i) pooled over
 # the rounds, with a seeded bootstrap ci95, and B's pooled ratio over A's.
 #
+# FRONT_AB_ARGS_A and FRONT_AB_ARGS_B, if set, are lab flags added to A's or B's runs, e.g.
+# FRONT_AB_ARGS_B="--front-engine relay" (A/B of the front end's engines with one binary).
 # FRONT_AB_ENV_B, if set, is a list of VAR=VALUE words put in the environment of B's runs
 # (the lab passes its environment on to the front ends it starts). FRONT_AB_HOOK_B, if set, is a command run in the background during B's runs (and stopped
 # after each): an A/B of a run-time setting with BIN_B = BIN_A, e.g. one that changes the
@@ -51,10 +53,11 @@ for ((k = 0; k < rounds; k++)); do
       hook=$!
     fi
     # The lab exits non-zero when a goal or its simulator check fails; the figures are there.
-    envs=()
+    envs=() extra=()
     [ "$i" = 1 ] && read -r -a envs <<<"${FRONT_AB_ENV_B:-}"
+    if [ "$i" = 1 ]; then read -r -a extra <<<"${FRONT_AB_ARGS_B:-}"; else read -r -a extra <<<"${FRONT_AB_ARGS_A:-}"; fi
     env "${envs[@]}" "${bins[$i]}" lab cluster --quick --nodes 4 --reps "$reps" --only chbl,haproxy-uri \
-      --out "$dir" "$@" >"$dir.log" 2>&1 || true
+      --out "$dir" "${extra[@]}" "$@" >"$dir.log" 2>&1 || true
     if [ -n "$hook" ]; then kill "$hook" 2>/dev/null || true; wait "$hook" 2>/dev/null || true; fi
     [ -f "$dir/summary.json" ] || { echo "front-ab: no summary in $dir (see $dir.log)" >&2; exit 1; }
   done

@@ -94,6 +94,41 @@ impl Mechanism {
     }
 }
 
+/// What relays the bytes between clients and back ends (the decisions are the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Cloudflare's pingora (`pingora-proxy`): its HTTP/1.1 sessions and connection pool.
+    Pingora,
+    /// The front end's own lean relay (`crate::relay`): `httparse` heads, the body copied
+    /// through one buffer per connection by its framing, a pool of idle back-end connections
+    /// without a task per connection. The default: half pingora's CPU per request under the
+    /// cluster lab's load (docs/front.md).
+    #[default]
+    Relay,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pingora" => Ok(Engine::Pingora),
+            "relay" => Ok(Engine::Relay),
+            _ => Err(format!("unknown engine `{s}` (known: pingora, relay)")),
+        }
+    }
+}
+
+impl Engine {
+    /// Its name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Pingora => "pingora",
+            Engine::Relay => "relay",
+        }
+    }
+}
+
 /// How many requests the front end lets into the cluster at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
@@ -247,6 +282,8 @@ pub struct FrontConfig {
     pub policy: String,
     /// How the requests of persistent connections reach the back ends.
     pub mechanism: Mechanism,
+    /// What relays the bytes: `relay` (the front end's own, the default) or `pingora`.
+    pub engine: Engine,
     /// Runtime threads; `None` = the CPUs this process may run on.
     pub threads: Option<usize>,
     /// Requests let into the cluster at once.
@@ -288,6 +325,7 @@ impl Default for FrontConfig {
             backends: Vec::new(),
             policy: "lard".into(),
             mechanism: Mechanism::Relay,
+            engine: Engine::default(),
             threads: None,
             admission: Admission::Auto,
             retries: 3,
@@ -427,6 +465,7 @@ admin = "127.0.0.1:9000"
 backends = ["127.0.0.1:8081", "127.0.0.1:8082"]
 policy = "ext-lard"
 mechanism = "forward"
+engine = "relay"
 threads = 1
 admission = 100
 retries = 2
@@ -456,6 +495,7 @@ path = "/healthz"
         c.validate().unwrap();
         assert_eq!(c.backends.len(), 2);
         assert_eq!(c.mechanism, Mechanism::Forward);
+        assert_eq!(c.engine, Engine::Relay);
         assert_eq!(c.admission, Admission::Limit(100));
         assert_eq!(c.response_timeout, Duration::from_secs(5));
         let d = c.dispatch.to_dispatch();
@@ -482,6 +522,7 @@ path = "/healthz"
             ("connect_timeout = 1\n", "write"),
             ("policy = \"random\"\n", "policy"),
             ("mechanism = \"handoff\"\n", "mechanism"),
+            ("engine = \"nginx\"\n", "engine"),
             ("admission = 0\n", "admission"),
             ("[dispatch]\nbound = 0.9\n", "dispatch.bound"),
             ("[dispatch]\nt_low = 70\n", "dispatch"),

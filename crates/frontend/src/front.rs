@@ -6,7 +6,8 @@
 //!
 //! pingora's `Server` is not used (it owns signals, daemonizing and the process's exit): the
 //! proxy's listening service is started directly on this runtime with a listener bound here
-//! and handed over by file descriptor, and stopped through its shutdown watch.
+//! and handed over by file descriptor, and stopped through its shutdown watch. With `engine =
+//! "relay"` the front end's own relay (`crate::relay`) serves the listener instead.
 
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::IntoRawFd;
@@ -23,11 +24,12 @@ use tokio::sync::watch;
 use crate::access_log::AccessLog;
 use crate::admission::Admission;
 use crate::backends::Backends;
-use crate::config::{ConfigError, FrontConfig};
+use crate::config::{ConfigError, Engine, FrontConfig};
 use crate::cpu::RuntimeCpu;
 use crate::dispatcher::Dispatcher;
 use crate::metrics::{Counters, FrontMetrics};
-use crate::proxy::{FrontProxy, Shared};
+use crate::proxy::FrontProxy;
+use crate::shared::Shared;
 
 /// Why a front end could not start.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +54,9 @@ pub enum FrontError {
     #[error("starting the runtime: {0}")]
     Runtime(std::io::Error),
 }
+
+/// An engine serving until its stop signal.
+type EngineRun = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// A running front end. Dropping it stops it (as [`Front::stop`]).
 pub struct Front {
@@ -136,18 +141,36 @@ impl Front {
         };
         let main_cpu = cpu.clone();
 
-        let conf = ServerConf {
-            threads,
-            max_retries: shared.cfg.retries + 1,
-            upstream_keepalive_pool_size: shared.cfg.pool_size,
-            ..ServerConf::default()
+        // What relays the bytes, started on the runtime with the stop signal.
+        let engine: Box<dyn FnOnce(watch::Receiver<bool>) -> EngineRun + Send> = match shared
+            .cfg
+            .engine
+        {
+            Engine::Pingora => {
+                let conf = ServerConf {
+                    threads,
+                    max_retries: shared.cfg.retries + 1,
+                    upstream_keepalive_pool_size: shared.cfg.pool_size,
+                    ..ServerConf::default()
+                };
+                let mut service =
+                    pingora_proxy::http_proxy_service(&Arc::new(conf), FrontProxy(shared.clone()));
+                let key = addr.to_string();
+                service.add_tcp(&key);
+                let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
+                fds.lock().add(key, listener.into_raw_fd());
+                Box::new(move |stop| {
+                    Box::pin(async move {
+                        // Returns once the listener has stopped accepting.
+                        service.start_service(Some(fds), stop, 1).await;
+                    })
+                })
+            }
+            Engine::Relay => {
+                let shared = shared.clone();
+                Box::new(move |stop| Box::pin(crate::relay::serve(listener, shared, stop)))
+            }
         };
-        let mut service =
-            pingora_proxy::http_proxy_service(&Arc::new(conf), FrontProxy(shared.clone()));
-        let key = addr.to_string();
-        service.add_tcp(&key);
-        let fds: ListenFds = Arc::new(parking_lot::Mutex::new(Fds::new()));
-        fds.lock().add(key, listener.into_raw_fd());
 
         let (stop, stop_rx) = watch::channel(false);
         let lb = Arc::new(crate::health::balancer(
@@ -172,8 +195,7 @@ impl Front {
                         tokio::spawn(crate::admin::serve(l, snapshot, stop_rx.clone()));
                     }
                     tokio::spawn(crate::health::run(lb, stop_rx.clone()));
-                    // Returns once the listener has stopped accepting.
-                    service.start_service(Some(fds), stop_rx, 1).await;
+                    engine(stop_rx).await;
                     drain(&run_shared).await;
                 });
                 // The runtime's one thread (this one) keeps its final time.

@@ -5,8 +5,11 @@
 //! simulator drives), with seed 004's mechanisms for persistent connections (per-request
 //! relay, per-connection pinning, back-end forwarding), health checks, retries of idempotent
 //! requests that failed before any response byte, admission, an access log and `/metrics`.
-//! HTTP parsing, connection pooling and health checks are pingora's (`pingora-proxy`,
-//! `pingora-load-balancing`); the decisions and the load they read are the front end's own.
+//! Two engines relay the bytes (`engine`): pingora (`pingora-proxy`: its HTTP sessions and
+//! back-end connection pool) and the front end's own lean relay ([`relay`]: `httparse` heads,
+//! bodies copied through by their framing, a pool of idle connections without a task each);
+//! health checks are `pingora-load-balancing`'s; the decisions and the load they read are the
+//! front end's own, the same for both engines ([`shared`]).
 //!
 //! Modules, leaves first (each uses only modules above it):
 //! - [`config`], [`overrides`]: the TOML configuration and the flags laid over it;
@@ -16,7 +19,9 @@
 //! - [`admission`], [`access_log`], [`cpu`]: admission bound, access log, the runtime's CPU;
 //! - [`metrics`]: counters, the snapshot and its Prometheus text;
 //! - [`health`]: pingora's load balancer running discovery and health checks for the table;
-//! - [`proxy`]: pingora's `ProxyHttp` callbacks;
+//! - [`shared`]: what both engines share: the state, the mechanisms' choice, the in-flight count;
+//! - [`proxy`]: the pingora engine, pingora's `ProxyHttp` callbacks;
+//! - [`relay`]: the relay engine (framing, heads, the pool, a client connection);
 //! - [`admin`]: the admin listener;
 //! - [`front`]: [`Front::start`], [`Front::stop`], [`Front::metrics`].
 //!
@@ -48,8 +53,10 @@ pub mod health;
 pub mod metrics;
 pub mod overrides;
 pub mod proxy;
+pub mod relay;
+pub mod shared;
 
-pub use config::{Admission, FrontConfig, Mechanism};
+pub use config::{Admission, Engine, FrontConfig, Mechanism};
 pub use front::{Front, FrontError};
 pub use metrics::FrontMetrics;
 pub use overrides::Overrides;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{Admission, FrontConfig, Mechanism};
+use crate::config::{Admission, Engine, FrontConfig, Mechanism};
 
 fn policy_help() -> String {
     format!(
@@ -40,6 +40,10 @@ pub struct Overrides {
     /// targets another one caches).
     #[arg(long)]
     pub mechanism: Option<Mechanism>,
+    /// What relays the bytes: `relay` (the front end's own lean relay, the default) or
+    /// `pingora`.
+    #[arg(long)]
+    pub engine: Option<Engine>,
     /// Runtime threads (default: CPUs this process may run on).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -102,6 +106,9 @@ impl FrontConfig {
         }
         if let Some(v) = o.mechanism {
             self.mechanism = v;
+        }
+        if let Some(v) = o.engine {
+            self.engine = v;
         }
         if o.threads.is_some() {
             self.threads = o.threads;
@@ -180,6 +187,7 @@ mod tests {
             "--backend=127.0.0.1:8082",
             "--policy=chbl",
             "--mechanism=pin",
+            "--engine=relay",
             "--threads=1",
             "--admission=off",
             "--retries=5",
@@ -200,6 +208,7 @@ mod tests {
         assert_eq!(c.backends.len(), 2);
         assert_eq!(c.policy, "chbl");
         assert_eq!(c.mechanism, Mechanism::Pin);
+        assert_eq!(c.engine, Engine::Relay);
         assert_eq!(c.threads, Some(1));
         assert_eq!(c.admission, Admission::Off);
         assert_eq!(c.retries, 5);

@@ -25,69 +25,15 @@ use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorSource, ErrorType, Result};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
-use policy::dispatch::{target_id, NodeId, Target};
+use policy::dispatch::{target_id, Target};
 
-use crate::access_log::{AccessLog, Record};
-use crate::admission::{Admission, Admitted};
-use crate::backends::{Backends, Load};
-use crate::config::{FrontConfig, Mechanism};
-use crate::dispatcher::{Choice, Dispatcher};
-use crate::metrics::Counters;
-
-/// The request header that asks a back end to fetch the target from another (`host:port`);
-/// `triage serve` honours it from the front end (`--forward-from`).
-pub const FORWARD_HEADER: &str = "x-triage-forward";
-
-/// The response header in which a `triage serve` back end reports its disk queue.
-pub const DISK_HEADER: &str = "x-triage-disk";
-
-/// What the front end's requests share.
-pub struct Shared {
-    /// The configuration it started with.
-    pub cfg: FrontConfig,
-    /// The back ends.
-    pub backends: Arc<Backends>,
-    /// The policy.
-    pub dispatcher: Dispatcher,
-    /// Counters.
-    pub counters: Counters,
-    /// Admission, unless `admission = "off"`.
-    pub admission: Option<Arc<Admission>>,
-    /// The access log, if any.
-    pub access_log: Option<AccessLog>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("dispatcher", &self.dispatcher)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The back end a client connection is pinned to.
-#[derive(Debug, Clone, Default)]
-pub struct ConnState {
-    /// Its number, once the connection's first request chose it.
-    pub handler: Option<NodeId>,
-}
-
-/// Counts a request as in flight from its head to its end (the context's drop).
-#[derive(Debug)]
-struct Live(Arc<Shared>);
-
-impl Live {
-    fn new(shared: Arc<Shared>) -> Self {
-        shared.counters.live.fetch_add(1, Relaxed);
-        Self(shared)
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        self.0.counters.live.fetch_sub(1, Relaxed);
-    }
-}
+use crate::access_log::Record;
+use crate::admission::Admitted;
+use crate::backends::Load;
+use crate::config::Mechanism;
+use crate::dispatcher::Choice;
+use crate::shared::Live;
+pub use crate::shared::{ConnState, Shared, DISK_HEADER, FORWARD_HEADER};
 
 /// One request's state across pingora's callbacks.
 #[derive(Debug)]
@@ -108,39 +54,6 @@ pub struct ReqCtx {
 pub struct FrontProxy(pub Arc<Shared>);
 
 impl FrontProxy {
-    fn choose(&self, ctx: &mut ReqCtx) -> Option<Choice> {
-        let s = &self.0;
-        let d = &s.dispatcher;
-        let pinned = |h: Option<NodeId>| h.and_then(|h| s.backends.get(h)).filter(|b| b.is_up());
-        match s.cfg.mechanism {
-            Mechanism::Relay => d.choose(ctx.target),
-            Mechanism::Pin => match pinned(ctx.conn.handler) {
-                Some(b) => {
-                    b.chosen.fetch_add(1, Relaxed);
-                    Some(Choice {
-                        via: b,
-                        forward_to: None,
-                    })
-                }
-                None => self.pin(ctx),
-            },
-            Mechanism::Forward => match ctx.conn.handler.and_then(|h| d.route(ctx.target, h)) {
-                Some(c) => Some(c),
-                None => self.pin(ctx),
-            },
-        }
-    }
-
-    /// Pin the connection to the back end the policy chooses for this request.
-    fn pin(&self, ctx: &mut ReqCtx) -> Option<Choice> {
-        if ctx.conn.handler.is_some() {
-            self.0.counters.repinned.fetch_add(1, Relaxed);
-        }
-        let c = self.0.dispatcher.choose(ctx.target);
-        ctx.conn.handler = c.as_ref().map(|c| c.via.id);
-        c
-    }
-
     fn may_retry(&self, session: &Session, ctx: &ReqCtx) -> bool {
         session.req_header().method.is_idempotent()
             && !session.as_ref().retry_buffer_truncated()
@@ -197,19 +110,14 @@ impl ProxyHttp for FrontProxy {
             if let Some(a) = &s.admission {
                 let waiting = &s.counters.admission_waiting;
                 waiting.fetch_add(1, Relaxed);
-                let bound = || {
-                    s.cfg
-                        .admission_limit(s.backends.count_up().max(1))
-                        .unwrap_or(usize::MAX)
-                };
-                ctx.admitted = Some(a.enter(bound).await);
+                ctx.admitted = Some(a.enter(|| s.admission_bound()).await);
                 waiting.fetch_sub(1, Relaxed);
             }
         }
         // A failed try's load is released before the next choice sees the loads.
         ctx.load = None;
         ctx.tries += 1;
-        let Some(choice) = self.choose(ctx) else {
+        let Some(choice) = s.choose(ctx.target, &mut ctx.conn) else {
             // After a failed try, the failure is the answer (502); before any, 503.
             if ctx.tries > 1 {
                 s.counters.bad_gateway.fetch_add(1, Relaxed);

@@ -3,10 +3,11 @@
 //! forwarding has the pinned back end fetch from the other, and the access log and the admin
 //! listener say what happened.
 
+#[macro_use]
 mod common;
 
 use common::*;
-use frontend::{Front, Mechanism};
+use frontend::{Engine, Front, Mechanism};
 
 fn served_by(front: &Front) -> Vec<u64> {
     front
@@ -17,14 +18,13 @@ fn served_by(front: &Front) -> Vec<u64> {
         .collect()
 }
 
-#[test]
-fn lard_keeps_each_target_on_one_back_end() {
+fn lard_keeps_each_target_on_one_back_end(engine: Engine) {
     let t = site();
     let (a, b) = (
         Backend::start(serve_config(t.path())),
         Backend::start(serve_config(t.path())),
     );
-    let front = Front::start(front_config(&[a.addr, b.addr], "lard")).unwrap();
+    let front = Front::start(front_config_on(engine, &[a.addr, b.addr], "lard")).unwrap();
     for _ in 0..5 {
         assert_eq!(get(front.addr(), "/f1.html", "").body, b"file 1\n");
     }
@@ -37,15 +37,14 @@ fn lard_keeps_each_target_on_one_back_end() {
     front.stop();
 }
 
-#[test]
-fn wrr_rotates_and_pinning_keeps_a_connection_on_one_back_end() {
+fn wrr_rotates_and_pinning_keeps_a_connection_on_one_back_end(engine: Engine) {
     let t = site();
     let (a, b) = (
         Backend::start(serve_config(t.path())),
         Backend::start(serve_config(t.path())),
     );
     // Relay: every request of a kept-alive connection is distributed on its own.
-    let front = Front::start(front_config(&[a.addr, b.addr], "wrr")).unwrap();
+    let front = Front::start(front_config_on(engine, &[a.addr, b.addr], "wrr")).unwrap();
     let mut c = Client::connect(front.addr());
     for i in 0..4 {
         assert_eq!(c.get(&format!("/f{i}.html")).status, 200);
@@ -54,7 +53,7 @@ fn wrr_rotates_and_pinning_keeps_a_connection_on_one_back_end() {
     drop(c);
     front.stop();
     // Pin: the connection stays where its first request went.
-    let mut cfg = front_config(&[a.addr, b.addr], "wrr");
+    let mut cfg = front_config_on(engine, &[a.addr, b.addr], "wrr");
     cfg.mechanism = Mechanism::Pin;
     let front = Front::start(cfg).unwrap();
     let mut c = Client::connect(front.addr());
@@ -76,8 +75,7 @@ fn forwarding_backend(root: &std::path::Path, peers: &[std::net::SocketAddr]) ->
     Backend::start(cfg)
 }
 
-#[test]
-fn forwarding_has_the_pinned_back_end_fetch_from_the_chosen_one() {
+fn forwarding_has_the_pinned_back_end_fetch_from_the_chosen_one(engine: Engine) {
     let t = site();
     // Ports first, so each back end can name the other as its peer.
     let probe = |_| std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -93,7 +91,7 @@ fn forwarding_has_the_pinned_back_end_fetch_from_the_chosen_one() {
         c.forward.peers = vec![pa, pb];
     }
     let (a, b) = (Backend::start(ca), Backend::start(cb));
-    let mut cfg = front_config(&[a.addr, b.addr], "wrr");
+    let mut cfg = front_config_on(engine, &[a.addr, b.addr], "wrr");
     cfg.mechanism = Mechanism::Forward;
     let front = Front::start(cfg).unwrap();
     // WRR: the first connection goes to a, the second to b (and stays there)...
@@ -118,13 +116,12 @@ fn forwarding_has_the_pinned_back_end_fetch_from_the_chosen_one() {
     let _ = forwarding_backend;
 }
 
-#[test]
-fn the_access_log_and_the_admin_listener_say_what_happened() {
+fn the_access_log_and_the_admin_listener_say_what_happened(engine: Engine) {
     let t = site();
     let a = Backend::start(serve_config(t.path()));
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
-    let mut cfg = front_config(&[a.addr], "chbl");
+    let mut cfg = front_config_on(engine, &[a.addr], "chbl");
     cfg.access_log = Some(log.clone());
     let front = Front::start(cfg).unwrap();
     get(front.addr(), "/f1.html", "User-Agent: probe/1\r\n");
@@ -156,3 +153,10 @@ fn the_access_log_and_the_admin_listener_say_what_happened() {
     );
     assert_eq!(lines.lines().count(), 2);
 }
+
+both_engines!(
+    lard_keeps_each_target_on_one_back_end,
+    wrr_rotates_and_pinning_keeps_a_connection_on_one_back_end,
+    forwarding_has_the_pinned_back_end_fetch_from_the_chosen_one,
+    the_access_log_and_the_admin_listener_say_what_happened,
+);

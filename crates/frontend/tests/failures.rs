@@ -4,27 +4,26 @@
 //! no back end touched) or forged `X-Triage-Forward` (removed); a configuration naming no
 //! back end (an error), and every back end down (503).
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use common::*;
-use frontend::Front;
+use frontend::{Engine, Front};
 
-#[test]
-fn garbage_from_a_back_end_is_a_502() {
+fn garbage_from_a_back_end_is_a_502(engine: Engine) {
     let g = FakeBackend::start(Fake::Garbage);
-    let front = Front::start(front_config(&[g.addr], "lard")).unwrap();
+    let front = Front::start(front_config_on(engine, &[g.addr], "lard")).unwrap();
     assert_eq!(get(front.addr(), "/x", "").status, 502);
     assert_eq!(front.metrics().bad_gateway, 1);
     front.stop();
 }
 
-#[test]
-fn a_hung_back_end_is_a_504_after_the_response_timeout() {
+fn a_hung_back_end_is_a_504_after_the_response_timeout(engine: Engine) {
     let h = FakeBackend::start(Fake::Hang);
-    let mut cfg = front_config(&[h.addr], "lard");
+    let mut cfg = front_config_on(engine, &[h.addr], "lard");
     cfg.response_timeout = Duration::from_millis(300);
     let front = Front::start(cfg).unwrap();
     let t0 = Instant::now();
@@ -39,10 +38,9 @@ fn a_hung_back_end_is_a_504_after_the_response_timeout() {
     front.stop();
 }
 
-#[test]
-fn a_client_that_leaves_says_nothing_about_the_back_end() {
+fn a_client_that_leaves_says_nothing_about_the_back_end(engine: Engine) {
     let h = FakeBackend::start(Fake::Hang);
-    let mut cfg = front_config(&[h.addr], "lard");
+    let mut cfg = front_config_on(engine, &[h.addr], "lard");
     cfg.response_timeout = Duration::from_secs(20);
     let front = Front::start(cfg).unwrap();
     for _ in 0..3 {
@@ -62,13 +60,12 @@ fn a_client_that_leaves_says_nothing_about_the_back_end() {
     front.stop();
 }
 
-#[test]
-fn a_reset_is_retried_on_another_back_end() {
+fn a_reset_is_retried_on_another_back_end(engine: Engine) {
     let t = site();
     let good = Backend::start(serve_config(t.path()));
     let bad = FakeBackend::start(Fake::Reset);
     // WRR's first choice is the resetting one.
-    let front = Front::start(front_config(&[bad.addr, good.addr], "wrr")).unwrap();
+    let front = Front::start(front_config_on(engine, &[bad.addr, good.addr], "wrr")).unwrap();
     let r = get(front.addr(), "/f1.html", "");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"file 1\n");
@@ -78,15 +75,14 @@ fn a_reset_is_retried_on_another_back_end() {
     assert!(bad.accepted.load(Relaxed) >= 1);
     front.stop();
     // Alone, it is a 502.
-    let front = Front::start(front_config(&[bad.addr], "wrr")).unwrap();
+    let front = Front::start(front_config_on(engine, &[bad.addr], "wrr")).unwrap();
     assert_eq!(get(front.addr(), "/f1.html", "").status, 502);
     front.stop();
 }
 
-#[test]
-fn a_malformed_request_is_a_400_that_touches_no_back_end() {
+fn a_malformed_request_is_a_400_that_touches_no_back_end(engine: Engine) {
     let e = FakeBackend::start(Fake::Echo);
-    let front = Front::start(front_config(&[e.addr], "lard")).unwrap();
+    let front = Front::start(front_config_on(engine, &[e.addr], "lard")).unwrap();
     for bad in [
         &b"GARBAGE\r\n\r\n"[..],
         b"GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n",
@@ -99,10 +95,9 @@ fn a_malformed_request_is_a_400_that_touches_no_back_end() {
     front.stop();
 }
 
-#[test]
-fn a_clients_forward_header_never_reaches_a_back_end() {
+fn a_clients_forward_header_never_reaches_a_back_end(engine: Engine) {
     let e = FakeBackend::start(Fake::Echo);
-    let front = Front::start(front_config(&[e.addr], "lard")).unwrap();
+    let front = Front::start(front_config_on(engine, &[e.addr], "lard")).unwrap();
     let r = get(front.addr(), "/x", "X-Triage-Forward: 10.0.0.1:80\r\n");
     assert_eq!(r.status, 200);
     let seen = String::from_utf8_lossy(&r.body).to_ascii_lowercase();
@@ -111,16 +106,15 @@ fn a_clients_forward_header_never_reaches_a_back_end() {
     front.stop();
 }
 
-#[test]
-fn no_back_end_is_an_error_and_none_up_is_a_503() {
-    let e = Front::start(front_config(&[], "lard"))
+fn no_back_end_is_an_error_and_none_up_is_a_503(engine: Engine) {
+    let e = Front::start(front_config_on(engine, &[], "lard"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("no back end"), "{e}");
     let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = gone.local_addr().unwrap();
     drop(gone);
-    let mut cfg = front_config(&[addr], "lard");
+    let mut cfg = front_config_on(engine, &[addr], "lard");
     cfg.retries = 1;
     let front = Front::start(cfg).unwrap();
     // The first request finds it dead (refused: 502 after the tries); then none is up.
@@ -135,14 +129,13 @@ fn no_back_end_is_an_error_and_none_up_is_a_503() {
     front.stop();
 }
 
-#[test]
-fn a_back_end_removed_from_the_configuration_gets_no_more_requests() {
+fn a_back_end_removed_from_the_configuration_gets_no_more_requests(engine: Engine) {
     let t = site();
     let (a, b) = (
         Backend::start(serve_config(t.path())),
         Backend::start(serve_config(t.path())),
     );
-    let front = Front::start(front_config(&[a.addr, b.addr], "wrr")).unwrap();
+    let front = Front::start(front_config_on(engine, &[a.addr, b.addr], "wrr")).unwrap();
     for i in 0..4 {
         get(front.addr(), &format!("/f{i}.html"), "");
     }
@@ -162,3 +155,14 @@ fn a_back_end_removed_from_the_configuration_gets_no_more_requests() {
     assert_eq!(front.metrics().backends[1].responses, 4);
     front.stop();
 }
+
+both_engines!(
+    garbage_from_a_back_end_is_a_502,
+    a_hung_back_end_is_a_504_after_the_response_timeout,
+    a_client_that_leaves_says_nothing_about_the_back_end,
+    a_reset_is_retried_on_another_back_end,
+    a_malformed_request_is_a_400_that_touches_no_back_end,
+    a_clients_forward_header_never_reaches_a_back_end,
+    no_back_end_is_an_error_and_none_up_is_a_503,
+    a_back_end_removed_from_the_configuration_gets_no_more_requests,
+);

@@ -107,6 +107,15 @@ fn serve(root: &std::path::Path) -> (Child, String) {
 
 #[test]
 fn sighup_applies_the_files_back_ends() {
+    sighup_on("pingora");
+}
+
+#[test]
+fn sighup_applies_the_files_back_ends_on_the_relay() {
+    sighup_on("relay");
+}
+
+fn sighup_on(engine: &str) {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("a.html"), "a\n").unwrap();
     let (_a, a) = serve(t.path());
@@ -118,7 +127,7 @@ fn sighup_applies_the_files_back_ends() {
             &conf,
             format!(
                 "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\npolicy = \"wrr\"\n\
-                 threads = 1\nbackends = [{}]\n",
+                 threads = 1\nengine = \"{engine}\"\nbackends = [{}]\n",
                 l.join(", ")
             ),
         )

@@ -94,6 +94,15 @@ fn field(json: &str, backend: Option<usize>, key: &str) -> f64 {
 
 #[test]
 fn a_killed_back_end_costs_no_request_and_rejoins() {
+    killed_back_end_on("pingora");
+}
+
+#[test]
+fn a_killed_back_end_costs_no_request_and_rejoins_on_the_relay() {
+    killed_back_end_on("relay");
+}
+
+fn killed_back_end_on(engine: &str) {
     let t = tempfile::tempdir().unwrap();
     for i in 0..800 {
         std::fs::write(t.path().join(format!("f{i}.html")), format!("file {i}\n")).unwrap();
@@ -113,6 +122,8 @@ fn a_killed_back_end_costs_no_request_and_rejoins() {
         "1",
         "--health-interval",
         "100ms",
+        "--engine",
+        engine,
     ]);
     for a in &addrs {
         front.arg("--backend").arg(a.to_string());

@@ -93,9 +93,39 @@ pub fn site() -> tempfile::TempDir {
     t
 }
 
-/// A front end configuration for `backends`, port 0, quick health checks.
+/// Run each named test function (taking a [`frontend::Engine`]) on both engines: a module of
+/// the same name with a `pingora` and a `relay` test.
+macro_rules! both_engines {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn pingora() {
+                    super::$name(frontend::Engine::Pingora)
+                }
+                #[test]
+                fn relay() {
+                    super::$name(frontend::Engine::Relay)
+                }
+            }
+        )*
+    };
+}
+
+/// A front end configuration for `backends`, port 0, quick health checks, on the default
+/// engine.
 pub fn front_config(backends: &[SocketAddr], policy: &str) -> FrontConfig {
+    front_config_on(frontend::Engine::default(), backends, policy)
+}
+
+/// [`front_config`] on `engine`.
+pub fn front_config_on(
+    engine: frontend::Engine,
+    backends: &[SocketAddr],
+    policy: &str,
+) -> FrontConfig {
     let mut c = FrontConfig {
+        engine,
         listen: "127.0.0.1:0".parse().unwrap(),
         admin: Some("127.0.0.1:0".parse().unwrap()),
         backends: backends.to_vec(),
@@ -306,4 +336,137 @@ pub fn eventually(what: &str, f: impl Fn() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
     panic!("never: {what}");
+}
+
+/// What a scripted back end does after a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// Waits for the next request on the connection.
+    KeepOpen,
+    /// Closes the connection (without saying so in the response).
+    Close,
+}
+
+/// A back end on a plain socket that answers each request (its head and body) with the
+/// bytes a script gives, one thread per connection, keep-alive unless told to close.
+pub struct ScriptBackend {
+    pub addr: SocketAddr,
+    /// Connections that carried a request.
+    pub accepted: Arc<AtomicUsize>,
+    /// Requests answered.
+    pub requests: Arc<AtomicUsize>,
+    done: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+type Script = dyn Fn(&str, &[u8]) -> (Vec<u8>, Then) + Send + Sync;
+
+/// Read one request (head, and body by Content-Length or chunked) from `s` after `buf`.
+fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let mut b = [0u8; 8192];
+    let end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let lower = head.to_ascii_lowercase();
+    let len = lower
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse::<usize>().unwrap());
+    let chunked = lower.contains("transfer-encoding: chunked");
+    loop {
+        let have = buf.len() - end;
+        let body_end = match (len, chunked) {
+            (Some(n), _) if have >= n => Some(end + n),
+            (None, true) => buf[end..]
+                .windows(5)
+                .position(|w| w == b"0\r\n\r\n")
+                .map(|p| end + p + 5),
+            (None, false) => Some(end),
+            _ => None,
+        };
+        if let Some(e) = body_end {
+            let body = buf[end..e].to_vec();
+            buf.drain(..e);
+            return Some((head, body));
+        }
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    }
+}
+
+impl ScriptBackend {
+    pub fn start(script: impl Fn(&str, &[u8]) -> (Vec<u8>, Then) + Send + Sync + 'static) -> Self {
+        let script: Arc<Script> = Arc::new(script);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let (acc, reqs, stop) = (accepted.clone(), requests.clone(), done.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                let mut s = match l.accept() {
+                    Ok((s, _)) => s,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                };
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let (script, acc, reqs) = (script.clone(), acc.clone(), reqs.clone());
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut first = true;
+                    while let Some((head, body)) = read_request(&mut s, &mut buf) {
+                        if first {
+                            acc.fetch_add(1, Relaxed);
+                            first = false;
+                        }
+                        reqs.fetch_add(1, Relaxed);
+                        let (resp, then) = script(&head, &body);
+                        if s.write_all(&resp).is_err() || then == Then::Close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            accepted,
+            requests,
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ScriptBackend {
+    fn drop(&mut self) {
+        self.done.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Send `req` on a new connection and read everything until the front end closes it.
+pub fn exchange_raw(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    buf
 }

@@ -75,6 +75,10 @@ pub struct ClusterOpts {
     /// How to emulate the network (namespaces with a fast link, or loopback).
     #[arg(long, value_enum, default_value = "auto")]
     pub net: NetMode,
+    /// The engine `triage front` relays with (`pingora` or `relay`) [default: the front
+    /// end's default].
+    #[arg(long = "front-engine", value_name = "ENGINE")]
+    pub front_engine: Option<String>,
     /// Results directory [default: results/cluster/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

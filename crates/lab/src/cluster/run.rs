@@ -165,6 +165,9 @@ pub fn start(s: &Setup<'_>, pt: &ClusterPoint, dir: &Path) -> Result<Running> {
                 ]
                 .map(String::from),
             );
+            if let Some(e) = &s.o.front_engine {
+                a.extend(["--engine".to_string(), e.clone()]);
+            }
             let args: Vec<OsString> = a.into_iter().map(OsString::from).collect();
             let child = tb.spawn_server_side(
                 "triage front",

@@ -358,6 +358,9 @@ pub struct Summary {
     pub testbed: TestbedInfo,
     /// The build of triage measured (its profile matters to the front end's CPU per request).
     pub build: BuildInfo,
+    /// The engine `triage front` ran on (`--front-engine`; `default`: the front end's own
+    /// default).
+    pub front_engine: String,
     /// Variants not measured, and why.
     pub skipped: Vec<String>,
     /// What to keep in mind reading the figures.
@@ -564,6 +567,7 @@ pub fn summarize(
         workload: workload.clone(),
         testbed: env.tb.info().clone(),
         build: BuildInfo::of(&o.triage_bin),
+        front_engine: o.front_engine.clone().unwrap_or_else(|| "default".into()),
         skipped: env.skipped.clone(),
         notes: env.notes.clone(),
         points: pts,

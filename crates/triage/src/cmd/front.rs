@@ -62,11 +62,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // the front end once it has read the address never kills it by default action.
         let signals = Signals::install();
         println!(
-            "triage front: http://{}/ -> {} back end(s), policy {}, mechanism {}",
+            "triage front: http://{}/ -> {} back end(s), policy {}, mechanism {}, engine {}",
             front.addr(),
             cfg.backends.len(),
             cfg.policy,
-            cfg.mechanism.name()
+            cfg.mechanism.name(),
+            cfg.engine.name()
         );
         if let Some(a) = front.admin_addr() {
             println!("triage front: metrics at http://{a}/metrics");
