@@ -298,7 +298,9 @@ pub struct FrontConfig {
     /// read (a hung back end): then 504.
     #[serde(with = "units::serde::duration")]
     pub response_timeout: Duration,
-    /// Idle time after which a client's keep-alive connection is closed.
+    /// Idle time after which a client's connection is closed: waiting for its next request,
+    /// or (relay engine) for it to take bytes of a response it stopped reading; HAProxy's
+    /// `timeout client` in `--emit haproxy`.
     #[serde(with = "units::serde::duration")]
     pub keepalive_timeout: Duration,
     /// Idle time after which a pooled back-end connection is closed.

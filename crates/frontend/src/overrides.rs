@@ -74,7 +74,8 @@ pub struct Overrides {
     /// Longest silence of a back end while a response is awaited (e.g. 30s); then 504.
     #[arg(long, value_parser = units::parse_positive_duration)]
     pub response_timeout: Option<Duration>,
-    /// Idle time after which a client's keep-alive connection is closed (e.g. 60s).
+    /// Idle time after which a client's connection is closed: between requests, or while it
+    /// takes no byte of a response (e.g. 60s).
     #[arg(long, value_parser = units::parse_positive_duration)]
     pub keepalive_timeout: Option<Duration>,
     /// Time between two health checks of a back end (e.g. 1s).

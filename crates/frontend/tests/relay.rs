@@ -273,6 +273,47 @@ both_engines!(a_pooled_connection_closed_while_idle_is_replaced);
 // take pingora 10 s (an HTTP/1.0 client's connection is closed only by the back end's
 // keep-alive timeout here).
 
+/// A client that sends a request and stops reading is let go after `keepalive_timeout`: the
+/// front end closes its connection before the whole body went out.
+#[test]
+fn a_client_that_stops_reading_is_let_go() {
+    const LEN: usize = 32 << 20;
+    let b = ScriptBackend::start(|_, _| {
+        let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {LEN}\r\n\r\n").into_bytes();
+        r.resize(r.len() + LEN, b'x');
+        (r, Then::KeepOpen)
+    });
+    let mut cfg = front_config_on(Engine::Relay, &[b.addr], "lard");
+    cfg.keepalive_timeout = Duration::from_secs(1);
+    let front = Front::start(cfg).unwrap();
+    let mut s = std::net::TcpStream::connect(front.addr()).unwrap();
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    // Not reading: the socket buffers fill and the front end's write waits past 1 s.
+    std::thread::sleep(Duration::from_secs(3));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                panic!("the front end still holds the connection after {got} bytes")
+            }
+            Err(_) => break,
+        }
+    }
+    assert!(
+        got > 0 && got < LEN,
+        "{got} bytes of {LEN}: the connection was cut short"
+    );
+    front.stop();
+}
+
 #[test]
 fn an_http10_client_gets_its_answer_and_the_close_on_the_relay() {
     an_http10_client_gets_its_answer_and_the_close(Engine::Relay);

@@ -14,7 +14,9 @@
 //! times), else 502; a pooled connection that fails that way says nothing of its back end:
 //! the request is tried again on a fresh connection to the same back end. A back end silent
 //! for `response_timeout` gets 504 (not retried), garbage 502, no back end up 503. A
-//! malformed request is answered 400 and the connection closed, without a back end.
+//! malformed request is answered 400 and the connection closed, without a back end. A client
+//! that takes no byte of what the front end sends it for `keepalive_timeout` (it stopped
+//! reading) is let go: its connection and the back end's are closed.
 
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -167,6 +169,17 @@ async fn connect(addr: SocketAddr, limit: Duration) -> Result<TcpStream, bool> {
     }
 }
 
+/// `fut` (a write to the client), given up as `TimedOut` when the client takes nothing for
+/// `limit` (a client that stopped reading: HAProxy's `timeout client`).
+async fn within<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
+}
+
 impl Conn {
     /// A connection accepted from `peer`.
     pub fn new(
@@ -197,7 +210,8 @@ impl Conn {
                 Next::Closed => return,
                 Next::Refused(code) => {
                     self.shared.counters.answered(code, Duration::ZERO);
-                    let _ = self.client.write_all(&head::error_response(code)).await;
+                    let limit = self.shared.cfg.keepalive_timeout;
+                    let _ = within(limit, self.client.write_all(&head::error_response(code))).await;
                     return;
                 }
             };
@@ -208,7 +222,12 @@ impl Conn {
             }
             let (o, consumed) = self.exchange(&req).await;
             if !o.written && o.status > 0 {
-                let _ = self.client.write_all(&head::error_response(o.status)).await;
+                let limit = self.shared.cfg.keepalive_timeout;
+                let _ = within(
+                    limit,
+                    self.client.write_all(&head::error_response(o.status)),
+                )
+                .await;
             }
             self.shared.counters.answered(o.status, start.elapsed());
             if let (Some(log), Some(f)) = (&self.shared.access_log, req.log) {
@@ -319,10 +338,12 @@ impl Conn {
         let whole = here.done;
         let mut consumed = req.head_len + here.used;
         if req.meta.expect_continue && !whole {
-            let _ = self
-                .client
-                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .await;
+            let limit = self.shared.cfg.keepalive_timeout;
+            let _ = within(
+                limit,
+                self.client.write_all(b"HTTP/1.1 100 Continue\r\n\r\n"),
+            )
+            .await;
         }
         let base = self.out.len();
         let mut tries = 0;
@@ -534,7 +555,12 @@ impl Conn {
                     if code == 101 {
                         return Err(UpFail::Garbage);
                     }
-                    if !req.meta.http10 && self.client.write_all(&self.out).await.is_err() {
+                    let limit = self.shared.cfg.keepalive_timeout;
+                    if !req.meta.http10
+                        && within(limit, self.client.write_all(&self.out))
+                            .await
+                            .is_err()
+                    {
                         return Err(UpFail::ClientGone);
                     }
                     self.buf.copy_within(hlen..filled, 0);
@@ -571,12 +597,13 @@ impl Conn {
             keep: false,
             written: true,
         };
+        let to_client = self.shared.cfg.keepalive_timeout;
         let head_and_first = write_two(
             &mut self.client,
             &self.out,
             &self.buf[hlen..hlen + first.used],
         );
-        if head_and_first.await.is_err() {
+        if within(to_client, head_and_first).await.is_err() {
             return Ok(gone(0));
         }
         let mut bytes = first.used as u64;
@@ -597,7 +624,8 @@ impl Conn {
                 break;
             };
             reusable &= step.used == n;
-            if self.client.write_all(&self.buf[..step.used]).await.is_err() {
+            let sent = within(to_client, self.client.write_all(&self.buf[..step.used])).await;
+            if sent.is_err() {
                 return Ok(gone(bytes));
             }
             bytes += step.used as u64;
