@@ -24,7 +24,9 @@ use server::headers::{self, RangeReq};
 /// The longest an exchange may take before the target reports a hang.
 pub const EXCHANGE_LIMIT: Duration = Duration::from_secs(5);
 
-fn check_resolve(path: &str) {
+/// Resolve `path` and check that what it accepts stays below the root (also the `resolve_path`
+/// target's whole check).
+pub fn check_resolve(path: &str) {
     if let Ok(r) = server::resolve::resolve(path) {
         // The relative path's own parts, not `segments()` (which skips empty ones).
         let rel = r.rel_path();

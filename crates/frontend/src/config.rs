@@ -100,7 +100,7 @@ impl Mechanism {
 pub enum Engine {
     /// Cloudflare's pingora (`pingora-proxy`): its HTTP/1.1 sessions and connection pool.
     Pingora,
-    /// The front end's own lean relay (`crate::relay`): `httparse` heads, the body copied
+    /// The front end's own lean relay (the `relay` module): `httparse` heads, the body copied
     /// through one buffer per connection by its framing, a pool of idle back-end connections
     /// without a task per connection. The default: half pingora's CPU per request under the
     /// cluster lab's load (docs/front.md).

@@ -123,33 +123,16 @@ impl CgiLever {
 
     /// Whether a raised script is also lowered by its own CPU time.
     pub fn budget(self) -> bool {
-        matches!(
-            self,
-            CgiLever::NiceBudget
-                | CgiLever::NiceBudgetTail
-                | CgiLever::NiceBudgetTailYield
-                | CgiLever::NiceBudgetTailYieldOrder
-                | CgiLever::NiceBudgetTailYieldNewest
-                | CgiLever::NiceBudgetTailYieldThreads
-                | CgiLever::NiceBudgetTailYieldTextBelow
-        )
+        matches!(self, CgiLever::NiceBudget | CgiLever::NiceBudgetTail) || self.tail_yields()
     }
 
     /// Whether the oldest script of POS's tail is raised too.
     pub fn tail(self) -> bool {
-        matches!(
-            self,
-            CgiLever::NiceTail
-                | CgiLever::NiceBudgetTail
-                | CgiLever::NiceBudgetTailYield
-                | CgiLever::NiceBudgetTailYieldOrder
-                | CgiLever::NiceBudgetTailYieldNewest
-                | CgiLever::NiceBudgetTailYieldThreads
-                | CgiLever::NiceBudgetTailYieldTextBelow
-        )
+        matches!(self, CgiLever::NiceTail | CgiLever::NiceBudgetTail) || self.tail_yields()
     }
 
-    /// Whether the tail's head yields to the scripts raised as text.
+    /// Whether the tail's head yields to the scripts raised as text (every mode from
+    /// `nice+budget+tailyield` on, each of which has the budget and the tail too).
     pub fn tail_yields(self) -> bool {
         matches!(
             self,
