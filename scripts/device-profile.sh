@@ -11,7 +11,9 @@
 # and the machine's kallsyms, to read again elsewhere (`perf report -i F --kallsyms K`, with the
 # unstripped triage of the same build added by `perf buildid-cache -a`).
 # Env: W (wrk CPUs, default 8-15), NS (core counts, default "1 2 4"), SECS (measured seconds,
-# default 3), TARGETS (default "nginx fifo off"; also pos, and posK: pos with `--event-interval K`).
+# default 3), TARGETS (default "nginx fifo off"; also pos, posK: pos with `--event-interval K`,
+# and pos-nowq: pos with `--wake-queue off`). Without DIR/bin/perf (a pack made without EXTRA)
+# the runs are measured and not profiled.
 # On a 2-CPU machine: W=1 NS=1.
 set -u
 D=$(readlink -f "${1:?usage: $0 DIR OUT}")
@@ -55,7 +57,7 @@ http {
 }
 EOF
 }
-say "== $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs; wrk on $W ($wt threads); perf: $($B/perf --version 2>&1)"
+say "== $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs; wrk on $W ($wt threads); perf: $([ -x "$B/perf" ] && $B/perf --version 2>&1 || echo none)"
 for n in $NS; do
     cpus="0-$((n - 1))"
     for t in ${TARGETS:-nginx fifo off}; do
@@ -64,6 +66,7 @@ for n in $NS; do
         fifo) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n") ;;
         off) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --gate off) ;;
         pos) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --policy pos) ;;
+        pos-nowq) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --policy pos --wake-queue off) ;;
         pos[0-9]*) # posK: pos with the runtime looking at arrivals every K ticks
             cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --policy pos --event-interval "${t#pos}") ;;
         *) say "unknown target $t"; continue ;;
@@ -78,7 +81,9 @@ for n in $NS; do
         taskset -c "$W" "$B/wrk" -t"$wt" -c"$conns" -d"${SECS}s" http://127.0.0.1:18995/f.html > "$tmp/$name.wrk" 2>&1 &
         wp=$!
         sleep 0.3
-        "$B/perf" record -q -a -C "$cpus" -e cpu-clock -F 2999 -o "$tmp/data/$name.data" -- sleep $((SECS - 1)) > /dev/null 2>&1
+        if [ -x "$B/perf" ]; then
+            "$B/perf" record -q -a -C "$cpus" -e cpu-clock -F 2999 -o "$tmp/data/$name.data" -- sleep $((SECS - 1)) > /dev/null 2>&1
+        fi
         wait $wp
         c1=$(cpu_of "$pg")
         kill -- -"$pg" 2> /dev/null; wait "$pg" 2> /dev/null
@@ -88,6 +93,7 @@ for n in $NS; do
         fi
         tick=$(getconf CLK_TCK)
         say "== $name cpus=$cpus conns=$conns: $((req / SECS)) req/s, $(((c1 - c0) * 1000000000 / tick / req)) ns CPU/req; p99 $(awk '/99%/ {print $2}' "$tmp/$name.wrk")"
+        [ -x "$B/perf" ] || continue
         "$B/perf" report -i "$tmp/data/$name.data" --stdio --no-children --sort dso,sym --percent-limit 0.8 2> /dev/null |
             grep -v '^#' | grep -v '^$' | head -40 | tee -a "$rep"
     done

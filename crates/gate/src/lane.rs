@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
 use policy::balance::LaneLoad;
-use policy::{Sched, WorkerId};
+use policy::{Hints, Sched, WorkerId};
 
 use crate::boost::Boost;
 use crate::pool::Pool;
@@ -30,6 +30,16 @@ pub(crate) struct Wake {
     /// When its current streak began: the first burst since it last really waited (see
     /// `slots::Streak`).
     pub(crate) streak_start: u64,
+    /// Its task's wake-up put it in the ready queue (`crate::wake_queue`), not an acquisition:
+    /// the task is polled only once the policy grants it a slot.
+    pub(crate) woke_queued: bool,
+    /// Granted a slot after a wake-up queued it, and its task is being polled: it runs without
+    /// having acquired. Its next acquisition takes that slot; if the poll ends without one, the
+    /// slot is given back.
+    pub(crate) woke_running: bool,
+    /// The hints of its last acquisition: what a wake-up queues it with (a wake-up comes before
+    /// the request is read, so its own hints are not known yet).
+    pub(crate) hints: Hints,
 }
 
 /// What a lane's lock guards.

@@ -34,8 +34,10 @@ pub mod pool;
 pub mod samples;
 pub mod shard;
 pub mod slots;
+pub mod wake_queue;
 
 pub use account::{BurstTimer, CpuAccount};
 pub use boost::Raise;
 pub use samples::{Sample, Samples};
 pub use slots::{Acquire, AcquireState, Counters, Gate, Permit, Streak};
+pub use wake_queue::QueueOnWake;

@@ -36,7 +36,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 
@@ -104,6 +104,11 @@ pub struct Counters {
 pub struct Gate {
     enabled: bool,
     rounds: bool,
+    /// Queue a worker when its task is woken while its lane is busy ([`Gate::with_wake_queue`]).
+    wake_queue: bool,
+    /// The policy orders by the request's hints (`policy::Policy::reads_hints`): a wake-up,
+    /// which comes before the request is read, cannot queue for it.
+    reads_hints: bool,
     /// `None`: every acquisition that finds the lane idle opens a round.
     streak: Option<Streak>,
     epoch: Clock,
@@ -165,9 +170,12 @@ impl Gate {
     }
 
     fn build(lanes: Vec<Lane>, enabled: bool) -> Self {
+        let reads_hints = lanes.iter().any(|l| l.lock().sched.policy().reads_hints());
         let g = Self {
             enabled,
             rounds: true,
+            wake_queue: false,
+            reads_hints,
             streak: Some(Streak::default()),
             epoch: Clock::now(),
             slots: lanes.iter().map(|l| l.nominal).sum(),
@@ -226,6 +234,23 @@ impl Gate {
     /// Whether the gate collects scheduling rounds.
     pub fn rounds(&self) -> bool {
         self.rounds
+    }
+
+    /// Let a task's wake-up queue its worker while the worker's lane is busy (`true`), so
+    /// that the task is polled once, when the policy grants it a slot, instead of being polled
+    /// to find the slot taken and again when granted (see [`crate::wake_queue`]). It applies
+    /// only to tasks wrapped in [`crate::QueueOnWake`], and only with scheduling rounds and a
+    /// policy that orders without the request's hints ([`Gate::queues_on_wake`]).
+    pub fn with_wake_queue(mut self, on: bool) -> Self {
+        self.wake_queue = on;
+        self
+    }
+
+    /// Whether wake-ups queue workers ([`Gate::with_wake_queue`]): asked for, the gate
+    /// enabled, rounds on (a policy that never reorders gains nothing) and a policy that does
+    /// not order by hints.
+    pub fn queues_on_wake(&self) -> bool {
+        self.wake_queue && self.enabled && self.rounds && !self.reads_hints
     }
 
     /// The streak rule in force, if any ([`Streak`]): its slice also bounds how much of a
@@ -449,6 +474,17 @@ impl Gate {
         let mut g = lane.lock();
         let marked;
         let w = g.wake_mut(wi);
+        if self.wake_queue {
+            w.hints = *hints;
+            if std::mem::take(&mut w.woke_running) {
+                // Granted when its wake-up queued it: it already runs.
+                w.streak_start = now;
+                let held = w.boosting;
+                let (marked, lowered) = self.burst_lever(&mut g, worker, held);
+                drop(g);
+                return self.granted(worker, hints, marked, lowered);
+            }
+        }
         let continues = self.rounds
             && self.streak.is_some_and(|s| {
                 w.last_end > 0
@@ -639,6 +675,100 @@ impl Gate {
             w.waker = None;
         }
         // Ready or (granted) Run: either way it leaves the queue or its slot.
+        self.end_burst(worker, None);
+    }
+
+    /// `worker`'s task was woken (see [`crate::wake_queue`]). If its lane is busy (no free
+    /// slot, or workers queued) and the worker waits (neither queued nor running), it becomes
+    /// ready now, with its last acquisition's hints, and `task` is woken only when the policy
+    /// grants it a slot: returns `true`, and `queued` is set (under the lane's lock) until the
+    /// task is polled with the slot ([`Gate::begin_woken_poll`]). Otherwise returns `false`:
+    /// wake the task at once.
+    pub(crate) fn queue_woken(&self, worker: WorkerId, task: &Waker, queued: &AtomicBool) -> bool {
+        let (li, lane) = self.lane(worker);
+        let wi = self.idx(worker);
+        let mut g = lane.lock();
+        if g.sched.busy() < g.sched.slots() && g.sched.queued() == 0 {
+            // An idle lane: polled at once, the task opens a round if it asks for a slot.
+            return false;
+        }
+        if g.sched.state(worker) != Some(State::Wait) {
+            return false;
+        }
+        let now = self.now();
+        let hints = g.wake_mut(wi).hints;
+        let grant = g.sched.ready(worker, now, &hints);
+        if g.boost.as_ref().is_some_and(|b| !b.at_rest()) && g.sched.marked(worker) {
+            self.boost_on(&mut g, wi);
+        }
+        let w = &mut g.wake[wi];
+        w.woke_queued = true;
+        queued.store(true, Relaxed);
+        if grant == Grant::RunNow {
+            w.granted = true;
+            return false;
+        }
+        w.granted = false;
+        w.waker = Some(task.clone());
+        let (_, starved) = lane.publish(&g, self.counts());
+        drop(g);
+        self.queued_bursts.add(1);
+        if starved && self.balances() && self.counts.spare.load(SeqCst) > 0 {
+            self.borrow_slot(li);
+        }
+        true
+    }
+
+    /// `worker`'s task is about to be polled after its wake-up queued it (`queued` set):
+    /// `Ready(true)` if it was granted its slot (it runs from now on, without acquiring: call
+    /// [`Gate::end_woken_poll`] when the poll ends), `Pending` if it still waits (its task is
+    /// woken when granted). `Ready(false)`: `queued` was not set, poll as usual.
+    pub(crate) fn begin_woken_poll(&self, worker: WorkerId, queued: &AtomicBool) -> Poll<bool> {
+        if !queued.load(Relaxed) {
+            return Poll::Ready(false);
+        }
+        let (_, lane) = self.lane(worker);
+        let mut g = lane.lock();
+        let w = g.wake_mut(self.idx(worker));
+        if !w.granted {
+            return Poll::Pending;
+        }
+        w.granted = false;
+        w.woke_queued = false;
+        w.woke_running = true;
+        w.waker = None;
+        queued.store(false, Relaxed);
+        Poll::Ready(true)
+    }
+
+    /// The poll that [`Gate::begin_woken_poll`] let run has ended: if no acquisition took the
+    /// slot it was granted (the wake-up was not for a burst: a timer, part of a request, a
+    /// closed connection), the slot is given back.
+    pub(crate) fn end_woken_poll(&self, worker: WorkerId) {
+        let (_, lane) = self.lane(worker);
+        let unused = {
+            let mut g = lane.lock();
+            std::mem::take(&mut g.wake_mut(self.idx(worker)).woke_running)
+        };
+        if unused {
+            self.end_burst(worker, None);
+        }
+    }
+
+    /// The task of a worker its wake-up queued is dropped before being polled with its slot:
+    /// the worker leaves the queue, or gives back the slot it was granted.
+    pub(crate) fn cancel_woken(&self, worker: WorkerId, queued: &AtomicBool) {
+        if !queued.swap(false, Relaxed) {
+            return;
+        }
+        let (_, lane) = self.lane(worker);
+        {
+            let mut g = lane.lock();
+            let w = g.wake_mut(self.idx(worker));
+            w.woke_queued = false;
+            w.granted = false;
+            w.waker = None;
+        }
         self.end_burst(worker, None);
     }
 

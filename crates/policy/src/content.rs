@@ -67,6 +67,10 @@ impl Content {
 }
 
 impl Policy for Content {
+    fn reads_hints(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "content"
     }

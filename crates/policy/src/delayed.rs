@@ -89,6 +89,10 @@ impl Delayed {
 }
 
 impl Policy for Delayed {
+    fn reads_hints(&self) -> bool {
+        self.inner.reads_hints()
+    }
+
     fn name(&self) -> &str {
         "delayed"
     }

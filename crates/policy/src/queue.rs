@@ -169,6 +169,14 @@ pub trait Policy: Send {
         true
     }
 
+    /// Whether the policy's order depends on the [`Hints`] a worker becomes ready with (the
+    /// request's class, urgency or container). A mechanism that makes a worker ready before
+    /// its request is read (the server's queueing at the wake-up) can only do so for a policy
+    /// that does not: POS learns from run and wait times alone.
+    fn reads_hints(&self) -> bool {
+        false
+    }
+
     /// Change container `container`'s CPU cap from now on (`None`: no cap), for a mechanism
     /// that shares one budget between the server's work and the container's processes
     /// ([`crate::budget`]). Returns whether the policy has that container (`share`); others

@@ -119,7 +119,13 @@ pub async fn accept_loop(
             let _ = socket2::SockRef::from(&stream).set_send_buffer_size(n as usize);
         }
         let conn = crate::conn::open(serving, &stream, peer);
-        tokio::spawn(crate::conn::serve(serving.clone(), stream, conn));
+        let worker = conn.worker();
+        let task = crate::conn::serve(serving.clone(), stream, conn);
+        if serving.ctx.gate().queues_on_wake() {
+            tokio::spawn(gate::QueueOnWake::new(serving.ctx.clone(), worker, task));
+        } else {
+            tokio::spawn(task);
+        }
     }
     serving.reclaim.stop_all();
 }

@@ -382,6 +382,11 @@ pub struct Config {
     /// (see the `gate` crate); `off` grants a free slot to the first worker to ask; `auto`
     /// (default) is on for policies that reorder.
     pub rounds: Rounds,
+    /// With rounds on and a policy that does not order by the request (POS), a connection
+    /// woken while its lane is busy joins the ready queue at the wake-up and is polled once,
+    /// when granted (`gate::wake_queue`); `false`: it is polled, finds the slot taken, queues
+    /// and is polled again when granted.
+    pub wake_queue: bool,
     /// Runtime ticks between two looks at the kernel's readiness events (tokio's
     /// `event_interval`); `None` = with rounds on, 1 under a CPU cap below one CPU per slot and
     /// [`ROUNDS_EVENT_INTERVAL`] otherwise; tokio's default (61) with rounds off.
@@ -499,6 +504,7 @@ impl Default for Config {
             policy: PolicySection::default(),
             gate: true,
             rounds: Rounds::Auto,
+            wake_queue: true,
             event_interval: None,
             slots: None,
             threads: None,

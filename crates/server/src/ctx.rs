@@ -66,6 +66,13 @@ impl std::fmt::Debug for Ctx {
     }
 }
 
+/// The gate a connection task's wake-ups queue on (`gate::QueueOnWake`).
+impl AsRef<Gate> for Ctx {
+    fn as_ref(&self) -> &Gate {
+        &self.0.gate
+    }
+}
+
 impl Ctx {
     /// Assemble the state the server's tasks share.
     pub fn new(

@@ -107,6 +107,17 @@ pub struct Overrides {
     /// (the policy chooses among every worker ready at once) or `off` (the first to ask runs).
     #[arg(long)]
     pub rounds: Option<Rounds>,
+    /// `on` (default) or `off`: a connection woken while its lane is busy waits in the policy's
+    /// ready queue instead of being polled to find the slot taken (with rounds, for policies
+    /// that do not order by the request: docs/server.md, "Queueing at the wake-up").
+    #[arg(
+        long,
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::PossibleValuesParser::new(["on", "off"]),
+            |s| s == "on"
+        )
+    )]
+    pub wake_queue: Option<bool>,
     /// Runtime ticks between two looks at readiness events (default with rounds on: 1 under a
     /// CPU cap below one CPU per slot, else 8; tokio's 61 with rounds off): how soon an
     /// arrived request can join the ready queue.
@@ -207,7 +218,7 @@ impl Config {
         macro_rules! set {
             ($($field:ident),*) => { $( if o.$field.is_some() { self.$field = o.$field.clone(); } )* };
         }
-        replace!(listen, gate, rounds, chunk, boost, boost_nice, max_conns, cgi_lever);
+        replace!(listen, gate, rounds, wake_queue, chunk, boost, boost_nice, max_conns, cgi_lever);
         replace!(
             header_timeout,
             keepalive_timeout,

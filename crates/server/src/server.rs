@@ -253,6 +253,7 @@ impl Server {
             Gate::with_lanes(scheds, cfg.gate)
         }
         .with_rounds(cfg.rounds_on())
+        .with_wake_queue(cfg.wake_queue)
         .with_streak(cfg.streak())
         // Each lane served by a thread of its own: a slot lent between lanes only idles the
         // lender (see `Gate::with_balance`).

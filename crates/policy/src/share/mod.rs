@@ -454,6 +454,10 @@ impl Share {
 }
 
 impl Policy for Share {
+    fn reads_hints(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "share"
     }
