@@ -382,6 +382,27 @@ mod tests {
             rest.contains("--boost rest --boost-nice -20"),
             "the boost at rest runs at nice -20: {rest}"
         );
+        // Queueing at the wake-up off, beside it, when named.
+        let mut wq = opts(1);
+        wq.only = Some(vec![
+            "fifo".into(),
+            "fifo-nowq".into(),
+            "pos-rw1".into(),
+            "pos-rw1-nowq".into(),
+        ]);
+        let vs = variants(&resolve(&wq).unwrap(), &wq);
+        let off: Vec<_> = vs
+            .iter()
+            .filter(|v| match &v.server {
+                crate::runner::ServerKind::Triage { args } => {
+                    args.join(" ").contains("--wake-queue off")
+                }
+                _ => false,
+            })
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(vs.len(), 4);
+        assert_eq!(off, ["fifo-nowq", "pos-rw1-nowq"]);
         // Exp 3 and 4 fit about 8 minutes: RW predicted (exp 3) and content and the peers
         // (exp 4) run only when named.
         assert_eq!(

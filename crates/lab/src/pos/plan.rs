@@ -299,7 +299,7 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     let prefix = if p.slp_s.is_some() { "pos" } else { "pos-auto" };
     let tail = tail_name(p.pos_tail);
     // One POS variant: fixed SLP (or auto), this RW, tail order and kernel boost.
-    let pos_variant = |name: &str, rw: u32, tail: &str, boost: &str| {
+    let pos_variant = |name: &str, rw: u32, tail: &str, boost: &str, extra: &[&str]| {
         let r = rw.to_string();
         let mut a = vec!["--policy", "pos"];
         a.extend(slp.iter().map(String::as_str));
@@ -309,10 +309,11 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             // the same leaf cgroup).
             a.extend(["--boost-nice", "-20"]);
         }
+        a.extend(extra);
         tv(name, &a)
     };
     for &rw in &p.rw {
-        v.push(pos_variant(&format!("{prefix}-rw{rw}"), rw, tail, "off"));
+        v.push(pos_variant(&format!("{prefix}-rw{rw}"), rw, tail, "off", &[]));
     }
     let rw0 = p.rw[0];
     // Exp 1 also runs the first RW with the paper's tail (FIFO by ready time), so the report
@@ -323,6 +324,7 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             rw0,
             "fifo",
             "off",
+            &[],
         ));
     }
     // The kernel levers of triage's own threads (docs/lab.md "The kernel lever"): the boost
@@ -333,7 +335,7 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             let name = format!("pos-rw{rw0}-{boost}");
             let by_default = boost == "rest" && !p.quick;
             if by_default || o.only.as_ref().is_some_and(|only| only.contains(&name)) {
-                v.push(pos_variant(&name, rw0, tail, boost));
+                v.push(pos_variant(&name, rw0, tail, boost, &[]));
             }
         }
     }
@@ -344,6 +346,15 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             .as_ref()
             .is_some_and(|only| only.iter().any(|x| x == n))
     };
+    // Queueing at the wake-up off (`--wake-queue off`: docs/server.md), when named: fifo and
+    // the first POS variant as they ran before it, beside the same variants with it.
+    if named("fifo-nowq") {
+        v.push(tv("fifo-nowq", &["--policy", "fifo", "--wake-queue", "off"]));
+    }
+    let nowq = format!("{prefix}-rw{rw0}-nowq");
+    if named(&nowq) {
+        v.push(pos_variant(&nowq, rw0, tail, "off", &["--wake-queue", "off"]));
+    }
     if p.exp == 3 {
         for rule in ["paper", "split"] {
             if !named(&format!("pos-auto-rwauto-{rule}")) {
