@@ -755,21 +755,27 @@ impl Gate {
         }
     }
 
-    /// The task of a worker its wake-up queued is dropped before being polled with its slot:
-    /// the worker leaves the queue, or gives back the slot it was granted.
+    /// A task wrapped in [`crate::QueueOnWake`] is dropped: if its wake-up had queued the worker
+    /// (or it was granted and not polled since), the worker leaves the queue or gives the slot
+    /// back; if it was dropped in the middle of a poll run with that slot (a panic unwinding
+    /// out of it), the slot is given back too.
     pub(crate) fn cancel_woken(&self, worker: WorkerId, queued: &AtomicBool) {
-        if !queued.swap(false, Relaxed) {
-            return;
-        }
+        let was_queued = queued.swap(false, Relaxed);
         let (_, lane) = self.lane(worker);
-        {
+        let held = {
             let mut g = lane.lock();
             let w = g.wake_mut(self.idx(worker));
-            w.woke_queued = false;
-            w.granted = false;
-            w.waker = None;
+            let running = std::mem::take(&mut w.woke_running);
+            if was_queued {
+                w.woke_queued = false;
+                w.granted = false;
+                w.waker = None;
+            }
+            was_queued || running
+        };
+        if held {
+            self.end_burst(worker, None);
         }
-        self.end_burst(worker, None);
     }
 
     /// `worker` stops running (or wanting to run): its slot goes to its lane's queue, or to a

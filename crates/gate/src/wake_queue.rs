@@ -130,7 +130,8 @@ where
 impl<F, G: AsRef<Gate> + Send + Sync + 'static> Drop for QueueOnWake<F, G> {
     fn drop(&mut self) {
         // Dropped while queued (the runtime shutting down): leave the queue, or give back the
-        // slot granted meanwhile.
+        // slot granted meanwhile; dropped by a panic out of a poll that held the slot: give it
+        // back.
         let hook = &self.hook;
         hook.gate.as_ref().cancel_woken(hook.worker, &hook.queued);
     }

@@ -139,3 +139,27 @@ fn a_policy_that_orders_by_hints_is_not_queued_at_wake_ups() {
         .with_rounds(false);
     assert!(!off.queues_on_wake(), "no rounds: nothing to gain");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_task_that_panics_with_the_slot_of_its_wake_up_gives_it_back() {
+    let g = gate(true);
+    let (a, b, c) = (g.checkout(), g.checkout(), g.checkout());
+    let (tx, rx) = oneshot::channel::<()>();
+    // b is granted the slot through its wake-up and panics before asking for it.
+    let task = tokio::spawn(QueueOnWake::new(g.clone(), b, async move {
+        rx.await.unwrap();
+        panic!("a burst that panics");
+    }));
+    tokio::task::yield_now().await;
+    let pa = g.acquire(a, Hints::default()).await;
+    tx.send(()).unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(g.snapshot().queued, 1);
+    drop(pa);
+    assert!(task.await.unwrap_err().is_panic());
+    let s = g.snapshot();
+    assert_eq!((s.busy, s.queued), (0, 0), "the slot came back");
+    let g2 = g.clone();
+    let tc = tokio::spawn(async move { g2.acquire(c, Hints::default()).await.worker() });
+    assert_eq!(within(tc).await, c);
+}

@@ -313,7 +313,13 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         tv(name, &a)
     };
     for &rw in &p.rw {
-        v.push(pos_variant(&format!("{prefix}-rw{rw}"), rw, tail, "off", &[]));
+        v.push(pos_variant(
+            &format!("{prefix}-rw{rw}"),
+            rw,
+            tail,
+            "off",
+            &[],
+        ));
     }
     let rw0 = p.rw[0];
     // Exp 1 also runs the first RW with the paper's tail (FIFO by ready time), so the report
@@ -349,11 +355,20 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     // Queueing at the wake-up off (`--wake-queue off`: docs/server.md), when named: fifo and
     // the first POS variant as they ran before it, beside the same variants with it.
     if named("fifo-nowq") {
-        v.push(tv("fifo-nowq", &["--policy", "fifo", "--wake-queue", "off"]));
+        v.push(tv(
+            "fifo-nowq",
+            &["--policy", "fifo", "--wake-queue", "off"],
+        ));
     }
     let nowq = format!("{prefix}-rw{rw0}-nowq");
     if named(&nowq) {
-        v.push(pos_variant(&nowq, rw0, tail, "off", &["--wake-queue", "off"]));
+        v.push(pos_variant(
+            &nowq,
+            rw0,
+            tail,
+            "off",
+            &["--wake-queue", "off"],
+        ));
     }
     if p.exp == 3 {
         for rule in ["paper", "split"] {
