@@ -243,61 +243,16 @@ fn respond<B>(
             .is_some_and(|ims| headers::not_modified_since(ims, entry.mtime)),
     };
 
-    let mut hm = HeaderMap::with_capacity(10);
-    hm.insert(header::SERVER, HeaderValue::from_static("triage"));
-    if gzip {
-        // A distinct validator for the compressed representation.
-        let tag = format!("{}-gzip\"", etag.trim_end_matches('"'));
-        if let Ok(v) = HeaderValue::from_str(&tag) {
-            hm.insert(header::ETAG, v);
-        }
+    let (hm, status, start, end) = if !gzippable && !not_modified && !rh.contains_key(header::RANGE)
+    {
+        // The common case, the whole file as it is: its head is built once per entry.
+        (entry.plain_head(mime), StatusCode::OK, 0, entry.len)
     } else {
-        hm.insert(header::ETAG, entry.etag.clone());
-    }
-    hm.insert(header::LAST_MODIFIED, entry.last_modified.clone());
-    if gzippable {
-        hm.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    }
-    if not_modified {
-        let mut r = Response::new(ServeBody::empty());
-        *r.status_mut() = StatusCode::NOT_MODIFIED;
-        *r.headers_mut() = hm;
-        return r;
-    }
-    hm.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
-
-    let mut status = StatusCode::OK;
-    let (mut start, mut end) = (0, entry.len);
-    if gzip {
-        hm.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    } else {
-        hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        let range = header_str(rh, header::RANGE).filter(|_| {
-            header_str(rh, header::IF_RANGE).is_none_or(|ir| {
-                headers::if_range_ok(ir, etag, entry.last_modified.to_str().unwrap_or(""))
-            })
-        });
-        match range.map(|r| headers::parse_range(r, entry.len)) {
-            None | Some(RangeReq::Full) => {
-                hm.insert(header::CONTENT_LENGTH, entry.content_length.clone());
-            }
-            Some(RangeReq::Partial(a, b)) => {
-                status = StatusCode::PARTIAL_CONTENT;
-                (start, end) = (a, b + 1);
-                hm.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
-                if let Ok(v) = HeaderValue::from_str(&format!("bytes {a}-{b}/{}", entry.len)) {
-                    hm.insert(header::CONTENT_RANGE, v);
-                }
-            }
-            Some(RangeReq::Unsatisfiable) => {
-                let mut r = simple(StatusCode::RANGE_NOT_SATISFIABLE);
-                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{}", entry.len)) {
-                    r.headers_mut().insert(header::CONTENT_RANGE, v);
-                }
-                return r;
-            }
+        match head_of(rh, &entry, mime, gzip, gzippable, not_modified) {
+            Ok(h) => h,
+            Err(r) => return r,
         }
-    }
+    };
 
     let body = if head {
         ServeBody::empty()
@@ -330,6 +285,77 @@ fn respond<B>(
     *r.status_mut() = status;
     *r.headers_mut() = hm;
     r
+}
+
+/// The head of a response that is not the whole file as it is: compressed, a range, not
+/// modified (then the whole response, as `Err`), or with `Vary`. Returns the headers, the
+/// status and the byte range to send; `Err` is a response complete without a body.
+#[allow(clippy::type_complexity)]
+fn head_of(
+    rh: &HeaderMap,
+    entry: &Entry,
+    mime: &'static str,
+    gzip: bool,
+    gzippable: bool,
+    not_modified: bool,
+) -> Result<(HeaderMap, StatusCode, u64, u64), Response<ServeBody>> {
+    let etag = entry.etag.to_str().unwrap_or("");
+    let mut hm = HeaderMap::with_capacity(10);
+    hm.insert(header::SERVER, HeaderValue::from_static("triage"));
+    if gzip {
+        // A distinct validator for the compressed representation.
+        let tag = format!("{}-gzip\"", etag.trim_end_matches('"'));
+        if let Ok(v) = HeaderValue::from_str(&tag) {
+            hm.insert(header::ETAG, v);
+        }
+    } else {
+        hm.insert(header::ETAG, entry.etag.clone());
+    }
+    hm.insert(header::LAST_MODIFIED, entry.last_modified.clone());
+    if gzippable {
+        hm.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+    if not_modified {
+        let mut r = Response::new(ServeBody::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        *r.headers_mut() = hm;
+        return Err(r);
+    }
+    hm.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
+
+    let mut status = StatusCode::OK;
+    let (mut start, mut end) = (0, entry.len);
+    if gzip {
+        hm.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    } else {
+        hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        let range = header_str(rh, header::RANGE).filter(|_| {
+            header_str(rh, header::IF_RANGE).is_none_or(|ir| {
+                headers::if_range_ok(ir, etag, entry.last_modified.to_str().unwrap_or(""))
+            })
+        });
+        match range.map(|r| headers::parse_range(r, entry.len)) {
+            None | Some(RangeReq::Full) => {
+                hm.insert(header::CONTENT_LENGTH, entry.content_length.clone());
+            }
+            Some(RangeReq::Partial(a, b)) => {
+                status = StatusCode::PARTIAL_CONTENT;
+                (start, end) = (a, b + 1);
+                hm.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes {a}-{b}/{}", entry.len)) {
+                    hm.insert(header::CONTENT_RANGE, v);
+                }
+            }
+            Some(RangeReq::Unsatisfiable) => {
+                let mut r = simple(StatusCode::RANGE_NOT_SATISFIABLE);
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{}", entry.len)) {
+                    r.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                return Err(r);
+            }
+        }
+    }
+    Ok((hm, status, start, end))
 }
 
 /// Chunks of a file (memory slices, or `pread`).

@@ -32,11 +32,11 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::HeaderValue;
+use http::{header, HeaderMap, HeaderValue};
 
 use crate::body_cache::{BodyCache, CacheStats, Eviction};
 use crate::disk::EmulatedDisk;
@@ -59,6 +59,10 @@ pub struct Entry {
     pub content_length: HeaderValue,
     /// The bytes.
     pub content: Content,
+    /// The head of a plain `200` of the whole file, built on first use with its content type
+    /// and cloned for every such response after it (building it inserts six headers into a
+    /// hashed map: about 5% of a 1 KB response's user-space work).
+    pub plain_head: OnceLock<(&'static str, HeaderMap)>,
 }
 
 /// Where the bytes are.
@@ -87,6 +91,27 @@ impl Entry {
             last_modified,
             content_length: HeaderValue::from(len),
             content,
+            plain_head: OnceLock::new(),
+        }
+    }
+
+    /// The headers of a plain `200` of the whole file served as `mime` (no compression, no
+    /// range): `Server`, `ETag`, `Last-Modified`, `Content-Type`, `Accept-Ranges`,
+    /// `Content-Length`, in that order. Built once per entry, then cloned.
+    pub fn plain_head(&self, mime: &'static str) -> HeaderMap {
+        let build = || {
+            let mut hm = HeaderMap::with_capacity(6);
+            hm.insert(header::SERVER, HeaderValue::from_static("triage"));
+            hm.insert(header::ETAG, self.etag.clone());
+            hm.insert(header::LAST_MODIFIED, self.last_modified.clone());
+            hm.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
+            hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+            hm.insert(header::CONTENT_LENGTH, self.content_length.clone());
+            hm
+        };
+        match self.plain_head.get_or_init(|| (mime, build())) {
+            (m, hm) if *m == mime => hm.clone(),
+            _ => build(),
         }
     }
 
