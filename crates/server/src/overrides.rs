@@ -95,13 +95,7 @@ pub struct Overrides {
     #[arg(long)]
     pub lanes: Option<usize>,
     /// `on` (default) or `off`: bypass the gate entirely (benchmark baseline).
-    #[arg(
-        long,
-        value_parser = clap::builder::TypedValueParser::map(
-            clap::builder::PossibleValuesParser::new(["on", "off"]),
-            |s| s == "on"
-        )
-    )]
+    #[arg(long, value_parser = on_off())]
     pub gate: Option<bool>,
     /// Scheduling rounds: `auto` (default: on for policies that reorder, off for fifo), `on`
     /// (the policy chooses among every worker ready at once) or `off` (the first to ask runs).
@@ -110,13 +104,7 @@ pub struct Overrides {
     /// `on` (default) or `off`: a connection woken while its lane is busy waits in the policy's
     /// ready queue instead of being polled to find the slot taken (with rounds, for policies
     /// that do not order by the request: docs/server.md, "Queueing at the wake-up").
-    #[arg(
-        long,
-        value_parser = clap::builder::TypedValueParser::map(
-            clap::builder::PossibleValuesParser::new(["on", "off"]),
-            |s| s == "on"
-        )
-    )]
+    #[arg(long, value_parser = on_off())]
     pub wake_queue: Option<bool>,
     /// Runtime ticks between two looks at readiness events (default with rounds on: 1 under a
     /// CPU cap below one CPU per slot, else 8; tokio's 61 with rounds off): how soon an
@@ -420,4 +408,12 @@ mod tests {
         off.merge(&parse(&["--gate=on"]).unwrap());
         assert!(off.gate);
     }
+}
+
+/// The parser of a switch given as `on` or `off` (nginx's spelling).
+fn on_off() -> impl clap::builder::TypedValueParser<Value = bool> {
+    clap::builder::TypedValueParser::map(
+        clap::builder::PossibleValuesParser::new(["on", "off"]),
+        |s| s == "on",
+    )
 }

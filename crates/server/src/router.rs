@@ -36,7 +36,9 @@ pub async fn dispatch(ctx: &Ctx, conn: &Conn, req: Request<Incoming>) -> Respons
         }
     };
     let resp = match site.cgi_for(req.uri().path()) {
-        Some(cgi) => crate::cgi_route::serve(ctx, conn, site, cgi, req).await,
+        // Boxed: a CGI request's future is large, and every request's future would be as large
+        // (the connection's service boxes it, a copy of its whole size per request).
+        Some(cgi) => Box::pin(crate::cgi_route::serve(ctx, conn, site, cgi, req)).await,
         None => crate::static_file::serve(ctx, conn, site, req).await,
     };
     let status = resp.status().as_u16();

@@ -2,6 +2,7 @@
 //! a grant its poll does not use is handed on; a task dropped while queued leaves no trace.
 
 use super::*;
+use crate::Permit;
 use policy::{Hints, PolicyConfig, Sched};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use tokio::sync::oneshot;
@@ -31,6 +32,26 @@ impl<F: Future> Future for Counted<F> {
         self.polls.fetch_add(1, SeqCst);
         self.inner.as_mut().poll(cx)
     }
+}
+
+/// `a` (returned) holds the only slot, and a task of `b` that runs `then` once a message comes
+/// is queued at that message's wake-up behind it.
+async fn queued_behind_a<T: Send + 'static>(
+    g: &Arc<Gate>,
+    then: impl Future<Output = T> + Send + 'static,
+) -> (Permit<'_>, tokio::task::JoinHandle<T>) {
+    let (a, b) = (g.checkout(), g.checkout());
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(QueueOnWake::new(g.clone(), b, async move {
+        rx.await.unwrap();
+        then.await
+    }));
+    tokio::task::yield_now().await;
+    let pa = g.acquire(a, Hints::default()).await;
+    tx.send(()).unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(g.snapshot().queued, 1, "b is queued behind a");
+    (pa, task)
 }
 
 /// Worker `a` holds the only slot; a task of worker `b` waits for a message, then runs a burst.
@@ -84,16 +105,9 @@ async fn a_task_woken_while_its_lane_is_busy_is_polled_once_when_granted() {
 #[tokio::test(start_paused = true)]
 async fn a_grant_the_woken_poll_does_not_use_is_handed_on() {
     let g = gate(true);
-    let (a, b, c) = (g.checkout(), g.checkout(), g.checkout());
-    let (tx, rx) = oneshot::channel::<()>();
     // b's wake-up is not for a burst: the task ends without asking for a slot.
-    let task = tokio::spawn(QueueOnWake::new(g.clone(), b, async move {
-        rx.await.unwrap();
-    }));
-    tokio::task::yield_now().await;
-    let pa = g.acquire(a, Hints::default()).await;
-    tx.send(()).unwrap();
-    tokio::task::yield_now().await;
+    let (pa, task) = queued_behind_a(&g, async {}).await;
+    let c = g.checkout();
     let g2 = g.clone();
     let tc = tokio::spawn(async move { g2.acquire(c, Hints::default()).await.worker() });
     tokio::task::yield_now().await;
@@ -108,16 +122,7 @@ async fn a_grant_the_woken_poll_does_not_use_is_handed_on() {
 #[tokio::test(start_paused = true)]
 async fn a_task_dropped_while_queued_at_its_wake_up_leaves_no_trace() {
     let g = gate(true);
-    let (a, b) = (g.checkout(), g.checkout());
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(QueueOnWake::new(g.clone(), b, async move {
-        rx.await.unwrap();
-    }));
-    tokio::task::yield_now().await;
-    let pa = g.acquire(a, Hints::default()).await;
-    tx.send(()).unwrap();
-    tokio::task::yield_now().await;
-    assert_eq!(g.snapshot().queued, 1);
+    let (pa, task) = queued_behind_a(&g, async {}).await;
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
     assert_eq!(g.snapshot().queued, 0, "b left the queue");
@@ -143,18 +148,9 @@ fn a_policy_that_orders_by_hints_is_not_queued_at_wake_ups() {
 #[tokio::test(start_paused = true)]
 async fn a_task_that_panics_with_the_slot_of_its_wake_up_gives_it_back() {
     let g = gate(true);
-    let (a, b, c) = (g.checkout(), g.checkout(), g.checkout());
-    let (tx, rx) = oneshot::channel::<()>();
     // b is granted the slot through its wake-up and panics before asking for it.
-    let task = tokio::spawn(QueueOnWake::new(g.clone(), b, async move {
-        rx.await.unwrap();
-        panic!("a burst that panics");
-    }));
-    tokio::task::yield_now().await;
-    let pa = g.acquire(a, Hints::default()).await;
-    tx.send(()).unwrap();
-    tokio::task::yield_now().await;
-    assert_eq!(g.snapshot().queued, 1);
+    let (pa, task) = queued_behind_a(&g, async { panic!("a burst that panics") }).await;
+    let c = g.checkout();
     drop(pa);
     assert!(task.await.unwrap_err().is_panic());
     let s = g.snapshot();
