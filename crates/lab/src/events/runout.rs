@@ -27,7 +27,7 @@ use crate::capacity::analyze::SATURATED_IDLE_PCT;
 /// Whether a run ran out of CPU: idle under [`SATURATED_IDLE_PCT`] of the quota (or unknown),
 /// or its rate not sustained.
 pub fn ran_out(t: &Trial) -> bool {
-    !t.sustained() || !(t.idle_pct >= SATURATED_IDLE_PCT)
+    !t.sustained() || t.idle_pct.is_nan() || t.idle_pct < SATURATED_IDLE_PCT
 }
 
 /// The open-loop runs of one cold count, in the order run, and where their CPU ran out.
