@@ -22,7 +22,7 @@
 use serde::Serialize;
 
 use super::search::{Trial, GROW};
-use crate::capacity::analyze::SATURATED_IDLE_PCT;
+use crate::capacity::analyze::{run_out_split, SATURATED_IDLE_PCT};
 
 /// Whether a run ran out of CPU: idle under [`SATURATED_IDLE_PCT`] of the quota (or unknown),
 /// or its rate not sustained.
@@ -57,32 +57,12 @@ impl RunOut {
     }
 
     /// The split that the fewest runs disagree with (the lowest of equally good ones); `None`
-    /// before any run.
+    /// before any run. The same split as the fit's knee ([`run_out_split`]).
     pub fn split(&self) -> Option<Split> {
-        if self.runs.is_empty() {
-            return None;
-        }
-        let mut v = self.runs.clone();
-        // Equal rates: the run with idle first, so that a split can fall between them.
-        v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        // Split at i: runs [0, i) below, [i, n) above. Disagreeing: out below, idle above.
-        let mut out_below = 0;
-        let mut idle_above = v.iter().filter(|r| !r.1).count();
-        let mut best = (idle_above, 0);
-        for (i, r) in v.iter().enumerate() {
-            if r.1 {
-                out_below += 1;
-            } else {
-                idle_above -= 1;
-            }
-            if out_below + idle_above < best.0 {
-                best = (out_below + idle_above, i + 1);
-            }
-        }
-        let (disagreeing, i) = best;
+        let (below, above, disagreeing) = run_out_split(&self.runs)?;
         Some(Split {
-            below: i.checked_sub(1).map(|j| v[j].0),
-            above: v.get(i).map(|r| r.0),
+            below,
+            above,
             disagreeing,
         })
     }

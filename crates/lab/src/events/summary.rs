@@ -103,7 +103,8 @@ pub struct FitRow {
     pub cut_rps: f64,
     /// Over the busy range (Table 5): rates at or above the cut, saturated ones left out.
     pub above_cut: Fits,
-    /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]).
+    /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]) or past
+    /// the knee ([`crate::capacity::analyze::knee_from`]).
     pub saturated_points: usize,
     /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]).
     pub unsaturated_points: usize,
@@ -416,9 +417,10 @@ pub fn fit_row(
     let predicted = prediction
         .predicted_peak_rps
         .filter(|_| trusted(range, &prediction));
+    let unsaturated = busy_range(&pts, f64::NEG_INFINITY, KNEE_IDLE_PCT);
     let in_range = |p: &(f64, f64, f64, f64)| match range {
-        Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
-        Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
+        Range::Busy => busy.contains(p),
+        Range::Unsaturated => unsaturated.contains(p),
         Range::All => true,
     };
     let fitted_costs: Vec<f64> = rates
