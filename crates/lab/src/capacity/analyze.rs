@@ -23,12 +23,25 @@ pub const DEFAULT_MIN_R: f64 = 0.8;
 /// below the cut.
 pub const SATURATED_IDLE_PCT: f64 = 3.0;
 
+/// Which of equally good splits [`run_out_split`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tie {
+    /// The lowest: where the CPU first ran out (the measured crossing).
+    Lowest,
+    /// The highest: points are left out of a fit as past the knee only when fewer points
+    /// disagree with that than with any split above them.
+    Highest,
+}
+
 /// Where points sorted by rate split between those with CPU left and those out of it
 /// (`(rate, out)`): the split that the fewest points disagree with (out of CPU below it, CPU
-/// left above it), the lowest of equally good ones (where the CPU first ran out). Returns the
-/// highest rate below it, the lowest above it (`None`: no point on that side) and how many
-/// points disagree; `None` without points. Equal rates sort with CPU left first.
-pub fn run_out_split(points: &[(f64, bool)]) -> Option<(Option<f64>, Option<f64>, usize)> {
+/// left above it), of equally good ones the one `tie` says. Returns the highest rate below
+/// it, the lowest above it (`None`: no point on that side) and how many points disagree;
+/// `None` without points. Equal rates sort with CPU left first.
+pub fn run_out_split(
+    points: &[(f64, bool)],
+    tie: Tie,
+) -> Option<(Option<f64>, Option<f64>, usize)> {
     if points.is_empty() {
         return None;
     }
@@ -44,8 +57,9 @@ pub fn run_out_split(points: &[(f64, bool)]) -> Option<(Option<f64>, Option<f64>
         } else {
             left_above -= 1;
         }
-        if out_below + left_above < best.0 {
-            best = (out_below + left_above, i + 1);
+        let d = out_below + left_above;
+        if d < best.0 || (d == best.0 && tie == Tie::Highest) {
+            best = (d, i + 1);
         }
     }
     let (disagreeing, i) = best;
@@ -57,7 +71,8 @@ pub fn run_out_split(points: &[(f64, bool)]) -> Option<(Option<f64>, Option<f64>
 }
 
 /// The rate from which `points` (rate, user %, kernel %, idle %) are past the knee: the lowest
-/// rate above the split of [`run_out_split`] on idle under `saturated_idle_pct`; `None` when
+/// rate above the split of [`run_out_split`] on idle under `saturated_idle_pct` (of equally
+/// good splits the highest: a point is left out only on the majority's evidence); `None` when
 /// no point ran out. A point at or above it that shows idle CPU again was served after the CPU
 /// ran out (under a CPU quota: each throttled gap's arrivals served as one cheaper batch), not
 /// a point on the line the seed fits: its server had run out of CPU at a lower rate.
@@ -66,7 +81,7 @@ pub fn knee_from(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Op
         .iter()
         .map(|p| (p.0, p.3.is_nan() || p.3 < saturated_idle_pct))
         .collect();
-    run_out_split(&v)?.1
+    run_out_split(&v, Tie::Highest)?.1
 }
 
 /// The busy range of `points` (rate, user %, kernel %, idle %): those at or above `cut`
@@ -443,12 +458,17 @@ mod tests {
         assert_eq!(knee_from(&pts[..3], SATURATED_IDLE_PCT), None);
         assert_eq!(busy_range(&pts[..3], 0.0, SATURATED_IDLE_PCT).len(), 3);
         // The split: fewest disagreeing, the lowest of equal ones.
-        let s = |v: &[(f64, bool)]| run_out_split(v);
+        let s = |v: &[(f64, bool)]| run_out_split(v, Tie::Lowest);
         assert_eq!(s(&[]), None);
+        let tied = [(1.0, false), (2.0, true), (3.0, false), (4.0, true)];
+        assert_eq!(s(&tied), Some((Some(1.0), Some(2.0), 1)));
         assert_eq!(
-            s(&[(1.0, false), (2.0, true), (3.0, false), (4.0, true)]),
-            Some((Some(1.0), Some(2.0), 1))
+            run_out_split(&tied, Tie::Highest),
+            Some((Some(3.0), Some(4.0), 1))
         );
+        // A tie leaves the point with idle above the first run-out in the fit.
+        let tp = [p(1.0, 10.0), p(2.0, 1.0), p(3.0, 9.0), p(4.0, 1.0)];
+        assert_eq!(knee_from(&tp, SATURATED_IDLE_PCT), Some(4.0));
         assert_eq!(
             s(&[
                 (1.0, false),

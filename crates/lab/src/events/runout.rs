@@ -22,7 +22,7 @@
 use serde::Serialize;
 
 use super::search::{Trial, GROW};
-use crate::capacity::analyze::{run_out_split, SATURATED_IDLE_PCT};
+use crate::capacity::analyze::{run_out_split, Tie, SATURATED_IDLE_PCT};
 
 /// Whether a run ran out of CPU: idle under [`SATURATED_IDLE_PCT`] of the quota (or unknown),
 /// or its rate not sustained.
@@ -57,9 +57,9 @@ impl RunOut {
     }
 
     /// The split that the fewest runs disagree with (the lowest of equally good ones); `None`
-    /// before any run. The same split as the fit's knee ([`run_out_split`]).
+    /// before any run. The fit's knee splits the same way, but takes the highest of equal splits ([`run_out_split`]).
     pub fn split(&self) -> Option<Split> {
-        let (below, above, disagreeing) = run_out_split(&self.runs)?;
+        let (below, above, disagreeing) = run_out_split(&self.runs, Tie::Lowest)?;
         Some(Split {
             below,
             above,
