@@ -321,6 +321,8 @@ fn lab_events_tiny_writes_the_summary_keys() {
         "poll_cpu_per_req_ratio_max",
         "capacity_error_pct_max",
         "capacity_error_pct_max_vs_overload",
+        "capacity_error_pct_max_vs_sustained",
+        "capacity_error_pct_max_vs_cpu_out",
         "rss_per_idle_conn_kib",
         "idle_conns_held",
     ] {
@@ -344,6 +346,14 @@ fn lab_events_tiny_writes_the_summary_keys() {
         // The saturation search ran its probe; the overload run's reading is beside it.
         assert_eq!(f["probes"], 1, "{f}");
         assert!(f["overload_rps"].as_f64().unwrap() > 0.0, "{f}");
+        // Measured where the CPU ran out (`--saturation cpu`, the default): the overload run
+        // ran out, so the split has a run above it; with one below, the bracket's midpoint
+        // is the measured saturation.
+        assert_eq!(f["measured_by"], "cpu", "{f}");
+        assert!(f["cpu_out_bracket"][1].is_number(), "{f}");
+        if let Some(c) = f["cpu_out_rps"].as_f64() {
+            assert_eq!(f["measured_rps"].as_f64(), Some(c), "{f}");
+        }
         // The tool fitted its own buckets, or said why it could not.
         assert!(
             f["tool_buckets"].is_number() || f["tool_error"].is_string(),

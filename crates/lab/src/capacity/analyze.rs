@@ -23,20 +23,83 @@ pub const DEFAULT_MIN_R: f64 = 0.8;
 /// below the cut.
 pub const SATURATED_IDLE_PCT: f64 = 3.0;
 
+/// Which of equally good splits [`run_out_split`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tie {
+    /// The lowest: where the CPU first ran out (the measured crossing).
+    Lowest,
+    /// The highest: points are left out of a fit as past the knee only when fewer points
+    /// disagree with that than with any split above them.
+    Highest,
+}
+
+/// Where points sorted by rate split between those with CPU left and those out of it
+/// (`(rate, out)`): the split that the fewest points disagree with (out of CPU below it, CPU
+/// left above it), of equally good ones the one `tie` says. Returns the highest rate below
+/// it, the lowest above it (`None`: no point on that side) and how many points disagree;
+/// `None` without points. Equal rates sort with CPU left first.
+pub fn run_out_split(
+    points: &[(f64, bool)],
+    tie: Tie,
+) -> Option<(Option<f64>, Option<f64>, usize)> {
+    if points.is_empty() {
+        return None;
+    }
+    let mut v = points.to_vec();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    // Split at i: points [0, i) below, [i, n) above.
+    let mut out_below = 0;
+    let mut left_above = v.iter().filter(|r| !r.1).count();
+    let mut best = (left_above, 0);
+    for (i, r) in v.iter().enumerate() {
+        if r.1 {
+            out_below += 1;
+        } else {
+            left_above -= 1;
+        }
+        let d = out_below + left_above;
+        if d < best.0 || (d == best.0 && tie == Tie::Highest) {
+            best = (d, i + 1);
+        }
+    }
+    let (disagreeing, i) = best;
+    Some((
+        i.checked_sub(1).map(|j| v[j].0),
+        v.get(i).map(|r| r.0),
+        disagreeing,
+    ))
+}
+
+/// The rate from which `points` (rate, user %, kernel %, idle %) are past the knee: the lowest
+/// rate above the split of [`run_out_split`] on idle under `saturated_idle_pct` (of equally
+/// good splits the highest: a point is left out only on the majority's evidence); `None` when
+/// no point ran out. A point at or above it that shows idle CPU again was served after the CPU
+/// ran out (under a CPU quota: each throttled gap's arrivals served as one cheaper batch), not
+/// a point on the line the seed fits: its server had run out of CPU at a lower rate.
+pub fn knee_from(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Option<f64> {
+    let v: Vec<(f64, bool)> = points
+        .iter()
+        .map(|p| (p.0, p.3.is_nan() || p.3 < saturated_idle_pct))
+        .collect();
+    run_out_split(&v, Tie::Highest)?.1
+}
+
 /// The busy range of `points` (rate, user %, kernel %, idle %): those at or above `cut`
-/// requests/s whose idle share is at least `saturated_idle_pct`. At low rates the cost of a
-/// request is dominated by waking an idle server (seed 002's night-time housekeeping played
-/// the same part), and a saturated point lies off the line: the idle line's slope near the
-/// peak is measured between the two.
+/// requests/s whose idle share is at least `saturated_idle_pct`, below the knee
+/// ([`knee_from`]). At low rates the cost of a request is dominated by waking an idle server
+/// (seed 002's night-time housekeeping played the same part), a saturated point lies off the
+/// line, and so does a point past the knee: the idle line's slope near the peak is measured
+/// between them.
 pub fn busy_range(
     points: &[(f64, f64, f64, f64)],
     cut: f64,
     saturated_idle_pct: f64,
 ) -> Vec<(f64, f64, f64, f64)> {
+    let knee = knee_from(points, saturated_idle_pct).unwrap_or(f64::INFINITY);
     points
         .iter()
         .copied()
-        .filter(|p| p.0 >= cut && p.3 >= saturated_idle_pct)
+        .filter(|p| p.0 >= cut && p.3 >= saturated_idle_pct && p.0 < knee)
         .collect()
 }
 
@@ -371,6 +434,54 @@ pub fn text(a: &Analysis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_point_past_the_knee_is_left_out_even_with_idle() {
+        // cap6-quick's triage at 0 cold: idle 19.6, 18.7, 10.8% up to 7673 req/s, out of CPU
+        // at 8688 and 9642, then 5.0% at 10647 (batched past the knee): not on the line.
+        let p = |r: f64, i: f64| (r, 50.0, 50.0 - i, i);
+        let pts = [
+            p(5645.0, 19.6),
+            p(6670.0, 18.7),
+            p(7673.0, 10.8),
+            p(8688.0, 2.1),
+            p(9642.0, 0.1),
+            p(10647.0, 5.0),
+        ];
+        assert_eq!(knee_from(&pts, SATURATED_IDLE_PCT), Some(8688.0));
+        let busy = busy_range(&pts, 4000.0, SATURATED_IDLE_PCT);
+        assert_eq!(
+            busy.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [5645.0, 6670.0, 7673.0]
+        );
+        // Nothing out of CPU: no knee, every point above the cut.
+        assert_eq!(knee_from(&pts[..3], SATURATED_IDLE_PCT), None);
+        assert_eq!(busy_range(&pts[..3], 0.0, SATURATED_IDLE_PCT).len(), 3);
+        // The split: fewest disagreeing, the lowest of equal ones.
+        let s = |v: &[(f64, bool)]| run_out_split(v, Tie::Lowest);
+        assert_eq!(s(&[]), None);
+        let tied = [(1.0, false), (2.0, true), (3.0, false), (4.0, true)];
+        assert_eq!(s(&tied), Some((Some(1.0), Some(2.0), 1)));
+        assert_eq!(
+            run_out_split(&tied, Tie::Highest),
+            Some((Some(3.0), Some(4.0), 1))
+        );
+        // A tie leaves the point with idle above the first run-out in the fit.
+        let tp = [p(1.0, 10.0), p(2.0, 1.0), p(3.0, 9.0), p(4.0, 1.0)];
+        assert_eq!(knee_from(&tp, SATURATED_IDLE_PCT), Some(4.0));
+        assert_eq!(
+            s(&[
+                (1.0, false),
+                (2.0, true),
+                (3.0, false),
+                (4.0, false),
+                (5.0, true)
+            ]),
+            Some((Some(4.0), Some(5.0), 1))
+        );
+        assert_eq!(s(&[(1.0, true)]), Some((None, Some(1.0), 0)));
+        assert_eq!(s(&[(1.0, false)]), Some((Some(1.0), None, 0)));
+    }
 
     fn bucket(rate: f64, idle: f64) -> Bucket {
         let busy = 100.0 - idle;

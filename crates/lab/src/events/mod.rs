@@ -39,6 +39,7 @@ pub mod opts;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod runout;
 pub mod search;
 pub mod summary;
 

@@ -136,6 +136,8 @@ pub struct Params {
     pub reps: usize,
     /// Probes of the saturation search after each cold count's ladder.
     pub probes: usize,
+    /// What the measured saturation is: where the CPU ran out, or the highest rate sustained.
+    pub saturation: super::opts::Saturation,
     /// Hot connections.
     pub hot_conns: usize,
     /// Whether the client side runs real-time (`SCHED_FIFO`) while it measures: asked for
@@ -272,6 +274,7 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
         pair_window_s: PAIR_WINDOW_S,
         reps,
         probes: o.probes,
+        saturation: o.saturation,
         hot_conns: o.hot_conns,
         client_fifo: o.client_sched == super::opts::ClientSched::Fifo,
         quota: o.quota,

@@ -213,9 +213,15 @@ pub fn report(s: &Summary) -> String {
         "The prediction is the idle line's X-intercept over the busy range (Table 5: rates at \
          or above the cut, those with less than {KNEE_IDLE_PCT}% idle left out as saturated; \
          with fewer than 3 such rates, every unsaturated rate; the range fitted is given), \
-         against the measured saturation: the highest rate the same open loop sustained \
-         (served at least 97% of it with a p99 under 250 ms) over the ladder's rates and the \
-         probes of a bisecting search above them; beside it the old reading, what one \
+         against the measured saturation, by --saturation: 'cpu' (the default), seed 002's \
+         capacity, the rate at which the server's CPU ran out (the open loop's runs split \
+         where the fewest disagree: idle under {KNEE_IDLE_PCT}% of the quota or the rate not \
+         sustained above, idle left below; the probes bisect the bracket, the rate is its \
+         geometric midpoint), or 'sustained', the highest rate the same open loop sustained \
+         (served at least 97% of it with a p99 under 250 ms), which past the CPU's running \
+         out the quota's batching of each throttled gap's arrivals lets reach up to 1.5x \
+         higher. Both readings are given, each with the prediction's error against it; \
+         beside them the old reading, what one \
          overload run served when offered 1.25x wrk's peak (the ladder's reference). Seed 002's reading over every rate (Table 4) \
          is given beside it: a straight idle line assumes a constant CPU cost per request, \
          and at a low rate every request wakes an idle server (the column 'CPU/req' gives the \
@@ -240,11 +246,21 @@ pub fn report(s: &Summary) -> String {
                 f.cold_held.to_string(),
                 f.rep.to_string(),
                 format!("{:.0}", f.wrk_peak_rps),
+                format!("{:.0} ({:?})", f.measured_rps, f.measured_by),
                 format!(
-                    "{:.0}{}",
-                    f.measured_rps,
+                    "{} [{}, {}] ({} disagree): {}",
+                    o(f.cpu_out_rps, 0),
+                    o(f.cpu_out_bracket.0, 0),
+                    o(f.cpu_out_bracket.1, 0),
+                    f.cpu_out_disagreeing,
+                    o(f.error_vs_cpu_out_pct, 1)
+                ),
+                format!(
+                    "{}{}: {}",
+                    o(f.sustained_rps, 0),
                     f.sustained_resolution_pct
-                        .map_or(String::new(), |r| format!(" (+{r:.1}% failed)"))
+                        .map_or(String::new(), |r| format!(" (+{r:.1}% failed)")),
+                    o(f.error_vs_sustained_pct, 1)
                 ),
                 format!(
                     "{} ({:.0}% idle): {}",
@@ -291,7 +307,9 @@ pub fn report(s: &Summary) -> String {
             "cold held",
             "rep",
             "wrk peak",
-            "measured saturation (highest sustained; next failure above)",
+            "measured saturation (by)",
+            "CPU ran out at [bracket] (runs disagreeing): error %",
+            "highest sustained (next failure above): error %",
             "overload run (old reading): error %",
             "rates fitted",
             "saturated left out",

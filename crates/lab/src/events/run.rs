@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::cold::Cold;
+use super::opts::Saturation;
 use super::plan::{EvPoint, Params, Server, Step, FD_SETSIZE, OVERLOAD};
+use super::runout::RunOut;
 use super::search::{SatSearch, Trial};
 use crate::capacity::sample::{record_while, Reader, Source};
 use crate::error::{LabError, Result};
@@ -121,6 +123,8 @@ pub struct Running {
     pub sat_rps: f64,
     /// The saturation search of the current cold count: its open-loop runs so far.
     pub search: SatSearch,
+    /// Where the CPU of the current cold count ran out: the same runs.
+    pub runout: RunOut,
     /// The same server with the same configuration holding no cold connection, for the pairs.
     pub twin: Option<Twin>,
     /// The last growth of the cold connections and the memory it took.
@@ -164,6 +168,7 @@ pub fn start(s: &Setup<'_>, server: Server, dir: &Path) -> Result<Running> {
         peak: 0.0,
         sat_rps: 0.0,
         search: SatSearch::default(),
+        runout: RunOut::default(),
         twin,
         cold_step: None,
         limit_note: None,
@@ -537,7 +542,13 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         Step::Overload | Step::Rate { .. } | Step::Probe { .. } => {
             let (rate, frac) = match pt.step {
                 Step::Rate { frac, .. } => (frac * r.sat_rps, Some(frac)),
-                Step::Probe { .. } => (r.search.next().unwrap_or(0.0), None),
+                Step::Probe { .. } => {
+                    let next = match s.p.saturation {
+                        Saturation::Cpu => r.runout.next(),
+                        Saturation::Sustained => r.search.next(),
+                    };
+                    (next.unwrap_or(0.0), None)
+                }
                 _ => (OVERLOAD * r.peak, None),
             };
             if rate <= 0.0 {
@@ -588,18 +599,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     if pt.step == Step::Overload {
         r.sat_rps = requests as f64 / dt;
         r.search = SatSearch::default();
-    }
-    let trial = matches!(
-        pt.step,
-        Step::Overload | Step::Rate { .. } | Step::Probe { .. }
-    )
-    .then_some(Trial {
-        offered: target,
-        served: requests as f64 / dt,
-        p99_ms: p99,
-    });
-    if let Some(t) = trial {
-        r.search.record(t);
+        r.runout = RunOut::default();
     }
     // The precise total, split by the ratio of the (coarser) user and system counters.
     let busy = c1.total - c0.total;
@@ -611,6 +611,21 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     let capacity_s = cap * dt;
     let user_pct = 100.0 * du / capacity_s;
     let kernel_pct = 100.0 * dk / capacity_s;
+    let idle_pct = 100.0 - user_pct - kernel_pct;
+    let trial = matches!(
+        pt.step,
+        Step::Overload | Step::Rate { .. } | Step::Probe { .. }
+    )
+    .then_some(Trial {
+        offered: target,
+        served: requests as f64 / dt,
+        p99_ms: p99,
+        idle_pct,
+    });
+    if let Some(t) = trial {
+        r.search.record(t);
+        r.runout.record(&t);
+    }
     let last_rate = matches!(pt.step, Step::Rate { idx, .. } if idx + 1 == s.p.fracs.len());
     let cpu_csv = if last_rate {
         match r.recorder.take() {
@@ -635,7 +650,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         cpu_s: du + dk,
         user_pct,
         kernel_pct,
-        idle_pct: 100.0 - user_pct - kernel_pct,
+        idle_pct,
         throttled_pct: (periods > 0).then(|| 100.0 * throttled as f64 / periods as f64),
         cpu_per_req_us: if requests > 0 {
             (du + dk) / requests as f64 * 1e6

@@ -30,6 +30,9 @@ pub struct Trial {
     pub served: f64,
     /// p99 latency from the scheduled send (ms; NaN: none measured).
     pub p99_ms: f64,
+    /// The server side's idle share of its CPU quota over the run (%; NaN: not measured),
+    /// for [`super::runout`]: where the CPU ran out.
+    pub idle_pct: f64,
 }
 
 impl Trial {
@@ -136,12 +139,14 @@ mod tests {
                 offered,
                 served: offered * 0.995,
                 p99_ms: 20.0,
+                idle_pct: 10.0,
             }
         } else {
             Trial {
                 offered,
                 served: cap,
                 p99_ms: 3000.0 * (1.0 - cap / offered),
+                idle_pct: 0.0,
             }
         }
     }
@@ -168,6 +173,7 @@ mod tests {
             offered: 1000.0,
             served,
             p99_ms,
+            idle_pct: 5.0,
         };
         assert!(t(970.0, 250.0).sustained());
         assert_eq!(t(970.0, 250.0).failed_on(), None);
@@ -203,6 +209,7 @@ mod tests {
             offered: 6000.0,
             served: 2800.0,
             p99_ms: 900.0,
+            idle_pct: 0.0,
         });
         for f in [0.5, 0.77, 0.95] {
             s.record(model(4000.0, f * 2800.0));
@@ -229,6 +236,7 @@ mod tests {
             offered: 1500.0,
             served: 1300.0,
             p99_ms: 400.0,
+            idle_pct: 0.0,
         });
         assert_eq!(
             (s.best(), s.failed_above(), s.failed_below()),

@@ -11,8 +11,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::opts::Saturation;
 use super::plan::{Params, Server};
 use super::run::Measured;
+use super::runout::RunOut;
 use super::search::{SatSearch, Trial};
 use crate::capacity::analyze::{
     busy_range, fits_of, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
@@ -80,6 +82,7 @@ fn trial_of(m: &Measured) -> Trial {
         offered: m.target_rps,
         served: m.rps,
         p99_ms: m.p99_ms,
+        idle_pct: m.idle_pct,
     }
 }
 
@@ -100,7 +103,8 @@ pub struct FitRow {
     pub cut_rps: f64,
     /// Over the busy range (Table 5): rates at or above the cut, saturated ones left out.
     pub above_cut: Fits,
-    /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]).
+    /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]) or past
+    /// the knee ([`crate::capacity::analyze::knee_from`]).
     pub saturated_points: usize,
     /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]).
     pub unsaturated_points: usize,
@@ -111,10 +115,26 @@ pub struct FitRow {
     pub prediction: Fits,
     /// The prediction: the idle X-intercept of that fit (req/s).
     pub predicted_rps: Option<f64>,
-    /// The measured saturation (req/s): the highest open-loop rate the server sustained
-    /// ([`super::search`]: the ladder's rates and the probes after it), else (no probes, or
-    /// none sustained) what the overload run served.
+    /// The measured saturation (req/s), by `--saturation`: where the CPU ran out
+    /// ([`cpu_out_rps`](Self::cpu_out_rps)) or the highest rate sustained
+    /// ([`sustained_rps`](Self::sustained_rps)); else (no bracket, nothing sustained) what the
+    /// overload run served.
     pub measured_rps: f64,
+    /// What `measured_rps` is: `cpu` or `sustained`.
+    pub measured_by: Saturation,
+    /// The rate at which the server's CPU ran out (req/s; [`super::runout`]): the geometric
+    /// midpoint of the bracket below, seed 002's capacity.
+    pub cpu_out_rps: Option<f64>,
+    /// Its bracket: the highest rate below the crossing and the lowest above it (req/s).
+    pub cpu_out_bracket: (Option<f64>, Option<f64>),
+    /// The bracket's width over its lower end (%).
+    pub cpu_out_resolution_pct: Option<f64>,
+    /// Runs on the wrong side of the crossing: out of CPU below it, idle left above it.
+    pub cpu_out_disagreeing: usize,
+    /// (predicted - where the CPU ran out) / it (%).
+    pub error_vs_cpu_out_pct: Option<f64>,
+    /// (predicted - highest rate sustained) / it (%).
+    pub error_vs_sustained_pct: Option<f64>,
     /// What the overload run served (req/s), the old reading of the saturation: one run
     /// offered 1.25x wrk's peak. The ladder's rates are fractions of it.
     pub overload_rps: Option<f64>,
@@ -259,6 +279,10 @@ pub struct Summary {
     /// The same as `capacity_error_pct_max` against the old reading, the overload run's
     /// served rate.
     pub capacity_error_pct_max_vs_overload: Option<f64>,
+    /// The same against the highest rate sustained (`--saturation sustained`'s reading).
+    pub capacity_error_pct_max_vs_sustained: Option<f64>,
+    /// The same against the rate at which the CPU ran out (`--saturation cpu`'s reading).
+    pub capacity_error_pct_max_vs_cpu_out: Option<f64>,
     /// Server and cold count of every group without a prediction, and why.
     pub no_prediction: Vec<String>,
     /// Largest |predicted - knee| / knee (%): the idle X-intercept against the rate at which
@@ -347,6 +371,7 @@ pub fn fit_row(
     rates: &[&Measured],
     probes: &[&Measured],
     window_s: u64,
+    by: Saturation,
 ) -> FitRow {
     let pts: Vec<(f64, f64, f64, f64)> = rates
         .iter()
@@ -354,9 +379,12 @@ pub fn fit_row(
         .collect();
     let all = fits_of(&pts);
     let mut search = SatSearch::default();
+    let mut runout = RunOut::default();
     for m in over.iter().chain(rates).chain(probes) {
         search.record(trial_of(m));
+        runout.record(&trial_of(m));
     }
+    let split = runout.split();
     let run_at = |rate: Option<f64>, sustained: bool| {
         let rate = rate?;
         over.iter()
@@ -367,7 +395,11 @@ pub fn fit_row(
     };
     let overload = over.map(|m| m.rps);
     let reference = overload.unwrap_or(sat.rps);
-    let measured = search.best().unwrap_or(reference);
+    let measured = match by {
+        Saturation::Cpu => runout.measured(),
+        Saturation::Sustained => search.best(),
+    }
+    .unwrap_or(reference);
     // The cut is of the ladder's reference, so that the fitted rates are the same whatever
     // the search finds above them.
     let cut = CUT_FRAC * reference;
@@ -385,9 +417,10 @@ pub fn fit_row(
     let predicted = prediction
         .predicted_peak_rps
         .filter(|_| trusted(range, &prediction));
+    let unsaturated = busy_range(&pts, f64::NEG_INFINITY, KNEE_IDLE_PCT);
     let in_range = |p: &(f64, f64, f64, f64)| match range {
-        Range::Busy => p.0 >= cut && p.3 >= KNEE_IDLE_PCT,
-        Range::Unsaturated => p.3 >= KNEE_IDLE_PCT,
+        Range::Busy => busy.contains(p),
+        Range::Unsaturated => unsaturated.contains(p),
         Range::All => true,
     };
     let fitted_costs: Vec<f64> = rates
@@ -429,6 +462,17 @@ pub fn fit_row(
         prediction,
         predicted_rps: predicted,
         measured_rps: measured,
+        measured_by: by,
+        cpu_out_rps: runout.measured(),
+        cpu_out_bracket: split.map_or((None, None), |s| (s.below, s.above)),
+        cpu_out_resolution_pct: runout.resolution().map(|r| r * 100.0),
+        cpu_out_disagreeing: split.map_or(0, |s| s.disagreeing),
+        error_vs_cpu_out_pct: predicted
+            .zip(runout.measured())
+            .map(|(p, m)| (p - m) / m * 100.0),
+        error_vs_sustained_pct: predicted
+            .zip(search.best())
+            .map(|(p, m)| (p - m) / m * 100.0),
         overload_rps: overload,
         error_vs_overload_pct: predicted.zip(overload).map(|(p, o)| (p - o) / o * 100.0),
         sustained_rps: search.best(),
@@ -509,7 +553,14 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                     g.iter().filter(|m| m.step == "rate").copied().collect();
                 let probes: Vec<&Measured> =
                     g.iter().filter(|m| m.step == "probe").copied().collect();
-                fits.push(fit_row(sat, over, &rates, &probes, p.window_s));
+                fits.push(fit_row(
+                    sat,
+                    over,
+                    &rates,
+                    &probes,
+                    p.window_s,
+                    p.saturation,
+                ));
             }
         }
     }
@@ -635,6 +686,14 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
             ),
         })
         .collect();
+    let capacity_error_pct_max_vs_sustained = maxf(
+        fits.iter()
+            .filter_map(|f| f.error_vs_sustained_pct.map(f64::abs)),
+    );
+    let capacity_error_pct_max_vs_cpu_out = maxf(
+        fits.iter()
+            .filter_map(|f| f.error_vs_cpu_out_pct.map(f64::abs)),
+    );
     let capacity_vs_knee_pct_max = maxf(
         fits.iter()
             .filter_map(|f| f.predicted_vs_knee_pct.map(f64::abs)),
@@ -705,6 +764,8 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         capacity_error_pct_max,
         capacity_error_pct_max_all_points,
         capacity_error_pct_max_vs_overload,
+        capacity_error_pct_max_vs_sustained,
+        capacity_error_pct_max_vs_cpu_out,
         no_prediction,
         capacity_vs_knee_pct_max,
         rss_per_idle_conn_kib,
@@ -766,9 +827,16 @@ pub fn goals(s: &Summary) -> Vec<Goal> {
                 .iter()
                 .all(|r| r.predicted_rps.is_some() || scanning(&r.server)),
         detail: format!(
-            "largest error {}% against the highest rate sustained (against the overload run's \
-             served rate: {}%; over every rate, seed 002's Table 4: {}%){}",
+            "largest error {}% against {} (against where the CPU ran out: {}%; the highest \
+             rate sustained: {}%; the overload run's served rate: {}%; over every rate, seed \
+             002's Table 4: {}%){}",
             f(s.capacity_error_pct_max),
+            match s.params.saturation {
+                Saturation::Cpu => "the rate at which the server's CPU ran out",
+                Saturation::Sustained => "the highest rate sustained",
+            },
+            f(s.capacity_error_pct_max_vs_cpu_out),
+            f(s.capacity_error_pct_max_vs_sustained),
             f(s.capacity_error_pct_max_vs_overload),
             f(s.capacity_error_pct_max_all_points),
             if s.no_prediction.is_empty() {
@@ -862,11 +930,16 @@ pub fn describe_run(r: &SearchRun) -> String {
     )
 }
 
-/// What the saturation search found for one row, in words: the run at the measured
-/// saturation and the next failure above it.
+/// What the saturation searches found for one row, in words: where the CPU ran out (its
+/// bracket and the runs that disagree), the run at the highest rate sustained and the next
+/// failure above it.
 pub fn search_line(r: &FitRow) -> String {
+    let o = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.0}"));
     format!(
-        "sustained {}; next failure {}",
+        "CPU ran out in [{}, {}] ({} runs disagree); sustained {}; next failure {}",
+        o(r.cpu_out_bracket.0),
+        o(r.cpu_out_bracket.1),
+        r.cpu_out_disagreeing,
         r.at_saturation.as_ref().map_or("none".into(), describe_run),
         r.next_failure.as_ref().map_or("none".into(), describe_run)
     )
@@ -875,7 +948,7 @@ pub fn search_line(r: &FitRow) -> String {
 /// The results table on stdout.
 pub fn print_table(s: &Summary) {
     println!(
-        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
+        "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
         "server",
         "cold",
         "held",
@@ -883,6 +956,10 @@ pub fn print_table(s: &Summary) {
         "sat/s",
         "pred/s",
         "err%",
+        "cpu/s",
+        "cpu e%",
+        "sust/s",
+        "sust e%",
         "ovl/s",
         "ovl e%",
         "idle r",
@@ -896,7 +973,7 @@ pub fn print_table(s: &Summary) {
     for r in &s.fits {
         let o = |x: Option<f64>, p: usize| x.map_or("-".into(), |v| format!("{v:.p$}"));
         println!(
-            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
+            "{:<16} {:>6} {:>6} {:>7.0} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
             r.server,
             r.cold,
             r.cold_held,
@@ -904,6 +981,10 @@ pub fn print_table(s: &Summary) {
             r.measured_rps,
             o(r.predicted_rps, 0),
             o(r.error_pct, 1),
+            o(r.cpu_out_rps, 0),
+            o(r.error_vs_cpu_out_pct, 1),
+            o(r.sustained_rps, 0),
+            o(r.error_vs_sustained_pct, 1),
             o(r.overload_rps, 0),
             o(r.error_vs_overload_pct, 1),
             o(r.prediction.idle.map(|f| f.r), 3),
@@ -1115,7 +1196,7 @@ mod tests {
         let mut over = m("overload", sat_rps, 0.5);
         over.cpu_per_req_us = 1e6 * q / sat_rps;
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, &[], 3);
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Sustained);
         assert_eq!(row.tool_error, None, "{row:?}");
         assert_eq!(row.prediction_range, Range::Busy);
         assert_eq!(
@@ -1162,7 +1243,7 @@ mod tests {
             [(500.0, 8.0), (600.0, 4.0), (700.0, 9.0), (800.0, 5.0)].map(|(r, i)| m("rate", r, i)),
         );
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, &[], 3);
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Sustained);
         assert_eq!(row.prediction_range, Range::Busy);
         let r = row.prediction.idle.unwrap().r;
         assert!(r.abs() < DEFAULT_MIN_R, "{r}");
@@ -1181,7 +1262,7 @@ mod tests {
         rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
         rates.push(m("rate", 990.0, 1.0));
         let refs: Vec<&Measured> = rates.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, &[], 3);
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Sustained);
         assert!(
             (row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6,
             "{row:?}"
@@ -1200,6 +1281,19 @@ mod tests {
             "idle ran out between 800 and 990: {k}"
         );
         assert_eq!(row.tool_error.as_deref(), Some("no CPU samples"));
+        // Where the CPU ran out: between 800 (idle 20%) and 990 (1%), whichever reading the
+        // row is measured by; `--saturation cpu` takes it as the measured saturation.
+        let cpu_out = (800.0f64 * 990.0).sqrt();
+        assert_eq!(row.cpu_out_bracket, (Some(800.0), Some(990.0)));
+        assert!((row.cpu_out_rps.unwrap() - cpu_out).abs() < 1e-6);
+        assert!(
+            (row.error_vs_cpu_out_pct.unwrap() - (1000.0 / cpu_out - 1.0) * 100.0).abs() < 1e-6
+        );
+        let by_cpu = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Cpu);
+        assert_eq!(by_cpu.measured_by, Saturation::Cpu);
+        assert!((by_cpu.measured_rps - cpu_out).abs() < 1e-6);
+        assert_eq!(by_cpu.error_pct, by_cpu.error_vs_cpu_out_pct);
+        assert_eq!(by_cpu.predicted_rps, row.predicted_rps);
         let k = row.above_cut.kernel.unwrap();
         assert!((k.slope - 0.04).abs() < 1e-9);
         let csv = raw_csv(&rates);
@@ -1214,7 +1308,14 @@ mod tests {
         let mut p2 = m("probe", 1000.0, 0.0);
         p2.target_rps = 1100.0;
         let (p1, probes) = (m("probe", 1050.0, 0.0), [&p2]);
-        let row = fit_row(&sat, Some(&over), &refs, &[&p1, probes[0]], 3);
+        let row = fit_row(
+            &sat,
+            Some(&over),
+            &refs,
+            &[&p1, probes[0]],
+            3,
+            Saturation::Sustained,
+        );
         assert_eq!((row.measured_rps, row.overload_rps), (1050.0, Some(1000.0)));
         assert_eq!((row.sustained_rps, row.probes), (Some(1050.0), 2));
         // The runs beside it in the report: the one at the saturation, the failure above.
