@@ -29,6 +29,16 @@ pub enum Saturation {
     Sustained,
 }
 
+impl Saturation {
+    /// The name the command line and summary.json use (`cpu`, `sustained`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Saturation::Cpu => "cpu",
+            Saturation::Sustained => "sustained",
+        }
+    }
+}
+
 /// What `triage lab events` was asked for.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EventsOpts {

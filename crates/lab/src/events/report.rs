@@ -246,7 +246,7 @@ pub fn report(s: &Summary) -> String {
                 f.cold_held.to_string(),
                 f.rep.to_string(),
                 format!("{:.0}", f.wrk_peak_rps),
-                format!("{:.0} ({:?})", f.measured_rps, f.measured_by),
+                format!("{:.0} ({})", f.measured_rps, f.measured_by.name()),
                 format!(
                     "{} [{}, {}] ({} disagree): {}",
                     o(f.cpu_out_rps, 0),
