@@ -209,24 +209,14 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     }
     let rw0 = p.rw[0];
     v.push(pos(&format!("pos-rw{rw0}-nolever"), rw0, "off"));
-    // The lever also lowering a raised script by its own CPU time, and raising the oldest
-    // script of POS's tail: when named.
-    for (suffix, lever) in [
-        ("budget", "nice+budget"),
-        ("tail", "nice+tail"),
-        ("budget-tail", "nice+budget+tail"),
-        ("budget-tailyield", "nice+budget+tailyield"),
-        ("budget-tailyield-order", "nice+budget+tailyield+order"),
-        ("budget-tailyield-newest", "nice+budget+tailyield+newest"),
-        ("budget-tailyield-threads", "nice+budget+tailyield+threads"),
-        (
-            "budget-tailyield-textbelow",
-            "nice+budget+tailyield+textbelow",
-        ),
-    ] {
-        let name = format!("pos-rw{rw0}-{suffix}");
-        if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
-            v.push(pos(&name, rw0, lever));
+    // The lever's further rules (`pos-rw<N>-<flag>-<flag>...`, each a flag of the server's
+    // `--cgi-lever nice+<flag>+...`): when named.
+    if let Some(only) = &o.only {
+        let prefix = format!("pos-rw{rw0}-");
+        for name in only {
+            if let Some(lever) = name.strip_prefix(&prefix).and_then(lever_of_suffix) {
+                v.push(pos(name, rw0, &lever));
+            }
         }
     }
     // The CGI lever with the server's threads raised at rest: when named.
@@ -239,6 +229,29 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         v.retain(|x| only.iter().any(|n| n == &x.name));
     }
     v
+}
+
+/// The flags of the server's CGI lever a variant's name may join with `-` after
+/// `pos-rw<N>-` (`--cgi-lever nice+<flag>+...`; the server's `CgiLever::FLAGS`).
+pub const LEVER_FLAGS: [&str; 8] = [
+    "budget",
+    "tail",
+    "tailyield",
+    "order",
+    "newest",
+    "threads",
+    "textbelow",
+    "back",
+];
+
+/// The `--cgi-lever` of a variant named `pos-rw<N>-<suffix>`: `nice+` and the suffix's
+/// flags, if every `-`-separated word of it is one of [`LEVER_FLAGS`].
+pub fn lever_of_suffix(suffix: &str) -> Option<String> {
+    let flags: Vec<&str> = suffix.split('-').collect();
+    flags
+        .iter()
+        .all(|f| LEVER_FLAGS.contains(f))
+        .then(|| format!("nice+{}", flags.join("+")))
 }
 
 /// Print where the CGI requests' time went per variant and class (the server's own timing:
@@ -492,6 +505,7 @@ mod tests {
             "pos-rw3-budget-tailyield".into(),
             "pos-rw3-budget-tailyield-threads".into(),
             "pos-rw3-budget-tailyield-textbelow".into(),
+            "pos-rw3-budget-tailyield-bogus".into(),
         ]);
         let v = variants(&p, &o);
         let levers: Vec<String> = v
