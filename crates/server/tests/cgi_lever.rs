@@ -470,7 +470,6 @@ async fn with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts
         server::cgi::lever::BACK_NICE,
         "at the back: {younger}"
     );
-    assert_ne!(server::cgi::lever::BACK_NICE, base);
     assert_eq!(value(&younger, "later"), -20, "its turn came: {younger}");
     let lever = handler(&run).lever().expect("a CGI lever").clone();
     stop_restored(run).await;
