@@ -16,8 +16,10 @@
 //! - **The variants** ([`variants`]): `fifo`, `content` (the content-type oracle: it learns
 //!   the type only from the script's output, too late to order the script), `pos-rw<N>` (POS
 //!   with the CGI lever: a script started for a marked worker runs at nice -20 until its worker
-//!   loses the mark, `server::cgi::lever`) and `pos-rw<N>-nolever` (the same POS without it:
-//!   what the lever adds). nginx and Apache do not run this site.
+//!   loses the mark, `server::cgi::lever`), `pos-rw<N>-budget-tailyield-threads-back` (the
+//!   lever with the rules that met the goal, [`DEFAULT_LEVER_SUFFIX`]; any other
+//!   `pos-rw<N>-<flag>-...` runs when named, [`lever_of_suffix`]) and `pos-rw<N>-nolever`
+//!   (the same POS without the lever: what it adds). nginx and Apache do not run this site.
 //! - **The goals** ([`goals`]): pos with the lever >= 50% better mean t1 than fifo with mean
 //!   t2 at most 10% worse; and the lever's share (the same POS without it).
 
@@ -208,6 +210,14 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         v.push(pos(&format!("pos-rw{rw}"), rw, "nice"));
     }
     let rw0 = p.rw[0];
+    if o.only.is_none() {
+        let lever = lever_of_suffix(DEFAULT_LEVER_SUFFIX).expect("the default's flags are known");
+        v.push(pos(
+            &format!("pos-rw{rw0}-{DEFAULT_LEVER_SUFFIX}"),
+            rw0,
+            &lever,
+        ));
+    }
     v.push(pos(&format!("pos-rw{rw0}-nolever"), rw0, "off"));
     // The lever's further rules (`pos-rw<N>-<flag>-<flag>...`, each a flag of the server's
     // `--cgi-lever nice+<flag>+...`): when named.
@@ -230,6 +240,11 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
     }
     v
 }
+
+/// The lever's rules the lab runs by default beside the plain lever (`pos-rw<N>-<this>`,
+/// `--cgi-lever nice+budget+tailyield+threads+back`): it met both goals in the default-scale
+/// runs of 2026-11-27 (docs/kpos.md "The back of the ready queue: measured").
+pub const DEFAULT_LEVER_SUFFIX: &str = "budget-tailyield-threads-back";
 
 /// The flags of the server's CGI lever a variant's name may join with `-` after
 /// `pos-rw<N>-` (`--cgi-lever nice+<flag>+...`; the server's `CgiLever::FLAGS`).
@@ -474,7 +489,16 @@ mod tests {
         assert_eq!(p.site.image_bytes, DEFAULT_IMAGE_BYTES);
         let v = variants(&p, &o);
         let names: Vec<&str> = v.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["fifo", "pos-rw3", "pos-rw3-nolever", "content"]);
+        assert_eq!(
+            names,
+            [
+                "fifo",
+                "pos-rw3",
+                "pos-rw3-budget-tailyield-threads-back",
+                "pos-rw3-nolever",
+                "content"
+            ]
+        );
         let args = |n: &str| match &v.iter().find(|x| x.name == n).unwrap().server {
             crate::runner::ServerKind::Triage { args } => args.clone(),
             _ => panic!("not triage"),
@@ -482,6 +506,9 @@ mod tests {
         assert!(args("pos-rw3")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "nice"]));
+        assert!(args("pos-rw3-budget-tailyield-threads-back")
+            .windows(2)
+            .any(|w| w == ["--cgi-lever", "nice+budget+tailyield+threads+back"]));
         assert!(args("pos-rw3-nolever")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "off"]));
