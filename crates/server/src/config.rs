@@ -19,6 +19,9 @@ use crate::containers::{ContainerConfig, Tree};
 use crate::disk::DiskConfig;
 use crate::forward::ForwardConfig;
 
+mod cgi_lever;
+pub use cgi_lever::CgiLever;
+
 /// A configuration problem, naming the key (and line, for files).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -67,129 +70,6 @@ impl std::str::FromStr for Boost {
             "rest" => Ok(Boost::Rest),
             _ => Err(format!(
                 "unknown boost `{s}` (known: off, nice, slice, rest)"
-            )),
-        }
-    }
-}
-
-/// Whether a CGI script started for a worker the policy marks starts raised in the kernel
-/// (`cgi_lever`, docs/kpos.md "triage's own CGI children").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CgiLever {
-    /// Scripts run at the server's nice value.
-    #[default]
-    Off,
-    /// nice -20 from its start, restored when its worker loses POS's mark (`os::lever`).
-    Nice,
-    /// As `Nice`, and also restored once the script's own CPU time passes the text budget the
-    /// policy learns from the scripts' CPU times (`policy::script_budget`).
-    #[serde(rename = "nice+budget")]
-    NiceBudget,
-    /// As `Nice`, and the oldest running script not raised as text is raised too, one at a
-    /// time: the kernel runs the rest in about POS's tail order (`server::cgi::lever`).
-    #[serde(rename = "nice+tail")]
-    NiceTail,
-    /// Both `nice+budget` and `nice+tail`.
-    #[serde(rename = "nice+budget+tail")]
-    NiceBudgetTail,
-    /// As `nice+budget+tail`, the tail's head raised only while no script is raised as text.
-    #[serde(rename = "nice+budget+tailyield")]
-    NiceBudgetTailYield,
-    /// As `nice+budget+tailyield`, and the scripts raised as text run one after the other in
-    /// the order their requests began (the oldest at -20, the others below it; POS's head
-    /// order, `server::cgi::lever`).
-    #[serde(rename = "nice+budget+tailyield+order")]
-    NiceBudgetTailYieldOrder,
-    /// As `nice+budget+tailyield+order`, the newest raised script at -20 (seed 001 moves a
-    /// marked process to the head of the ready queue, before those marked earlier).
-    #[serde(rename = "nice+budget+tailyield+newest")]
-    NiceBudgetTailYieldNewest,
-    /// As `nice+budget+tailyield`, every raised script at -15 and the server's raised threads
-    /// at -20 above them (`server::cgi::lever`).
-    #[serde(rename = "nice+budget+tailyield+threads")]
-    NiceBudgetTailYieldThreads,
-    /// As `nice+budget+tailyield+threads`, the tail's head (raised only while no script is
-    /// raised as text) at -20: only the scripts raised as text run below the threads.
-    #[serde(rename = "nice+budget+tailyield+textbelow")]
-    NiceBudgetTailYieldTextBelow,
-}
-
-impl CgiLever {
-    /// Whether scripts of marked workers start raised.
-    pub fn raises(self) -> bool {
-        self != CgiLever::Off
-    }
-
-    /// Whether a raised script is also lowered by its own CPU time.
-    pub fn budget(self) -> bool {
-        matches!(self, CgiLever::NiceBudget | CgiLever::NiceBudgetTail) || self.tail_yields()
-    }
-
-    /// Whether the oldest script of POS's tail is raised too.
-    pub fn tail(self) -> bool {
-        matches!(self, CgiLever::NiceTail | CgiLever::NiceBudgetTail) || self.tail_yields()
-    }
-
-    /// Whether the tail's head yields to the scripts raised as text (every mode from
-    /// `nice+budget+tailyield` on, each of which has the budget and the tail too).
-    pub fn tail_yields(self) -> bool {
-        matches!(
-            self,
-            CgiLever::NiceBudgetTailYield
-                | CgiLever::NiceBudgetTailYieldOrder
-                | CgiLever::NiceBudgetTailYieldNewest
-                | CgiLever::NiceBudgetTailYieldThreads
-                | CgiLever::NiceBudgetTailYieldTextBelow
-        )
-    }
-
-    /// Whether the scripts raised as text run in the order their requests began.
-    pub fn head_order(self) -> bool {
-        matches!(
-            self,
-            CgiLever::NiceBudgetTailYieldOrder | CgiLever::NiceBudgetTailYieldNewest
-        )
-    }
-
-    /// Whether every raised script runs below the server's raised threads.
-    pub fn threads_first(self) -> bool {
-        matches!(
-            self,
-            CgiLever::NiceBudgetTailYieldThreads | CgiLever::NiceBudgetTailYieldTextBelow
-        )
-    }
-
-    /// With [`CgiLever::threads_first`]: the tail's head stays at -20.
-    pub fn tail_head_top(self) -> bool {
-        self == CgiLever::NiceBudgetTailYieldTextBelow
-    }
-
-    /// With [`CgiLever::head_order`]: the newest raised script first, not the oldest.
-    pub fn head_newest(self) -> bool {
-        self == CgiLever::NiceBudgetTailYieldNewest
-    }
-}
-
-impl std::str::FromStr for CgiLever {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" => Ok(CgiLever::Off),
-            "nice" => Ok(CgiLever::Nice),
-            "nice+budget" => Ok(CgiLever::NiceBudget),
-            "nice+tail" => Ok(CgiLever::NiceTail),
-            "nice+budget+tail" => Ok(CgiLever::NiceBudgetTail),
-            "nice+budget+tailyield" => Ok(CgiLever::NiceBudgetTailYield),
-            "nice+budget+tailyield+order" => Ok(CgiLever::NiceBudgetTailYieldOrder),
-            "nice+budget+tailyield+newest" => Ok(CgiLever::NiceBudgetTailYieldNewest),
-            "nice+budget+tailyield+threads" => Ok(CgiLever::NiceBudgetTailYieldThreads),
-            "nice+budget+tailyield+textbelow" => Ok(CgiLever::NiceBudgetTailYieldTextBelow),
-            _ => Err(format!(
-                "unknown cgi lever `{s}` (known: off, nice, nice+budget, nice+tail, \
-                 nice+budget+tail, nice+budget+tailyield, nice+budget+tailyield+order, \
-                 nice+budget+tailyield+newest, nice+budget+tailyield+threads, \
-                 nice+budget+tailyield+textbelow)"
             )),
         }
     }
@@ -533,7 +413,7 @@ impl Default for Config {
             pfs_log: None,
             access_log: None,
             cgi_state: None,
-            cgi_lever: CgiLever::Off,
+            cgi_lever: CgiLever::OFF,
             containers: Vec::new(),
         }
     }

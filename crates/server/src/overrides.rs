@@ -145,8 +145,10 @@ pub struct Overrides {
     /// kills what they left (default: a file named after --listen in the runtime directory).
     #[arg(long, value_name = "FILE")]
     pub cgi_state: Option<PathBuf>,
-    /// Kernel lever of CGI scripts: `nice` (a script started for a request of a worker the
-    /// policy marks runs at nice -20 until its worker loses the mark; needs root) or `off`.
+    /// Kernel lever of CGI scripts: `off`, or `nice` (a script started for a request of a
+    /// worker the policy marks runs at nice -20 until its worker loses the mark; needs root)
+    /// followed by `+`-joined flags: budget, tail, tailyield, order, newest, threads,
+    /// textbelow, back (docs/kpos.md), e.g. `nice+budget+tailyield+threads+back`.
     #[arg(long, value_name = "LEVER")]
     pub cgi_lever: Option<CgiLever>,
     /// Time allowed to send a request head (also the wait for a new connection's first

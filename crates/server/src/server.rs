@@ -166,6 +166,9 @@ fn build_sites(
         if cfg.cgi_lever.threads_first() {
             lever = lever.with_threads_first(cfg.cgi_lever.tail_head_top());
         }
+        if cfg.cgi_lever.back() {
+            lever = lever.with_back();
+        }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {
             c.set_lever(lever.clone());

@@ -104,6 +104,11 @@ async fn start(
     .await
 }
 
+/// The CGI lever named `s` (as `--cgi-lever` reads it).
+fn mode(s: &str) -> CgiLever {
+    s.parse().unwrap()
+}
+
 /// The site's CGI handler (its lever and counters).
 fn handler(run: &common::Running) -> &server::cgi::Cgi {
     run.ctx.sites().iter().find_map(|s| s.cgi.as_ref()).unwrap()
@@ -142,14 +147,7 @@ async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
     for policy in ["pos", "fifo"] {
         // Workers idle since the start are past SLP; RW 1: the end of the burst that starts a
         // script demotes its worker.
-        let run = start(
-            tmp.path(),
-            cgi.clone(),
-            policy,
-            (50 * MS, 1),
-            CgiLever::Nice,
-        )
-        .await;
+        let run = start(tmp.path(), cgi.clone(), policy, (50 * MS, 1), mode("nice")).await;
         let addr = run.addr;
         let cgi = handler(&run);
         let lever = cgi.lever().expect("cgi_lever = nice").clone();
@@ -227,7 +225,7 @@ async fn a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_nev
     // Every request comes on a worker idle past SLP (marked); RW high enough that no worker is
     // demoted while its script computes without printing: only the script's own CPU time can
     // lower it.
-    let run = start(tmp.path(), cgi, "pos", (30 * MS, 50), CgiLever::NiceBudget).await;
+    let run = start(tmp.path(), cgi, "pos", (30 * MS, 50), mode("nice+budget")).await;
     let addr = run.addr;
     let cgi = handler(&run);
     let lever = cgi.lever().expect("cgi_lever = nice+budget").clone();
@@ -294,7 +292,7 @@ async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left(
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     // Nobody waits past SLP: no script is raised as text, all are in the tail.
-    let run = start(tmp.path(), cgi, "pos", (60_000 * MS, 3), CgiLever::NiceTail).await;
+    let run = start(tmp.path(), cgi, "pos", (60_000 * MS, 3), mode("nice+tail")).await;
     let addr = run.addr;
     let cgi = handler(&run);
     assert!(cgi.lever().is_some(), "cgi_lever = nice+tail");
@@ -351,7 +349,7 @@ async fn raised_scripts_run_in_their_requests_order_and_nothing_is_left() {
         cgi,
         "pos",
         (30 * MS, 50),
-        CgiLever::NiceBudgetTailYieldOrder,
+        mode("nice+budget+tailyield+order"),
     )
     .await;
     let addr = run.addr;
@@ -402,7 +400,7 @@ async fn with_threads_first_raised_scripts_run_below_the_servers_threads() {
         cgi,
         "pos",
         (30 * MS, 50),
-        CgiLever::NiceBudgetTailYieldThreads,
+        mode("nice+budget+tailyield+threads"),
     )
     .await;
     let addr = run.addr;
@@ -429,5 +427,55 @@ async fn with_threads_first_raised_scripts_run_below_the_servers_threads() {
     assert!(
         threads.iter().all(|&n| n == base),
         "threads restored: {threads:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts_them() {
+    if !is_root() {
+        eprintln!(
+            "SKIP with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts_them: \
+             needs root (nice -20, /run/triage/lever)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    for (name, text) in [("tail.pl", TAIL), ("short.pl", SHORT_TAIL)] {
+        let p = cgi.dirs[0].dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Nobody waits past SLP: no script is raised as text, all are in the tail.
+    let run = start(
+        tmp.path(),
+        cgi,
+        "pos",
+        (60_000 * MS, 3),
+        mode("nice+tail+back"),
+    )
+    .await;
+    let addr = run.addr;
+    let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+    // The oldest is lifted from the back at once; the younger waits at the back (not at the
+    // server's nice value) until the oldest exited, then it is lifted in turn.
+    let older = tokio::spawn(get(addr, "/cgi-bin/short.pl"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let younger = tokio::spawn(get(addr, "/cgi-bin/tail.pl"));
+    let older = older.await.unwrap();
+    let younger = younger.await.unwrap();
+    assert_eq!(value(&older, "first"), -20, "the tail's head: {older}");
+    assert_eq!(
+        value(&younger, "first"),
+        server::cgi::lever::BACK_NICE,
+        "at the back: {younger}"
+    );
+    assert_eq!(value(&younger, "later"), -20, "its turn came: {younger}");
+    let lever = handler(&run).lever().expect("a CGI lever").clone();
+    stop_restored(run).await;
+    let threads = lever.thread_nices();
+    assert!(
+        threads.iter().all(|&n| n == base),
+        "the server's threads are not sent to the back: {threads:?}"
     );
 }

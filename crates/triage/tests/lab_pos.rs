@@ -176,7 +176,16 @@ fn lab_pos_cgi_site_tiny_compares_the_lever() {
     assert_eq!(s["params"]["site_kind"], "cgi");
     let vs = s["variants"].as_array().unwrap();
     let names: Vec<&str> = vs.iter().map(|v| v["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["fifo", "pos-rw3", "pos-rw3-nolever", "content"]);
+    assert_eq!(
+        names,
+        [
+            "fifo",
+            "pos-rw3",
+            "pos-rw3-budget-tailyield-threads-back",
+            "pos-rw3-nolever",
+            "content"
+        ]
+    );
     for v in vs {
         assert_eq!(v["errors"], 0, "{}", v["name"]);
         for k in ["t1", "t2"] {

@@ -16,8 +16,10 @@
 //! - **The variants** ([`variants`]): `fifo`, `content` (the content-type oracle: it learns
 //!   the type only from the script's output, too late to order the script), `pos-rw<N>` (POS
 //!   with the CGI lever: a script started for a marked worker runs at nice -20 until its worker
-//!   loses the mark, `server::cgi::lever`) and `pos-rw<N>-nolever` (the same POS without it:
-//!   what the lever adds). nginx and Apache do not run this site.
+//!   loses the mark, `server::cgi::lever`), `pos-rw<N>-budget-tailyield-threads-back` (the
+//!   lever with the rules that met the goal, [`DEFAULT_LEVER_SUFFIX`]; any other
+//!   `pos-rw<N>-<flag>-...` runs when named, [`lever_of_suffix`]) and `pos-rw<N>-nolever`
+//!   (the same POS without the lever: what it adds). nginx and Apache do not run this site.
 //! - **The goals** ([`goals`]): pos with the lever >= 50% better mean t1 than fifo with mean
 //!   t2 at most 10% worse; and the lever's share (the same POS without it).
 
@@ -208,25 +210,23 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         v.push(pos(&format!("pos-rw{rw}"), rw, "nice"));
     }
     let rw0 = p.rw[0];
+    if o.only.is_none() {
+        let lever = lever_of_suffix(DEFAULT_LEVER_SUFFIX).expect("the default's flags are known");
+        v.push(pos(
+            &format!("pos-rw{rw0}-{DEFAULT_LEVER_SUFFIX}"),
+            rw0,
+            &lever,
+        ));
+    }
     v.push(pos(&format!("pos-rw{rw0}-nolever"), rw0, "off"));
-    // The lever also lowering a raised script by its own CPU time, and raising the oldest
-    // script of POS's tail: when named.
-    for (suffix, lever) in [
-        ("budget", "nice+budget"),
-        ("tail", "nice+tail"),
-        ("budget-tail", "nice+budget+tail"),
-        ("budget-tailyield", "nice+budget+tailyield"),
-        ("budget-tailyield-order", "nice+budget+tailyield+order"),
-        ("budget-tailyield-newest", "nice+budget+tailyield+newest"),
-        ("budget-tailyield-threads", "nice+budget+tailyield+threads"),
-        (
-            "budget-tailyield-textbelow",
-            "nice+budget+tailyield+textbelow",
-        ),
-    ] {
-        let name = format!("pos-rw{rw0}-{suffix}");
-        if o.only.as_ref().is_some_and(|only| only.contains(&name)) {
-            v.push(pos(&name, rw0, lever));
+    // The lever's further rules (`pos-rw<N>-<flag>-<flag>...`, each a flag of the server's
+    // `--cgi-lever nice+<flag>+...`): when named.
+    if let Some(only) = &o.only {
+        let prefix = format!("pos-rw{rw0}-");
+        for name in only {
+            if let Some(lever) = name.strip_prefix(&prefix).and_then(lever_of_suffix) {
+                v.push(pos(name, rw0, &lever));
+            }
         }
     }
     // The CGI lever with the server's threads raised at rest: when named.
@@ -239,6 +239,34 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
         v.retain(|x| only.iter().any(|n| n == &x.name));
     }
     v
+}
+
+/// The lever's rules the lab runs by default beside the plain lever (`pos-rw<N>-<this>`,
+/// `--cgi-lever nice+budget+tailyield+threads+back`): it met both goals in the default-scale
+/// runs of 2026-11-27 (docs/kpos.md "The back of the ready queue: measured").
+pub const DEFAULT_LEVER_SUFFIX: &str = "budget-tailyield-threads-back";
+
+/// The flags of the server's CGI lever a variant's name may join with `-` after
+/// `pos-rw<N>-` (`--cgi-lever nice+<flag>+...`; the server's `CgiLever::FLAGS`).
+pub const LEVER_FLAGS: [&str; 8] = [
+    "budget",
+    "tail",
+    "tailyield",
+    "order",
+    "newest",
+    "threads",
+    "textbelow",
+    "back",
+];
+
+/// The `--cgi-lever` of a variant named `pos-rw<N>-<suffix>`: `nice+` and the suffix's
+/// flags, if every `-`-separated word of it is one of [`LEVER_FLAGS`].
+pub fn lever_of_suffix(suffix: &str) -> Option<String> {
+    let flags: Vec<&str> = suffix.split('-').collect();
+    flags
+        .iter()
+        .all(|f| LEVER_FLAGS.contains(f))
+        .then(|| format!("nice+{}", flags.join("+")))
 }
 
 /// Print where the CGI requests' time went per variant and class (the server's own timing:
@@ -461,7 +489,16 @@ mod tests {
         assert_eq!(p.site.image_bytes, DEFAULT_IMAGE_BYTES);
         let v = variants(&p, &o);
         let names: Vec<&str> = v.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["fifo", "pos-rw3", "pos-rw3-nolever", "content"]);
+        assert_eq!(
+            names,
+            [
+                "fifo",
+                "pos-rw3",
+                "pos-rw3-budget-tailyield-threads-back",
+                "pos-rw3-nolever",
+                "content"
+            ]
+        );
         let args = |n: &str| match &v.iter().find(|x| x.name == n).unwrap().server {
             crate::runner::ServerKind::Triage { args } => args.clone(),
             _ => panic!("not triage"),
@@ -469,6 +506,9 @@ mod tests {
         assert!(args("pos-rw3")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "nice"]));
+        assert!(args("pos-rw3-budget-tailyield-threads-back")
+            .windows(2)
+            .any(|w| w == ["--cgi-lever", "nice+budget+tailyield+threads+back"]));
         assert!(args("pos-rw3-nolever")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "off"]));
@@ -492,6 +532,7 @@ mod tests {
             "pos-rw3-budget-tailyield".into(),
             "pos-rw3-budget-tailyield-threads".into(),
             "pos-rw3-budget-tailyield-textbelow".into(),
+            "pos-rw3-budget-tailyield-bogus".into(),
         ]);
         let v = variants(&p, &o);
         let levers: Vec<String> = v

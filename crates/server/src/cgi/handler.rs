@@ -612,6 +612,19 @@ impl Cgi {
         if let (Some(l), None) = (&self.lever, &raised) {
             l.tail_enter(leader, asked, &self.stats);
         }
+        if let Some((l, exited)) = self.lever.as_ref().zip(sp.guard.exit_watch()) {
+            // The lever follows the process: an exited script leaves the head or the tail
+            // now, not once the relay has sent its output over a slow link and reaped it
+            // (meanwhile the tail's head would stay on a zombie and nothing run raised).
+            let (l, r, stats) = (l.clone(), raised.clone(), self.stats.clone());
+            tokio::spawn(async move {
+                exited.await;
+                if let Some(r) = r {
+                    r.exited();
+                }
+                l.tail_leave(leader, asked, &stats);
+            });
+        }
         let held = raised.clone();
         let timing = Arc::new(ScriptTiming::new(
             self.stats.times.clone(),

@@ -52,6 +52,21 @@
 //!   is restored or exits. The server's threads stay at -20 (priority inheritance), so they
 //!   no longer share their CPU with every raised script.
 //!
+//! - **The back of the ready queue** (`cgi_lever = "nice+budget+tailyield+threads+back"`):
+//!   seed 001 moves a process that loses characteristic 2 to the *back* of the ready queue,
+//!   behind every other ready process. At nice 0 the scripts not raised are not at the back:
+//!   each weighs as much as the hog and together (tens of images in flight) they outweigh a
+//!   raised script (two text scripts at -15 against 36 images at 0 get under half the CPU),
+//!   and they share the CPU among themselves, so every page's images finish late together
+//!   (the tail's head, one script at -15 against 35 at 0, gets under half of it). With `back`
+//!   a script not raised starts at [`BACK_NICE`] (the child sets it before exec, as a raised
+//!   one sets -20), a raised one is restored to it, and the tail's head is lifted from there
+//!   one at a time: the head and the tail's head each take nearly the whole CPU in turn, the
+//!   rest waits in POS's tail order, and the hog keeps about the share it has beside the
+//!   raised script. Nice matters only while tasks wait for the CPU: when the CPU is not the
+//!   bottleneck every script runs at once, so the back costs nothing then (seed 001 serves
+//!   text first only while the CPU is the bottleneck).
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -73,6 +88,10 @@ pub const BEHIND_NICE: i32 = -10;
 /// (`nice+budget+tailyield+threads`): weight 29154, about 28 times an unraised task's and a
 /// third of the server's raised threads' 88761 (nice -20).
 pub const BELOW_THREADS_NICE: i32 = -15;
+
+/// The nice value of a script not raised with `back` (the back of the ready queue): weight
+/// 15, about a 68th of the hog's 1024 and a 1900th of a script raised at -15.
+pub const BACK_NICE: i32 = 19;
 
 /// What the lock guards.
 struct Inner {
@@ -122,6 +141,9 @@ pub struct ScriptLever {
     /// while no script is raised as text; below the threads it lost its share to the
     /// unraised scripts).
     tail_head_top: bool,
+    /// The nice value of the scripts not raised, and of a raised script once restored (the
+    /// back of the ready queue); `None`: the forking thread's own.
+    back_nice: Option<i32>,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -137,7 +159,8 @@ impl std::fmt::Debug for ScriptLever {
 pub struct Start {
     /// Applied by the child before exec.
     pub hook: NiceHook,
-    /// The forking thread's own nice value (a raised script's value to restore).
+    /// A raised script's value to restore: the forking thread's own nice value, or
+    /// [`BACK_NICE`] with the back of the ready queue.
     pub base: i32,
     /// The script starts raised.
     pub raise: bool,
@@ -174,6 +197,7 @@ impl ScriptLever {
                 head_newest: false,
                 threads_first: false,
                 tail_head_top: false,
+                back_nice: None,
             },
             recovered.restored.len(),
         ))
@@ -215,6 +239,14 @@ impl ScriptLever {
         self.head_behind = Some(BELOW_THREADS_NICE);
         self.threads_first = true;
         self.tail_head_top = tail_head_top;
+        self
+    }
+
+    /// The scripts not raised start at [`BACK_NICE`] and a raised one is restored to it: the
+    /// back of the ready queue (see the module docs); use with the tail's order, whose head
+    /// is lifted from there.
+    pub fn with_back(mut self) -> Self {
+        self.back_nice = Some(BACK_NICE);
         self
     }
 
@@ -477,10 +509,11 @@ impl ScriptLever {
         if raise {
             self.hold(&mut g, stats);
         }
-        let nice = if raise { self.raised_nice } else { base };
+        let rest = self.back_nice.unwrap_or(base);
+        let nice = if raise { self.raised_nice } else { rest };
         Start {
             hook: NiceHook::new(nice).expect("nice values in range"),
-            base,
+            base: rest,
             raise,
         }
     }

@@ -585,6 +585,20 @@ impl ProcGuard {
         }
     }
 
+    /// A future ready once the script (the group leader) has exited, reaped or not, that
+    /// does not borrow the guard (it waits on a second descriptor of the pidfd): the lever
+    /// learns of the exit when it happens, not when the relay has sent the output and reaps.
+    /// `None` if already reaped or the descriptor cannot be duplicated.
+    pub fn exit_watch(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let fd = self.pidfd.as_ref()?.get_ref().try_clone().ok()?;
+        // SAFETY: the AsyncFd owns its duplicate of the pidfd for as long as it is registered.
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
+        Some(async move {
+            // A pidfd becomes readable when its process exits, and stays so.
+            let _ = fd.readable().await;
+        })
+    }
+
     /// The exit status if already reaped.
     pub fn exit(&self) -> Option<Exit> {
         self.exit

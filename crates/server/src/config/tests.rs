@@ -307,6 +307,26 @@ fn cgi_lever_names_and_what_each_turns_on() {
     assert!(o.head_order() && !o.head_newest() && !o.threads_first());
     assert!(l("nice+budget+tailyield+newest").head_newest());
     assert!(!l("nice+budget+tailyield").threads_first());
-    let e = "nice+threads".parse::<CgiLever>().unwrap_err();
-    assert!(e.contains("nice+budget+tailyield+textbelow"), "{e}");
+    let e = "nice+fast".parse::<CgiLever>().unwrap_err();
+    assert!(e.contains("`fast`") && e.contains("textbelow"), "{e}");
+    assert!("nice+order+threads".parse::<CgiLever>().is_err());
+    assert!("nice+textbelow".parse::<CgiLever>().is_err());
+    assert!("budget+nice".parse::<CgiLever>().is_err());
+    // Every name the lab and the tests use reads back as itself; flags in any order.
+    for name in [
+        "off",
+        "nice",
+        "nice+budget",
+        "nice+tail",
+        "nice+budget+tail",
+        "nice+budget+tailyield",
+        "nice+budget+tailyield+order",
+        "nice+budget+tailyield+newest",
+        "nice+budget+tailyield+threads",
+        "nice+budget+tailyield+textbelow",
+    ] {
+        assert_eq!(l(name).to_string(), name);
+    }
+    assert_eq!(l("nice+threads+tailyield+budget"), t);
+    assert_eq!(CgiLever::default(), l("off"));
 }
