@@ -275,6 +275,14 @@ impl Config {
     }
 }
 
+/// The parser of a switch given as `on` or `off` (nginx's spelling).
+fn on_off() -> impl clap::builder::TypedValueParser<Value = bool> {
+    clap::builder::TypedValueParser::map(
+        clap::builder::PossibleValuesParser::new(["on", "off"]),
+        |s| s == "on",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,12 +418,4 @@ mod tests {
         off.merge(&parse(&["--gate=on"]).unwrap());
         assert!(off.gate);
     }
-}
-
-/// The parser of a switch given as `on` or `off` (nginx's spelling).
-fn on_off() -> impl clap::builder::TypedValueParser<Value = bool> {
-    clap::builder::TypedValueParser::map(
-        clap::builder::PossibleValuesParser::new(["on", "off"]),
-        |s| s == "on",
-    )
 }

@@ -250,7 +250,7 @@ fn respond<B>(
     } else {
         match head_of(rh, &entry, mime, gzip, gzippable, not_modified) {
             Ok(h) => h,
-            Err(r) => return r,
+            Err(r) => return *r,
         }
     };
 
@@ -287,10 +287,12 @@ fn respond<B>(
     r
 }
 
+/// A response's headers, status and the byte range of the file it sends.
+type Head = (HeaderMap, StatusCode, u64, u64);
+
 /// The head of a response that is not the whole file as it is: compressed, a range, not
-/// modified (then the whole response, as `Err`), or with `Vary`. Returns the headers, the
-/// status and the byte range to send; `Err` is a response complete without a body.
-#[allow(clippy::type_complexity)]
+/// modified (then the whole response, as `Err`), or with `Vary`. `Err` is a response complete
+/// without a body (boxed: the rare path).
 fn head_of(
     rh: &HeaderMap,
     entry: &Entry,
@@ -298,7 +300,7 @@ fn head_of(
     gzip: bool,
     gzippable: bool,
     not_modified: bool,
-) -> Result<(HeaderMap, StatusCode, u64, u64), Response<ServeBody>> {
+) -> Result<Head, Box<Response<ServeBody>>> {
     let etag = entry.etag.to_str().unwrap_or("");
     let mut hm = HeaderMap::with_capacity(10);
     hm.insert(header::SERVER, HeaderValue::from_static("triage"));
@@ -319,7 +321,7 @@ fn head_of(
         let mut r = Response::new(ServeBody::empty());
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         *r.headers_mut() = hm;
-        return Err(r);
+        return Err(Box::new(r));
     }
     hm.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
 
@@ -351,7 +353,7 @@ fn head_of(
                 if let Ok(v) = HeaderValue::from_str(&format!("bytes */{}", entry.len)) {
                     r.headers_mut().insert(header::CONTENT_RANGE, v);
                 }
-                return Err(r);
+                return Err(Box::new(r));
             }
         }
     }

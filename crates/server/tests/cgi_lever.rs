@@ -33,14 +33,22 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-fn site(dir: &Path) -> CgiConfig {
-    let bin = dir.join("cgi-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    for (name, text) in [("text.pl", TEXT), ("stream.pl", STREAM), ("slow.pl", SLOW)] {
-        let p = bin.join(name);
+/// Write executable scripts `(name, text)` into `dir`.
+fn install(dir: &Path, scripts: &[(&str, &str)]) {
+    for (name, text) in scripts {
+        let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+}
+
+fn site(dir: &Path) -> CgiConfig {
+    let bin = dir.join("cgi-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    install(
+        &bin,
+        &[("text.pl", TEXT), ("stream.pl", STREAM), ("slow.pl", SLOW)],
+    );
     let mut c = CgiConfig::new("/cgi-bin", bin);
     // The lever orders a script against its siblings: scripts stay in the server's cgroup.
     c.cgroups = false;
@@ -286,11 +294,10 @@ async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left(
     }
     let tmp = tempfile::tempdir().unwrap();
     let cgi = site(tmp.path());
-    for (name, text) in [("tail.pl", TAIL), ("short.pl", SHORT_TAIL)] {
-        let p = cgi.dirs[0].dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    install(
+        &cgi.dirs[0].dir,
+        &[("tail.pl", TAIL), ("short.pl", SHORT_TAIL)],
+    );
     // Nobody waits past SLP: no script is raised as text, all are in the tail.
     let run = start(tmp.path(), cgi, "pos", (60_000 * MS, 3), mode("nice+tail")).await;
     let addr = run.addr;
@@ -338,11 +345,10 @@ async fn raised_scripts_run_in_their_requests_order_and_nothing_is_left() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let cgi = site(tmp.path());
-    for (name, text) in [("old.pl", HEAD_OLD), ("young.pl", HEAD_YOUNG)] {
-        let p = cgi.dirs[0].dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    install(
+        &cgi.dirs[0].dir,
+        &[("old.pl", HEAD_OLD), ("young.pl", HEAD_YOUNG)],
+    );
     // Workers idle past SLP (30 ms) are marked; RW 50: their output does not demote them.
     let run = start(
         tmp.path(),
@@ -441,11 +447,10 @@ async fn with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts
     }
     let tmp = tempfile::tempdir().unwrap();
     let cgi = site(tmp.path());
-    for (name, text) in [("tail.pl", TAIL), ("short.pl", SHORT_TAIL)] {
-        let p = cgi.dirs[0].dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    install(
+        &cgi.dirs[0].dir,
+        &[("tail.pl", TAIL), ("short.pl", SHORT_TAIL)],
+    );
     // Nobody waits past SLP: no script is raised as text, all are in the tail.
     let run = start(
         tmp.path(),
