@@ -30,9 +30,6 @@ pub(crate) struct Wake {
     /// When its current streak began: the first burst since it last really waited (see
     /// `slots::Streak`).
     pub(crate) streak_start: u64,
-    /// Its task's wake-up put it in the ready queue (`crate::wake_queue`), not an acquisition:
-    /// the task is polled only once the policy grants it a slot.
-    pub(crate) woke_queued: bool,
     /// Granted a slot after a wake-up queued it, and its task is being polled: it runs without
     /// having acquired. Its next acquisition takes that slot; if the poll ends without one, the
     /// slot is given back.

@@ -702,7 +702,6 @@ impl Gate {
             self.boost_on(&mut g, wi);
         }
         let w = &mut g.wake[wi];
-        w.woke_queued = true;
         queued.store(true, Relaxed);
         if grant == Grant::RunNow {
             w.granted = true;
@@ -734,7 +733,6 @@ impl Gate {
             return Poll::Pending;
         }
         w.granted = false;
-        w.woke_queued = false;
         w.woke_running = true;
         w.waker = None;
         queued.store(false, Relaxed);
@@ -767,7 +765,6 @@ impl Gate {
             let w = g.wake_mut(self.idx(worker));
             let running = std::mem::take(&mut w.woke_running);
             if was_queued {
-                w.woke_queued = false;
                 w.granted = false;
                 w.waker = None;
             }

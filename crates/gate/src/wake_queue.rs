@@ -50,16 +50,17 @@ impl<G: AsRef<Gate> + Send + Sync + 'static> Wake for Hook<G> {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let Some(task) = task else {
+        // The gate never takes this lock, so holding it across the lane's lock cannot deadlock.
+        let task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(task) = task.as_ref() else {
             return;
         };
         if !self
             .gate
             .as_ref()
-            .queue_woken(self.worker, &task, &self.queued)
+            .queue_woken(self.worker, task, &self.queued)
         {
-            task.wake();
+            task.wake_by_ref();
         }
     }
 }
