@@ -8,7 +8,9 @@
 #   OUT    where the results go ($OUT on the device machine): OUT/cores/summary.json,
 #          OUT/gzip/summary.json and OUT/bench.log
 #   CORES  the core counts (default 1,2,4,8)
-# ROUNDS and DURATION (env) shorten a check run (default 2 and 3s).
+# ROUNDS and DURATION (env) set the plain run's rounds and seconds per run (default 2 and 3s),
+# GZIP_ROUNDS the gzip run's rounds (default ROUNDS); TIMEOUT cuts each benchmark off (default
+# 170 s: about 4 x 3 x ROUNDS x (DURATION + 1 s) is what one takes at four core counts).
 # The benchmark finds nginx and wrk through PATH (DIR/bin first) and runs the server through
 # TRIAGE_BIN (the wrapper); a layout the machine cannot hold is refused with the reason.
 set -uo pipefail
@@ -33,10 +35,12 @@ work=$(mktemp -d /tmp/device-bench.XXXXXX)
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
 rc=0
 for kind in cores gzip; do
-    args=(bench static --cores "$cores" --rounds "${ROUNDS:-2}" --duration "${DURATION:-3s}" --out "$work/$kind")
+    rounds=${ROUNDS:-2}
+    [ "$kind" = gzip ] && rounds=${GZIP_ROUNDS:-$rounds}
+    args=(bench static --cores "$cores" --rounds "$rounds" --duration "${DURATION:-3s}" --out "$work/$kind")
     [ "$kind" = gzip ] && args+=(--gzip 6 --size 80000)
     echo "== triage ${args[*]}" | tee -a "$log"
-    timeout -k 10 170 triage "${args[@]}" 2>&1 | tee -a "$log"
+    timeout -k 10 "${TIMEOUT:-170}" triage "${args[@]}" 2>&1 | tee -a "$log"
     st=${PIPESTATUS[0]}
     [ "$st" = 0 ] || { echo "== exit $st" | tee -a "$log"; rc=1; }
     f=$(find "$work/$kind" -name summary.json | head -1)

@@ -91,8 +91,8 @@ fn strip_port(h: &str) -> &str {
         // [v6]:port
         return rest.split(']').next().unwrap_or(rest);
     }
-    match h.rsplit_once(':') {
-        Some((a, p)) if p.bytes().all(|b| b.is_ascii_digit()) => a,
+    match memchr::memrchr(b':', h.as_bytes()) {
+        Some(i) if h.as_bytes()[i + 1..].iter().all(u8::is_ascii_digit) => &h[..i],
         _ => h,
     }
 }

@@ -725,6 +725,63 @@ mod tests {
     }
 
     #[test]
+    fn a_ratio_is_the_median_of_the_rounds_ratios() {
+        let o = opts(&["--rounds", "3", "--duration", "1s", "--cores", "1"]);
+        let all: Vec<usize> = (0..4).collect();
+        let b = StaticBench {
+            o: o.clone(),
+            nginx: PathBuf::new(),
+            wrk: PathBuf::new(),
+            targets: CORES_TARGETS.to_vec(),
+            file: None,
+            layouts: cores::layouts(o.cores.as_ref().unwrap(), &all).unwrap(),
+        };
+        // The machine's speed moves between and within rounds: nginx 700, 1000, 1600 req/s;
+        // fifo 1100, 600, 1700 (ratios 1.571, 0.6, 1.0625); pos 1000 everywhere.
+        let rps = |t: usize, r: usize| match t {
+            0 => [700.0, 1000.0, 1600.0][r],
+            1 => [1100.0, 600.0, 1700.0][r],
+            _ => 1000.0,
+        };
+        let done: Vec<_> = b.plan()[0]
+            .points
+            .iter()
+            .map(|p| {
+                let StaticPoint::Round { round, target, .. } = *p else {
+                    unreachable!()
+                };
+                (*p, sample(rps(target, round)))
+            })
+            .collect();
+        let s = summarize(&o, &b.targets, &done);
+        let c = &s.per_cores[0];
+        let per = &c.per_round.fifo_vs_nginx_rps;
+        assert_eq!(per.len(), 3);
+        assert!((per[0] - 1100.0 / 700.0).abs() < 1e-12 && (per[1] - 0.6).abs() < 1e-12);
+        assert!((c.fifo_vs_nginx_rps.unwrap() - 1.0625).abs() < 1e-12);
+        // Between the medians (fifo 1100, nginx 1000) it would read 1.1.
+        assert!((c.of_medians.fifo_vs_nginx_rps.unwrap() - 1.1).abs() < 1e-12);
+        assert!((s.ratios.fifo_vs_nginx_rps.unwrap() - 1.0625).abs() < 1e-12);
+        // A round without one side has no ratio.
+        let partial: Vec<_> = done
+            .iter()
+            .filter(|(p, _)| {
+                !matches!(
+                    p,
+                    StaticPoint::Round {
+                        round: 1,
+                        target: 0,
+                        ..
+                    }
+                )
+            })
+            .cloned()
+            .collect();
+        let s = summarize(&o, &b.targets, &partial);
+        assert_eq!(s.per_cores[0].per_round.fifo_vs_nginx_rps.len(), 2);
+    }
+
+    #[test]
     fn a_duration_is_whole_seconds_with_a_unit() {
         let mut o = opts(&[]);
         assert_eq!(

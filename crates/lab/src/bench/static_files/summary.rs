@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::opts::StaticOpts;
-use crate::util::median;
+use crate::util::{median, median_opt};
 
 /// What one point measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +112,8 @@ pub struct TargetSummary {
     pub rounds: Vec<Sample>,
 }
 
-/// Ratios measured side by side.
+/// Ratios measured side by side: each the median over the rounds of the ratio within a round
+/// (see [`round_ratios`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct Ratios {
     /// triage-fifo's req/s over nginx's.
@@ -127,7 +128,8 @@ pub struct Ratios {
     pub gate_cost: Option<f64>,
 }
 
-/// The figures of one core count (`--cores`; without it, the one entry of 1 core).
+/// The figures of one core count (`--cores`; without it, the one entry of 1 core). Each ratio
+/// is the median over the rounds of the ratio within a round ([`round_ratios`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct CoresSummary {
     /// N: server CPUs, nginx workers, triage slots.
@@ -143,8 +145,37 @@ pub struct CoresSummary {
     pub pos_vs_fifo_cpu_per_req: Option<f64>,
     /// triage-pos's req/s over nginx's.
     pub pos_vs_nginx_rps: Option<f64>,
+    /// Every round's ratios, in round order: the spread behind the medians above.
+    pub per_round: PerRound,
+    /// The same ratios taken between the targets' medians over the rounds (the estimator
+    /// before pairing; shown beside for comparison).
+    pub of_medians: OfMedians,
     /// Per target, medians over the rounds at this core count.
     pub targets: Vec<TargetSummary>,
+}
+
+/// Every round's ratios of one core count (a round missing a target has none).
+#[derive(Debug, Clone, Serialize)]
+pub struct PerRound {
+    /// triage-fifo's req/s over nginx's, per round.
+    pub fifo_vs_nginx_rps: Vec<f64>,
+    /// triage-pos's req/s over triage-fifo's, per round.
+    pub pos_vs_fifo_rps: Vec<f64>,
+    /// triage-pos's CPU per request over triage-fifo's, per round.
+    pub pos_vs_fifo_cpu_per_req: Vec<f64>,
+}
+
+/// Ratios of the targets' medians over the rounds.
+#[derive(Debug, Clone, Serialize)]
+pub struct OfMedians {
+    /// triage-fifo's median req/s over nginx's.
+    pub fifo_vs_nginx_rps: Option<f64>,
+    /// triage-pos's median req/s over triage-fifo's.
+    pub pos_vs_fifo_rps: Option<f64>,
+    /// triage-fifo's median p99 over nginx's.
+    pub fifo_vs_nginx_p99: Option<f64>,
+    /// triage-pos's median CPU per request over triage-fifo's.
+    pub pos_vs_fifo_cpu_per_req: Option<f64>,
 }
 
 /// The goals the figures are read against.
@@ -245,18 +276,101 @@ fn get(per_target: &[TargetSummary], n: &str, f: fn(&TargetSummary) -> f64) -> O
     per_target.iter().find(|t| t.target == n).map(f)
 }
 
+/// Per round at `cores` cores, target `a`'s `f` over target `b`'s, in round order, for the
+/// rounds that measured both. The servers of a round run back to back, so what a machine's
+/// speed does between rounds (on the 16-core device machine it moved 1.5x between runs a few
+/// seconds apart) is common to both sides of a round's ratio and leaves it; the median of
+/// these is the ratio every summary reports.
+pub fn round_ratios(
+    targets: &[(&'static str, &'static [&'static str])],
+    done: &[(StaticPoint, StaticMeasured)],
+    cores: usize,
+    (a, b): (&str, &str),
+    f: fn(&Sample) -> f64,
+) -> Vec<f64> {
+    let index = |n: &str| targets.iter().position(|(t, _)| *t == n);
+    let (Some(ia), Some(ib)) = (index(a), index(b)) else {
+        return Vec::new();
+    };
+    let in_round = |i: usize, r: usize| {
+        done.iter().find_map(|(p, m)| match (p, m) {
+            (
+                StaticPoint::Round {
+                    round,
+                    target,
+                    cores: c,
+                },
+                StaticMeasured::Round(s),
+            ) if *round == r && *target == i && *c == cores => Some(f(s)),
+            _ => None,
+        })
+    };
+    let last = done
+        .iter()
+        .filter_map(|(p, _)| match p {
+            StaticPoint::Round { round, .. } => Some(*round),
+            StaticPoint::Idle { .. } => None,
+        })
+        .max();
+    (0..last.map_or(0, |l| l + 1))
+        .filter_map(|r| ratio(in_round(ia, r), in_round(ib, r)))
+        .collect()
+}
+
+/// Target `a`'s `f` over target `b`'s at `cores` cores: the median of the rounds' ratios.
+fn paired(
+    targets: &[(&'static str, &'static [&'static str])],
+    done: &[(StaticPoint, StaticMeasured)],
+    cores: usize,
+    pair: (&str, &str),
+    f: fn(&Sample) -> f64,
+) -> Option<f64> {
+    median_opt(&round_ratios(targets, done, cores, pair, f))
+}
+
+fn rps(s: &Sample) -> f64 {
+    s.rps
+}
+
+fn p99(s: &Sample) -> f64 {
+    s.p99_ms
+}
+
+fn cpu_per_req(s: &Sample) -> f64 {
+    s.cpu_per_req_s()
+}
+
 /// The ratios of one core count.
-fn cores_summary(cores: usize, per_target: Vec<TargetSummary>) -> CoresSummary {
-    let rps = |n: &str| get(&per_target, n, |t| t.rps_median);
-    let p99 = |n: &str| get(&per_target, n, |t| t.p99_ms_median);
-    let cpr = |n: &str| get(&per_target, n, |t| t.cpu_per_req_us_median);
+fn cores_summary(
+    targets: &[(&'static str, &'static [&'static str])],
+    done: &[(StaticPoint, StaticMeasured)],
+    cores: usize,
+) -> CoresSummary {
+    let per_target = target_summaries(targets, done, cores);
+    let pair = |a, b, f| paired(targets, done, cores, (a, b), f);
+    let rounds = |a, b, f| round_ratios(targets, done, cores, (a, b), f);
+    let med_rps = |n: &str| get(&per_target, n, |t| t.rps_median);
+    let med_p99 = |n: &str| get(&per_target, n, |t| t.p99_ms_median);
+    let med_cpr = |n: &str| get(&per_target, n, |t| t.cpu_per_req_us_median);
+    let (fifo, pos) = ("triage-fifo", "triage-pos");
     CoresSummary {
         cores,
-        fifo_vs_nginx_rps: ratio(rps("triage-fifo"), rps("nginx")),
-        pos_vs_fifo_rps: ratio(rps("triage-pos"), rps("triage-fifo")),
-        fifo_vs_nginx_p99: ratio(p99("triage-fifo"), p99("nginx")),
-        pos_vs_fifo_cpu_per_req: ratio(cpr("triage-pos"), cpr("triage-fifo")),
-        pos_vs_nginx_rps: ratio(rps("triage-pos"), rps("nginx")),
+        fifo_vs_nginx_rps: pair(fifo, "nginx", rps),
+        pos_vs_fifo_rps: pair(pos, fifo, rps),
+        fifo_vs_nginx_p99: pair(fifo, "nginx", p99),
+        pos_vs_fifo_cpu_per_req: pair(pos, fifo, cpu_per_req),
+        pos_vs_nginx_rps: pair(pos, "nginx", rps),
+        per_round: PerRound {
+            fifo_vs_nginx_rps: rounds(fifo, "nginx", rps),
+            pos_vs_fifo_rps: rounds(pos, fifo, rps),
+            pos_vs_fifo_cpu_per_req: rounds(pos, fifo, cpu_per_req),
+        },
+        of_medians: OfMedians {
+            fifo_vs_nginx_rps: ratio(med_rps(fifo), med_rps("nginx")),
+            pos_vs_fifo_rps: ratio(med_rps(pos), med_rps(fifo)),
+            fifo_vs_nginx_p99: ratio(med_p99(fifo), med_p99("nginx")),
+            pos_vs_fifo_cpu_per_req: ratio(med_cpr(pos), med_cpr(fifo)),
+        },
         targets: per_target,
     }
 }
@@ -277,8 +391,7 @@ pub fn summarize(
     }
     let first = core_counts.first().copied().unwrap_or(1);
     let per_target = target_summaries(targets, done, first);
-    let rps = |n: &str| get(&per_target, n, |t| t.rps_median);
-    let p99 = |n: &str| get(&per_target, n, |t| t.p99_ms_median);
+    let pair = |a, b, f| paired(targets, done, first, (a, b), f);
     StaticSummary {
         bench: "static",
         file_bytes: o.size,
@@ -291,11 +404,11 @@ pub fn summarize(
         client_cpu: o.client_cpu,
         debug_build: cfg!(debug_assertions),
         ratios: Ratios {
-            fifo_vs_nginx_rps: ratio(rps("triage-fifo"), rps("nginx")),
-            pos_vs_nginx_rps: ratio(rps("triage-pos"), rps("nginx")),
-            fifo_vs_nginx_p99: ratio(p99("triage-fifo"), p99("nginx")),
-            pos_vs_nginx_p99: ratio(p99("triage-pos"), p99("nginx")),
-            gate_cost: ratio(rps("triage-fifo"), rps("triage-gate-off")).map(|r| 1.0 - r),
+            fifo_vs_nginx_rps: pair("triage-fifo", "nginx", rps),
+            pos_vs_nginx_rps: pair("triage-pos", "nginx", rps),
+            fifo_vs_nginx_p99: pair("triage-fifo", "nginx", p99),
+            pos_vs_nginx_p99: pair("triage-pos", "nginx", p99),
+            gate_cost: pair("triage-fifo", "triage-gate-off", rps).map(|r| 1.0 - r),
         },
         targets: per_target,
         idle: done
@@ -307,7 +420,7 @@ pub fn summarize(
             .collect(),
         per_cores: core_counts
             .iter()
-            .map(|&n| cores_summary(n, target_summaries(targets, done, n)))
+            .map(|&n| cores_summary(targets, done, n))
             .collect(),
         targets_goal: TargetsGoal {
             rps_vs_nginx_min: 0.9,
@@ -363,14 +476,26 @@ pub fn print(s: &StaticSummary, idle: usize, out: &Path) {
             }
         }
     }
+    let spread = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!(" [rounds {lo:.3}-{hi:.3}]")
+        }
+    };
+    println!("(each ratio: the median over the rounds of the ratio within a round)");
     for c in &s.per_cores {
         println!(
-            "{} core(s): fifo/nginx req/s {} (goal >= 1.0), fifo/nginx p99 {} (goal <= 1.2), \
-             pos/fifo req/s {} (goal >= 0.9), pos/fifo CPU per request {} (goal <= 1.11)",
+            "{} core(s): fifo/nginx req/s {}{} (goal >= 1.0), fifo/nginx p99 {} (goal <= 1.2), \
+             pos/fifo req/s {}{} (goal >= 0.9), pos/fifo CPU per request {} (goal <= 1.11)",
             c.cores,
             show(c.fifo_vs_nginx_rps),
+            spread(&c.per_round.fifo_vs_nginx_rps),
             show(c.fifo_vs_nginx_p99),
             show(c.pos_vs_fifo_rps),
+            spread(&c.per_round.pos_vs_fifo_rps),
             show(c.pos_vs_fifo_cpu_per_req),
         );
     }
