@@ -364,3 +364,41 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_raised_worker_past_its_budget_stays_raised_as_the_tails_head_at_the_tail_nice() {
+    if !is_root() {
+        eprintln!("SKIP a_raised_worker_past_its_budget_stays...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Sleeps 100 ms (past SLP: raised as text), then burns without blocking: past the
+    // 5 ms budget it is no longer text, but it is the oldest runnable episode, the tail's head.
+    let mut child = Command::new("perl")
+        .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let base = os::prio::thread_nice(pid).unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.kpos.policy.rw = Tunable::Fixed(1);
+    cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(5_000_000);
+    cfg.kpos.tail_head = policy::kpos::TailHead::WithText;
+    cfg.tail_nice = Some(-10);
+    let stop = Arc::new(AtomicBool::new(false));
+    let d = spawn_daemon(cfg, stop.clone());
+    let head = reaches_nice(pid, -10);
+    stop.store(true, Ordering::Relaxed);
+    let (r, out) = d.join().unwrap();
+    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(head, "held at the tail's nice\n{out}");
+    assert!(out.contains("tail's head with-text"), "{out}");
+    assert!(
+        snap.pos.budget_lowers >= 1 && snap.pos.tail_head_raises >= 1,
+        "{out}"
+    );
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let _ = child.kill();
+    let _ = child.wait();
+}
