@@ -13,12 +13,15 @@ use std::time::{Duration, Instant};
 
 use os::lever::{Lever, LeverConfig, LeverError, LeverKind};
 use os::proctrace::{self, Kind, Logger, Target, TaskEvent, Tid, Tracer};
-use policy::kpos::{Action, Input, Kpos, KposConfig};
+use policy::kpos::{Action, EpisodeBudget, Input, Kpos, KposConfig};
 
 use crate::check;
 use crate::front::Front;
 use crate::metrics::Snapshot;
 use crate::rest::{Direction, Rest};
+
+/// Longest wait for events before the loop looks at the time again (SLP, budgets, signals).
+const POLL_EVERY: Duration = Duration::from_millis(5);
 
 /// Which logger to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +72,9 @@ pub struct AttachConfig {
     pub direction: Direction,
     /// Nice value of a task held low with [`Direction::LowerRest`].
     pub rest_nice: i32,
+    /// Nice value of the tail's head ([`policy::kpos::TailHead`]; `None`: the lever's own,
+    /// as the text's). A nice lever only.
+    pub tail_nice: Option<i32>,
 }
 
 impl AttachConfig {
@@ -90,6 +96,7 @@ impl AttachConfig {
             front: Vec::new(),
             direction: Direction::RaiseMarked,
             rest_nice: 19,
+            tail_nice: None,
         }
     }
 }
@@ -231,14 +238,21 @@ pub fn run(
         errors_shown: 0,
         actions,
         direction: cfg.direction,
+        tail_nice: cfg.tail_nice,
     };
     let _ = writeln!(
         out,
-        "following {} task(s) of {}; lever {}; direction {}",
+        "following {} task(s) of {}; lever {}; direction {}; episode budget {}; tail's head {}",
         tasks.len(),
         cfg.target,
         cfg.lever.map_or("none (log only)", |k| k.name()),
-        cfg.direction.name()
+        cfg.direction.name(),
+        match cfg.kpos.budget {
+            EpisodeBudget::Off => "off".to_owned(),
+            EpisodeBudget::Learn => "learnt".to_owned(),
+            EpisodeBudget::Fixed(b) => format!("{:.3} ms", b as f64 / 1e6),
+        },
+        cfg.kpos.tail_head.name()
     );
     for t in tasks {
         d.start(&mut tracer, &mut kpos, t, start_ns);
@@ -258,7 +272,15 @@ pub fn run(
             break "duration reached";
         }
         evs.clear();
-        tracer.poll(Duration::from_millis(5), &mut evs)?;
+        // Wake up for the next budget check if one is due before the usual 5 ms (at least
+        // 1 ms: the ring buffer's poll counts milliseconds).
+        let wait = kpos
+            .next_budget_check(proctrace::monotonic_ns())
+            .map_or(POLL_EVERY, |at| {
+                Duration::from_nanos(at.saturating_sub(proctrace::monotonic_ns()))
+                    .clamp(Duration::from_millis(1), POLL_EVERY)
+            });
+        tracer.poll(wait, &mut evs)?;
         let now = proctrace::monotonic_ns();
         for ev in &evs {
             d.s.events += 1;
@@ -349,6 +371,8 @@ struct Daemon {
     /// [`AttachConfig::direction`]: with [`Direction::LowerRest`] POS's decisions are
     /// applied by [`Rest::sync`], not one by one.
     direction: Direction,
+    /// [`AttachConfig::tail_nice`].
+    tail_nice: Option<i32>,
 }
 
 impl Daemon {
@@ -412,6 +436,7 @@ impl Daemon {
             for a in &self.acts {
                 let _ = match a {
                     Action::Raise(w) => writeln!(log, "{now} raise {w}"),
+                    Action::RaiseHead(w) => writeln!(log, "{now} head {w}"),
                     Action::Lower(w) => writeln!(log, "{now} lower {w}"),
                 };
             }
@@ -420,9 +445,27 @@ impl Daemon {
             self.acts.clear();
             return;
         };
+        let text = l.config().nice;
+        let head = self.tail_nice.unwrap_or(text);
         for a in std::mem::take(&mut self.acts) {
+            // A task raised already (moving between the text and the tail's head) only
+            // changes level.
+            let mut raise = |tid: Tid, level: i32| {
+                if l.is_raised(tid) {
+                    l.set_level(tid, level)
+                } else {
+                    l.raise(tid).and_then(|()| {
+                        if level == text {
+                            Ok(())
+                        } else {
+                            l.set_level(tid, level)
+                        }
+                    })
+                }
+            };
             let (tid, r) = match a {
-                Action::Raise(w) => (w as Tid, l.raise(w as Tid)),
+                Action::Raise(w) => (w as Tid, raise(w as Tid, text)),
+                Action::RaiseHead(w) => (w as Tid, raise(w as Tid, head)),
                 Action::Lower(w) => (w as Tid, l.lower(w as Tid)),
             };
             match r {

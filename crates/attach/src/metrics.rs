@@ -69,6 +69,13 @@ impl Snapshot {
         g(&mut o, "lrq", p.load.lrq);
         g(&mut o, "wake_delay_seconds", p.load.wake_delay as f64 / 1e9);
         g(&mut o, "bottleneck", f64::from(u8::from(p.load.bottleneck)));
+        g(
+            &mut o,
+            "budget_seconds",
+            p.budget.map_or(0.0, |b| b as f64 / 1e9),
+        );
+        g(&mut o, "budget_lowers_total", p.budget_lowers as f64);
+        g(&mut o, "tail_head_raises_total", p.tail_head_raises as f64);
         g(&mut o, "events_total", self.events as f64);
         g(&mut o, "events_per_second", self.events_per_s);
         g(&mut o, "events_dropped_total", self.dropped as f64);
@@ -100,8 +107,9 @@ impl Snapshot {
         let q = |h: &Hist, q| h.quantile_us(q).map_or("-".into(), |u| format!("<={u}us"));
         format!(
             "tasks {} raised {} | SLP {:.1} ms RW {} | marks {} demotions {} | {:.0} ev/s \
-             (dropped {}) | PL {:.2} LRQ {:.2} wake delay {:.2} ms bottleneck {} | own CPU \
-             {:.2}% | wake-to-lever p50 {} p99 {} (raised before wake {})",
+             (dropped {}) | PL {:.2} LRQ {:.2} wake delay {:.2} ms bottleneck {} | budget {} \
+             lowered {} | tail heads {} | own CPU {:.2}% | wake-to-lever p50 {} p99 {} \
+             (raised before wake {})",
             p.live,
             p.raised,
             p.slp as f64 / 1e6,
@@ -114,6 +122,10 @@ impl Snapshot {
             p.load.lrq,
             p.load.wake_delay as f64 / 1e6,
             p.load.bottleneck,
+            p.budget
+                .map_or("-".into(), |b| format!("{:.2} ms", b as f64 / 1e6)),
+            p.budget_lowers,
+            p.tail_head_raises,
             100.0 * self.cpu_share(),
             q(&self.wake_to_lever, 0.5),
             q(&self.wake_to_lever, 0.99),
@@ -144,6 +156,7 @@ mod tests {
         assert!(t.contains("triage_attach_wake_to_lever_seconds_count 2"));
         assert!(t.contains("triage_attach_wake_to_lever_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(t.contains("triage_attach_cpu_share 0.01"));
+        assert!(t.contains("triage_attach_budget_seconds 0"));
         assert!(s.line().contains("p99 <=128us"), "{}", s.line());
     }
 }

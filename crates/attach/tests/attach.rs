@@ -293,3 +293,112 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
     let _ = child.wait();
     root.cleanup().unwrap();
 }
+
+/// The nice value and the scheduler state (`R`, `S`, ...) of `pid`.
+fn nice_and_state(pid: i32) -> Option<(i32, char)> {
+    Some((os::prio::thread_nice(pid).ok()?, os::procfs::state(pid)?))
+}
+
+#[test]
+fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() {
+    if !is_root() {
+        eprintln!("SKIP the_episode_budget_lowers...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Sleeps 100 ms (past SLP: raised before it wakes), then burns 300 ms of CPU without
+    // blocking: an episode far past a 20 ms budget.
+    let mut child = Command::new("perl")
+        .args([
+            "-e",
+            "for (1..1000) { select(undef, undef, undef, 0.1); my $t = (times)[0]; \
+             1 while (times)[0] - $t < 0.3 }",
+        ])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let base = os::prio::thread_nice(pid).unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.kpos.policy.rw = Tunable::Fixed(1); // marked only until it first blocks
+    cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(20_000_000);
+    cfg.duration = Some(Duration::from_millis(2500));
+    let logs = tempfile::tempdir().unwrap();
+    let actions = logs.path().join("actions.log");
+    cfg.actions_log = Some(actions.clone());
+    let d = spawn_daemon(cfg, Arc::new(AtomicBool::new(false)));
+    // Sample its nice value while it runs, from the first time it is seen raised.
+    let (mut raised_seen, mut running_raised, mut running_base) = (false, 0u32, 0u32);
+    for _ in 0..400 {
+        match nice_and_state(pid) {
+            Some((-20, s)) => {
+                raised_seen = true;
+                running_raised += u32::from(s == 'R');
+            }
+            Some((n, 'R')) if raised_seen && n == base => running_base += 1,
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (r, out) = d.join().unwrap();
+    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(raised_seen, "raised before its episode\n{out}");
+    assert!(out.contains("episode budget 20.000 ms"), "{out}");
+    // Lowered by the budget, while marked (RW 1: before it blocked), more than once.
+    assert!(snap.pos.budget_lowers >= 2, "{:?}\n{out}", snap.pos);
+    assert_eq!(snap.pos.budget, Some(20_000_000));
+    // Without the budget it would run raised to the end of every burn: with it, most of
+    // its running time is at its own value.
+    assert!(
+        running_base > 2 * running_raised,
+        "running at {base}: {running_base} samples, raised: {running_raised}\n{out}"
+    );
+    let log = std::fs::read_to_string(&actions).unwrap();
+    let mine: Vec<&str> = log
+        .lines()
+        .filter(|l| l.ends_with(&format!(" {pid}")))
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .collect();
+    assert!(mine.windows(2).any(|w| w == ["raise", "lower"]), "{log}");
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_raised_worker_past_its_budget_stays_raised_as_the_tails_head_at_the_tail_nice() {
+    if !is_root() {
+        eprintln!("SKIP a_raised_worker_past_its_budget_stays...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Sleeps 100 ms (past SLP: raised as text), then burns without blocking: past the
+    // 5 ms budget it is no longer text, but it is the oldest runnable episode, the tail's head.
+    let mut child = Command::new("perl")
+        .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let base = os::prio::thread_nice(pid).unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.kpos.policy.rw = Tunable::Fixed(1);
+    cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(5_000_000);
+    cfg.kpos.tail_head = policy::kpos::TailHead::WithText;
+    cfg.tail_nice = Some(-10);
+    let stop = Arc::new(AtomicBool::new(false));
+    let d = spawn_daemon(cfg, stop.clone());
+    let head = reaches_nice(pid, -10);
+    stop.store(true, Ordering::Relaxed);
+    let (r, out) = d.join().unwrap();
+    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(head, "held at the tail's nice\n{out}");
+    assert!(out.contains("tail's head with-text"), "{out}");
+    assert!(
+        snap.pos.budget_lowers >= 1 && snap.pos.tail_head_raises >= 1,
+        "{out}"
+    );
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -27,6 +27,12 @@ pub struct DaemonStats {
     pub lowers: f64,
     /// Wake-ups of tasks that were raised before they woke.
     pub raised_before_wake: f64,
+    /// Raised tasks lowered because their marked episode ran past the CPU budget.
+    pub budget_lowers: f64,
+    /// The episode's CPU budget in force at the end (ms; 0 when off or not learnt).
+    pub budget_ms: f64,
+    /// Times a task was raised as the tail's head.
+    pub tail_head_raises: f64,
     /// Transitions received from the kernel.
     pub events: f64,
     /// Transitions the kernel dropped (ring buffer full).
@@ -87,6 +93,9 @@ impl DaemonStats {
             raises: g("raises_total").unwrap_or(0.0),
             lowers: g("lowers_total").unwrap_or(0.0),
             raised_before_wake: g("raised_before_wake_total").unwrap_or(0.0),
+            budget_lowers: g("budget_lowers_total").unwrap_or(0.0),
+            budget_ms: g("budget_seconds").unwrap_or(0.0) * 1e3,
+            tail_head_raises: g("tail_head_raises_total").unwrap_or(0.0),
             events: g("events_total").unwrap_or(0.0),
             dropped: g("events_dropped_total").unwrap_or(0.0),
             lever_errors: g("lever_errors_total").unwrap_or(0.0),
@@ -111,6 +120,9 @@ impl DaemonStats {
             raises: m(|r| r.raises),
             lowers: m(|r| r.lowers),
             raised_before_wake: m(|r| r.raised_before_wake),
+            budget_lowers: m(|r| r.budget_lowers),
+            budget_ms: m(|r| r.budget_ms),
+            tail_head_raises: m(|r| r.tail_head_raises),
             events: m(|r| r.events),
             dropped: m(|r| r.dropped),
             lever_errors: m(|r| r.lever_errors),
@@ -128,6 +140,7 @@ mod tests {
         triage_attach_marks_total 12\ntriage_attach_demotions_total 3\n\
         triage_attach_raises_total 10\ntriage_attach_cpu_seconds_total 0.05\n\
         triage_attach_cpu_share 0.005\n\
+        triage_attach_budget_seconds 0.0004\ntriage_attach_budget_lowers_total 7\n\
         triage_attach_wake_to_lever_seconds_bucket{le=\"0\"} 80\n\
         triage_attach_wake_to_lever_seconds_bucket{le=\"0.000064\"} 95\n\
         triage_attach_wake_to_lever_seconds_bucket{le=\"0.000128\"} 100\n\
@@ -140,6 +153,8 @@ mod tests {
         let s = DaemonStats::from_metrics(TEXT).unwrap();
         assert_eq!(s.logger, "bpf");
         assert_eq!((s.marks, s.demotions, s.raises), (12.0, 3.0, 10.0));
+        assert_eq!(s.budget_lowers, 7.0);
+        assert!((s.budget_ms - 0.4).abs() < 1e-9);
         assert_eq!(s.wake_to_lever_p50_us, Some(0.0));
         assert!((s.wake_to_lever_p99_us.unwrap() - 128.0).abs() < 1e-6);
         assert!(DaemonStats::from_metrics("triage_pl_busy_sum 1\n").is_none());

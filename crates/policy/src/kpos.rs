@@ -24,12 +24,35 @@
 //!   verdict, so that the first requests of the next burst find their workers raised
 //!   already if the CPU was the bottleneck when the server last worked;
 //! - PL (mean tasks running) and LRQ (mean tasks ready, not running) of the followed tasks,
-//!   per period, from the same events.
+//!   per period, from the same events;
+//! - **the episode's CPU budget** ([`KposConfig::budget`]): characteristic 2 counts run/wait
+//!   changes, and a task that computes its whole response before it first blocks (an Apache
+//!   child compressing an image) shows none until its CPU is spent. With a budget the adapter
+//!   also counts the CPU a task has run since POS marked it (its marked episode, from the
+//!   same events), and stops holding it raised once that passes the CPU a text episode takes:
+//!   learnt ([`EpisodeBudget::Learn`]: every marked episode that ends, by POS's demotion or an
+//!   exit, tells its CPU to the same [`ScriptBudget`] as triage's CGI scripts use, and the
+//!   budget is the short class's longest while two separated classes show) or fixed. The
+//!   check runs at every event of the task and at every [`Kpos::scan`] while it runs;
+//!   [`Kpos::next_budget_check`] says when the next one is due. POS's mark itself is left to
+//!   POS (characteristic 2 still ends the episode);
+//! - **the tail's head** ([`KposConfig::tail_head`]): POS's queue is the marked at the head and
+//!   the rest in the order their episodes began ([`crate::config::PosTail::Episode`]), but
+//!   the kernel shares the CPU among every unraised task, so every page's images finish late
+//!   together (or, as characteristic 1 marks the first request of every idle keep-alive
+//!   connection, the newest pages' first). With the tail's head the oldest-episode task that
+//!   is runnable and not raised as text ([`Pos::episode_start`]) is raised too, one at a time:
+//!   only while no task raised as text is runnable ([`TailHead::AfterText`], the head strictly
+//!   after the text), or beside them ([`TailHead::WithText`]: where a CPU-bound competitor
+//!   takes the share the followed tasks do not hold, a head that yields gives its share to the
+//!   competitor rather than to the text). It is lowered when it blocks or when an older one
+//!   becomes runnable (and, after the text, when a text task wakes).
 
 use crate::config::{PolicyConfig, PolicyError};
 use crate::idhash::IdMap;
 use crate::pos::Pos;
 use crate::queue::{Ctx, Policy};
+use crate::script_budget::ScriptBudget;
 use crate::worker::{State, WorkerId};
 use crate::{Nanos, MS};
 
@@ -53,10 +76,70 @@ pub enum Input {
 /// A decision for the lever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Raise this task.
+    /// Raise this task (as text: to the lever's full level, also if it is held as the tail's
+    /// head now).
     Raise(WorkerId),
+    /// Raise this task as the tail's head (the mechanism may hold it below the text's level),
+    /// or move a task held as text to that level.
+    RaiseHead(WorkerId),
     /// Put this task back.
     Lower(WorkerId),
+}
+
+/// How much CPU a raised task may run in one marked episode before it is lowered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpisodeBudget {
+    /// No budget: a raised task stays raised until POS demotes it.
+    Off,
+    /// The text budget learnt from the marked episodes that ended ([`ScriptBudget`]).
+    Learn,
+    /// A fixed budget (ns of CPU).
+    Fixed(Nanos),
+}
+
+impl EpisodeBudget {
+    /// Parse `off`, `learn` or a duration (`300us`, `2ms`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Self::Off),
+            "learn" => Ok(Self::Learn),
+            d => units::parse_duration(d)
+                .map(|v| Self::Fixed(v.as_nanos() as Nanos))
+                .map_err(|e| format!("budget {d:?}: {e} (off, learn or a duration)")),
+        }
+    }
+}
+
+/// Whether and when the tail's head is raised (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailHead {
+    /// Never.
+    Off,
+    /// Only while no task raised as text is runnable.
+    AfterText,
+    /// Whether or not a task raised as text is runnable.
+    WithText,
+}
+
+impl TailHead {
+    /// Parse `off`, `after-text` or `with-text`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Self::Off),
+            "after-text" => Ok(Self::AfterText),
+            "with-text" => Ok(Self::WithText),
+            _ => Err(format!("tail head {s:?}: off, after-text or with-text")),
+        }
+    }
+
+    /// The name [`TailHead::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::AfterText => "after-text",
+            Self::WithText => "with-text",
+        }
+    }
 }
 
 /// Configuration of [`Kpos`].
@@ -75,6 +158,10 @@ pub struct KposConfig {
     pub bottleneck_lrq: f64,
     /// Pull the lever whether or not the CPU is the bottleneck (labs, tests).
     pub always: bool,
+    /// The marked episode's CPU budget (see the module docs).
+    pub budget: EpisodeBudget,
+    /// Raise the tail's head (see the module docs).
+    pub tail_head: TailHead,
 }
 
 impl Default for KposConfig {
@@ -85,6 +172,8 @@ impl Default for KposConfig {
             bottleneck_delay: MS / 4,
             bottleneck_lrq: 1.0,
             always: false,
+            budget: EpisodeBudget::Off,
+            tail_head: TailHead::Off,
         }
     }
 }
@@ -100,6 +189,22 @@ struct Task {
     state: State,
     /// When it became ready after a wake-up (for the wake-to-run delay).
     woke: Option<Nanos>,
+    /// When it last got a CPU, while it runs.
+    run_since: Option<Nanos>,
+    /// CPU it ran in its current marked episode, up to `run_since`.
+    episode_cpu: Nanos,
+    /// A marked episode is under way (from POS's mark until the mark is lost).
+    in_episode: bool,
+}
+
+impl Task {
+    /// CPU of the current marked episode at `now` (0 outside one).
+    fn episode_cpu(&self, now: Nanos) -> Nanos {
+        if !self.in_episode {
+            return 0;
+        }
+        self.episode_cpu + self.run_since.map_or(0, |t| now.saturating_sub(t))
+    }
 }
 
 /// Load of the followed tasks over one period.
@@ -138,6 +243,12 @@ pub struct KposStats {
     pub raised: usize,
     /// The last closed period's load.
     pub load: Load,
+    /// The marked episode's CPU budget in force (ns; `None`: off, or not learnt yet).
+    pub budget: Option<Nanos>,
+    /// Raised tasks lowered because their marked episode ran past the budget.
+    pub budget_lowers: u64,
+    /// Times a task was raised as the tail's head.
+    pub tail_head_raises: u64,
 }
 
 /// See the module docs.
@@ -160,12 +271,19 @@ pub struct Kpos {
     marks: u64,
     raises: u64,
     lowers: u64,
+    /// The learnt text budget ([`EpisodeBudget::Learn`]).
+    learnt: ScriptBudget,
+    budget_lowers: u64,
+    /// The tail's head, raised ([`KposConfig::tail_head`]); never in `raised`.
+    head: Option<WorkerId>,
+    tail_head_raises: u64,
 }
 
 impl Kpos {
     /// A classifier starting at `now`.
     pub fn new(cfg: KposConfig, now: Nanos) -> Result<Self, PolicyError> {
         let pos = Pos::new(&cfg.policy)?;
+        let learnt = ScriptBudget::new(cfg.policy.period);
         Ok(Self {
             cfg,
             pos,
@@ -183,7 +301,41 @@ impl Kpos {
             marks: 0,
             raises: 0,
             lowers: 0,
+            learnt,
+            budget_lowers: 0,
+            head: None,
+            tail_head_raises: 0,
         })
+    }
+
+    /// The marked episode's CPU budget in force.
+    pub fn budget(&self) -> Option<Nanos> {
+        match self.cfg.budget {
+            EpisodeBudget::Off => None,
+            EpisodeBudget::Learn => self.learnt.budget(),
+            EpisodeBudget::Fixed(b) => Some(b),
+        }
+    }
+
+    /// Whether `w` is in a marked episode that has run past the budget at `now`.
+    fn over_budget(&self, w: WorkerId, now: Nanos) -> bool {
+        match (self.budget(), self.tasks.get(&w)) {
+            (Some(b), Some(t)) => t.episode_cpu(now) > b,
+            _ => false,
+        }
+    }
+
+    /// When the next budget check is due: the earliest time a running raised task can pass
+    /// the budget (`None`: no such task). A mechanism that only wakes for events calls
+    /// [`Kpos::scan`] then.
+    pub fn next_budget_check(&self, now: Nanos) -> Option<Nanos> {
+        let b = self.budget()?;
+        self.raised
+            .keys()
+            .filter_map(|w| self.tasks.get(w))
+            .filter(|t| t.in_episode && t.run_since.is_some())
+            .map(|t| now + b.saturating_sub(t.episode_cpu(now)))
+            .min()
     }
 
     fn ctx(&self, now: Nanos) -> Ctx {
@@ -211,10 +363,12 @@ impl Kpos {
         *c = c.saturating_add_signed(delta);
     }
 
-    /// Whether the lever should hold `w` raised now.
+    /// Whether the lever should hold `w` raised now: marked and within the budget, or asleep
+    /// past SLP (its next wake-up begins a new episode).
     fn wants(&self, w: WorkerId, now: Nanos) -> bool {
         (self.cfg.always || self.load.bottleneck)
-            && (self.pos.marked(w) || self.pos.waiting_past_slp(w, now))
+            && ((self.pos.marked(w) && !self.over_budget(w, now))
+                || self.pos.waiting_past_slp(w, now))
     }
 
     fn decide(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
@@ -222,12 +376,73 @@ impl Kpos {
         let is = self.raised.contains_key(&w);
         if want && !is {
             self.raised.insert(w, ());
-            self.raises += 1;
+            if self.head == Some(w) {
+                // Raised already, as the tail's head: now held as text (at the text's level).
+                self.head = None;
+            } else {
+                self.raises += 1;
+            }
             out.push(Action::Raise(w));
         } else if !want && is {
             self.raised.remove(&w);
             self.lowers += 1;
+            if self.pos.marked(w) && self.over_budget(w, now) {
+                self.budget_lowers += 1;
+            }
             out.push(Action::Lower(w));
+        }
+    }
+
+    /// Raise the tail's head, or move it, or lower it (see the module docs).
+    fn update_head(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        if self.cfg.tail_head == TailHead::Off {
+            return;
+        }
+        let runnable = |t: &Task| matches!(t.state, State::Ready | State::Run);
+        let text_runs = self.cfg.tail_head == TailHead::AfterText
+            && self
+                .raised
+                .keys()
+                .any(|w| self.tasks.get(w).is_some_and(runnable));
+        let want = if !(self.cfg.always || self.load.bottleneck) || text_runs {
+            None
+        } else {
+            self.tasks
+                .iter()
+                .filter(|(w, t)| runnable(t) && !self.raised.contains_key(w))
+                .map(|(&w, _)| (self.pos.episode_start(w).unwrap_or(now), w))
+                .min()
+                .map(|(_, w)| w)
+        };
+        if want == self.head {
+            return;
+        }
+        if let Some(old) = self.head.take() {
+            if self.tasks.contains_key(&old) {
+                self.lowers += 1;
+                out.push(Action::Lower(old));
+            }
+        }
+        if let Some(h) = want {
+            self.head = Some(h);
+            if let Some(i) = out.iter().rposition(|a| *a == Action::Lower(h)) {
+                // Lowered in this same step (no longer text): it stays raised, as the head.
+                out.remove(i);
+                self.lowers -= 1;
+            } else {
+                self.raises += 1;
+            }
+            out.push(Action::RaiseHead(h));
+            self.tail_head_raises += 1;
+        }
+    }
+
+    /// A marked episode of `t` ended at `now`: its CPU is one observation of the budget.
+    fn end_episode(&mut self, t: &mut Task, now: Nanos) {
+        if t.in_episode {
+            self.learnt.observe(now, t.episode_cpu(now));
+            t.in_episode = false;
+            t.episode_cpu = 0;
         }
     }
 
@@ -237,7 +452,8 @@ impl Kpos {
         self.scan(now, out);
         self.integrate(now);
         if input == Input::Exit {
-            if let Some(t) = self.tasks.remove(&w) {
+            if let Some(mut t) = self.tasks.remove(&w) {
+                self.end_episode(&mut t, now);
                 self.count(t.state, -1);
                 let ctx = self.ctx(now);
                 self.pos.on_exit(w, &ctx);
@@ -246,6 +462,10 @@ impl Kpos {
                 // Nothing to put back on a task that is gone: the mechanism forgets it.
                 self.lowers += 1;
             }
+            if self.head == Some(w) {
+                self.head = None;
+            }
+            self.update_head(now, out);
             return;
         }
         let to = match input {
@@ -262,29 +482,54 @@ impl Kpos {
             self.count(p, -1);
         }
         self.count(to, 1);
-        let mut woke = None;
-        if let Some(t) = self.tasks.get(&w) {
-            woke = t.woke;
-        }
+        let mut t = self.tasks.get(&w).copied().unwrap_or(Task {
+            state: to,
+            woke: None,
+            run_since: None,
+            episode_cpu: 0,
+            in_episode: false,
+        });
         match (input, to) {
-            (Input::Wake, _) => woke = Some(now),
+            (Input::Wake, _) => t.woke = Some(now),
             (_, State::Run) => {
                 // A raised task's delay is the lever's doing (see the module docs).
-                if let Some(t0) = woke.take().filter(|_| !self.raised.contains_key(&w)) {
+                if let Some(t0) = t.woke.take().filter(|_| !self.raised.contains_key(&w)) {
                     self.wakes += 1;
                     self.wake_delay_sum += now.saturating_sub(t0) as u128;
                 }
             }
-            _ => woke = None,
+            _ => t.woke = None,
         }
-        self.tasks.insert(w, Task { state: to, woke });
+        // The CPU of the marked episode: add the run that ends now.
+        if let Some(t0) = t.run_since.take() {
+            if t.in_episode {
+                t.episode_cpu += now.saturating_sub(t0);
+            }
+        }
+        if to == State::Run {
+            t.run_since = Some(now);
+        }
+        t.state = to;
         let was_marked = self.pos.marked(w);
+        // Characteristic 1 may mark a task already marked (a long wait within an episode):
+        // that too begins a new episode.
+        let long_wait = input == Input::Wake && self.pos.waiting_past_slp(w, now);
         let ctx = self.ctx(now);
         self.pos.on_transition(w, prev, to, &ctx);
-        if !was_marked && self.pos.marked(w) {
+        let marked = self.pos.marked(w);
+        if !was_marked && marked {
             self.marks += 1;
         }
+        if (was_marked && !marked) || (marked && long_wait) {
+            self.end_episode(&mut t, now);
+        }
+        if marked && !t.in_episode {
+            t.in_episode = true;
+            t.episode_cpu = 0;
+        }
+        self.tasks.insert(w, t);
         self.decide(w, now, out);
+        self.update_head(now, out);
     }
 
     /// Time passes: close the period when due (POS predicts SLP and RW, the load is judged)
@@ -296,10 +541,27 @@ impl Kpos {
             for w in ids {
                 self.decide(w, now, out);
             }
-            return;
+        } else if self.cfg.always || self.load.bottleneck {
+            self.scan_raises(now, out);
         }
-        if !(self.cfg.always || self.load.bottleneck) {
-            return;
+        self.update_head(now, out);
+    }
+
+    /// Between two periods: lower the raised tasks running past the budget, raise the tasks
+    /// asleep past SLP.
+    fn scan_raises(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        // Raised tasks running past the budget since their last event.
+        if self.budget().is_some() {
+            let mut over: Vec<WorkerId> = self
+                .raised
+                .keys()
+                .copied()
+                .filter(|&w| self.over_budget(w, now))
+                .collect();
+            over.sort_unstable();
+            for w in over {
+                self.decide(w, now, out);
+            }
         }
         let mut ids: Vec<WorkerId> = self
             .tasks
@@ -363,9 +625,14 @@ impl Kpos {
         self.pos.marked(w)
     }
 
-    /// Whether the adapter holds `w` raised.
+    /// Whether the adapter holds `w` raised (as text, or as the tail's head).
     pub fn raised(&self, w: WorkerId) -> bool {
-        self.raised.contains_key(&w)
+        self.raised.contains_key(&w) || self.head == Some(w)
+    }
+
+    /// The tail's head, if one is raised ([`KposConfig::tail_head`]).
+    pub fn tail_head(&self) -> Option<WorkerId> {
+        self.head
     }
 
     /// Counters and parameters.
@@ -379,8 +646,11 @@ impl Kpos {
             raises: self.raises,
             lowers: self.lowers,
             live: self.tasks.len(),
-            raised: self.raised.len(),
+            raised: self.raised.len() + usize::from(self.head.is_some()),
             load: self.load,
+            budget: self.budget(),
+            budget_lowers: self.budget_lowers,
+            tail_head_raises: self.tail_head_raises,
         }
     }
 }
@@ -401,7 +671,29 @@ mod tests {
             bottleneck_delay: MS / 4,
             bottleneck_lrq: 1.0,
             always,
+            budget: EpisodeBudget::Off,
+            tail_head: TailHead::Off,
         }
+    }
+
+    /// RW 1 (an episode is one burst, as POS marks Apache's children) and a budget.
+    fn budget_cfg(budget: EpisodeBudget) -> KposConfig {
+        let mut c = cfg(true);
+        c.policy.rw = Tunable::Fixed(1);
+        c.budget = budget;
+        c
+    }
+
+    /// One service episode of `w` after a long wait: wakes at `t`, gets the CPU 0.1 ms later,
+    /// runs `cpu` (preempted halfway for 2 ms), then blocks. Returns when it blocked.
+    fn episode(k: &mut Kpos, w: WorkerId, t: Nanos, cpu: Nanos, out: &mut Vec<Action>) -> Nanos {
+        k.event(w, Input::Wake, t, out);
+        k.event(w, Input::Run, t + MS / 10, out);
+        k.event(w, Input::Preempt, t + MS / 10 + cpu / 2, out);
+        k.event(w, Input::Run, t + MS / 10 + cpu / 2 + 2 * MS, out);
+        let end = t + MS / 10 + cpu + 2 * MS;
+        k.event(w, Input::Sleep, end, out);
+        end
     }
 
     /// A worker that serves one request: wakes after `idle`, runs in `bursts` bursts
@@ -553,5 +845,205 @@ mod tests {
         let load = k.stats().load;
         assert!(load.lrq < 1.0 && load.lrq >= load.pl, "{load:?}");
         assert!(load.bottleneck, "{load:?}");
+    }
+
+    #[test]
+    fn a_raised_task_running_past_a_fixed_budget_is_lowered_while_it_runs() {
+        let mut k = Kpos::new(budget_cfg(EpisodeBudget::Fixed(2 * MS)), 0).unwrap();
+        let mut out = Vec::new();
+        k.event(1, Input::Start, 0, &mut out);
+        k.event(2, Input::Start, 0, &mut out);
+        k.scan(20 * MS, &mut out);
+        assert_eq!(out, vec![Action::Raise(1), Action::Raise(2)]);
+        out.clear();
+        // Task 1 (text) runs 1.5 ms in its episode: never past the budget, raised throughout
+        // until POS demotes it at its first wait (RW 1).
+        let t = episode(&mut k, 1, 21 * MS, 3 * MS / 2, &mut out);
+        assert_eq!(out, vec![Action::Lower(1)], "lowered by POS at its wait");
+        assert_eq!(k.stats().budget_lowers, 0);
+        out.clear();
+        // Task 2 (an image) wakes and computes without blocking.
+        k.event(2, Input::Wake, t, &mut out);
+        k.event(2, Input::Run, t + MS / 10, &mut out);
+        assert!(k.marked(2) && k.raised(2));
+        // Its next check is due when it can have used the budget.
+        assert_eq!(k.next_budget_check(t + MS / 10), Some(t + MS / 10 + 2 * MS));
+        k.scan(t + MS / 10 + 2 * MS, &mut out);
+        assert!(out.is_empty(), "not past the budget yet: {out:?}");
+        // 0.1 ms later, still running: lowered, though POS still marks it.
+        k.scan(t + MS / 10 + 2 * MS + MS / 10, &mut out);
+        assert_eq!(out, vec![Action::Lower(2)]);
+        assert!(k.marked(2) && !k.raised(2));
+        assert_eq!(k.stats().budget_lowers, 1);
+        assert_eq!(k.next_budget_check(t + 5 * MS), None, "nothing raised runs");
+        // Preempted and running again: not raised again within the same episode.
+        out.clear();
+        k.event(2, Input::Preempt, t + 4 * MS, &mut out);
+        k.event(2, Input::Run, t + 5 * MS, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // After its wait past SLP the next episode starts raised again (before the wake-up).
+        k.event(2, Input::Sleep, t + 6 * MS, &mut out);
+        k.scan(t + 20 * MS, &mut out);
+        assert!(out.contains(&Action::Raise(2)), "{out:?}");
+    }
+
+    #[test]
+    fn a_budget_counts_the_cpu_of_the_episode_not_its_wall_time() {
+        let mut k = Kpos::new(budget_cfg(EpisodeBudget::Fixed(2 * MS)), 0).unwrap();
+        let mut out = Vec::new();
+        k.event(1, Input::Start, 0, &mut out);
+        k.scan(20 * MS, &mut out);
+        out.clear();
+        // 1 ms of CPU, then 50 ms ready (the CPU's quota spent), then 0.5 ms: 1.5 ms of CPU
+        // over 51.5 ms of wall time.
+        k.event(1, Input::Wake, 21 * MS, &mut out);
+        k.event(1, Input::Run, 21 * MS, &mut out);
+        k.event(1, Input::Preempt, 22 * MS, &mut out);
+        k.scan(60 * MS, &mut out);
+        k.event(1, Input::Run, 72 * MS, &mut out);
+        k.scan(72 * MS + MS / 2, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(k.raised(1));
+        // Preempted past the budget: lowered at that event.
+        k.event(1, Input::Preempt, 73 * MS + MS / 10, &mut out);
+        assert_eq!(out, vec![Action::Lower(1)]);
+    }
+
+    #[test]
+    fn the_learnt_budget_lowers_long_episodes_once_two_kinds_show() {
+        let mut k = Kpos::new(budget_cfg(EpisodeBudget::Learn), 0).unwrap();
+        let mut out = Vec::new();
+        for w in 1..=5 {
+            k.event(w, Input::Start, 0, &mut out);
+        }
+        assert_eq!(k.stats().budget, None);
+        // Text episodes of 1 ms and image episodes of 8 ms, each after a wait past SLP.
+        let mut t = 20 * MS;
+        for _ in 0..10 {
+            for w in 1..=5 {
+                let cpu = if w == 1 { MS } else { 8 * MS };
+                // Before any budget is known an image episode stays raised to its wait.
+                episode(&mut k, w, t, cpu, &mut out);
+                t += 12 * MS;
+            }
+            t += 20 * MS;
+            k.scan(t, &mut out);
+        }
+        assert_eq!(k.stats().budget, Some(MS), "the text episodes' longest");
+        out.clear();
+        // A text episode is never lowered by the budget; an image one is, while it runs.
+        let lowers = k.stats().budget_lowers;
+        let t2 = episode(&mut k, 1, t, MS, &mut out);
+        assert_eq!(k.stats().budget_lowers, lowers);
+        k.scan(t2 + 20 * MS, &mut out);
+        out.clear();
+        let t3 = t2 + 30 * MS;
+        k.event(2, Input::Wake, t3, &mut out);
+        k.event(2, Input::Run, t3, &mut out);
+        k.scan(t3 + MS + MS / 10, &mut out);
+        assert_eq!(out, vec![Action::Lower(2)]);
+        assert_eq!(k.stats().budget_lowers, lowers + 1);
+        // The image's whole episode (8 ms: POS's own end) is what it learns, not the budget.
+        k.event(2, Input::Sleep, t3 + 8 * MS, &mut out);
+        assert_eq!(k.stats().budget, Some(MS));
+    }
+
+    #[test]
+    fn budgets_parse() {
+        assert_eq!(EpisodeBudget::parse("off"), Ok(EpisodeBudget::Off));
+        assert_eq!(EpisodeBudget::parse("learn"), Ok(EpisodeBudget::Learn));
+        assert_eq!(
+            EpisodeBudget::parse("300us"),
+            Ok(EpisodeBudget::Fixed(300_000))
+        );
+        assert!(EpisodeBudget::parse("soon").is_err());
+    }
+
+    #[test]
+    fn the_oldest_runnable_episode_is_raised_as_the_tails_head_after_the_text() {
+        let mut c = budget_cfg(EpisodeBudget::Off);
+        c.tail_head = TailHead::AfterText;
+        let mut k = Kpos::new(c, 0).unwrap();
+        let mut out = Vec::new();
+        for w in 1..=3 {
+            k.event(w, Input::Start, 0, &mut out);
+        }
+        k.scan(20 * MS, &mut out);
+        out.clear();
+        // Task 1's episode begins at 21 ms, task 2's at 22 ms: both marked (raised), both
+        // block once (RW 1: demoted, lowered), then serve on, runnable, unraised.
+        for (w, t) in [(1, 21 * MS), (2, 22 * MS)] {
+            k.event(w, Input::Wake, t, &mut out);
+            k.event(w, Input::Run, t, &mut out);
+            k.event(w, Input::Sleep, t + MS / 2, &mut out);
+        }
+        out.clear();
+        k.event(2, Input::Wake, 30 * MS, &mut out);
+        assert_eq!(
+            out,
+            vec![Action::RaiseHead(2)],
+            "the only runnable one: the head"
+        );
+        out.clear();
+        k.event(1, Input::Wake, 31 * MS, &mut out);
+        assert_eq!(
+            out,
+            vec![Action::Lower(2), Action::RaiseHead(1)],
+            "an older episode takes the head"
+        );
+        assert_eq!(k.tail_head(), Some(1));
+        out.clear();
+        // Task 3 wakes after a wait past SLP: raised as text before it woke; while it runs
+        // the head yields.
+        k.event(3, Input::Wake, 40 * MS, &mut out);
+        assert_eq!(out, vec![Action::Lower(1)]);
+        assert!(k.raised(3) && k.tail_head().is_none());
+        out.clear();
+        k.event(3, Input::Run, 40 * MS, &mut out);
+        k.event(3, Input::Sleep, 41 * MS, &mut out);
+        assert_eq!(out, vec![Action::Lower(3), Action::RaiseHead(1)]);
+        out.clear();
+        // The head blocks: the next oldest runnable takes it.
+        k.event(1, Input::Run, 42 * MS, &mut out);
+        k.event(1, Input::Sleep, 43 * MS, &mut out);
+        assert_eq!(out, vec![Action::Lower(1), Action::RaiseHead(2)]);
+        // The head exits: forgotten, nothing runnable left.
+        out.clear();
+        k.event(2, Input::Exit, 44 * MS, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(k.tail_head().is_none());
+        assert_eq!(k.stats().tail_head_raises, 4);
+    }
+
+    #[test]
+    fn with_the_text_the_tails_head_stays_raised_while_a_text_task_runs() {
+        let mut c = budget_cfg(EpisodeBudget::Off);
+        c.tail_head = TailHead::WithText;
+        let mut k = Kpos::new(c, 0).unwrap();
+        let mut out = Vec::new();
+        for w in 1..=2 {
+            k.event(w, Input::Start, 0, &mut out);
+        }
+        k.scan(20 * MS, &mut out);
+        // Task 1 serves on after its marked burst: the head.
+        k.event(1, Input::Wake, 21 * MS, &mut out);
+        k.event(1, Input::Run, 21 * MS, &mut out);
+        k.event(1, Input::Sleep, 22 * MS, &mut out);
+        out.clear();
+        k.event(1, Input::Wake, 23 * MS, &mut out);
+        assert_eq!(out, vec![Action::RaiseHead(1)]);
+        out.clear();
+        // Task 2 wakes as text (raised before): the head keeps its place beside it.
+        k.event(2, Input::Wake, 30 * MS, &mut out);
+        k.event(2, Input::Run, 30 * MS, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(k.tail_head(), Some(1));
+        assert!(k.raised(2));
+        assert_eq!(TailHead::parse("with-text"), Ok(TailHead::WithText));
+        assert_eq!(
+            TailHead::parse(TailHead::AfterText.name()),
+            Ok(TailHead::AfterText)
+        );
+        assert!(TailHead::parse("yes").is_err());
     }
 }

@@ -26,9 +26,11 @@
 //!   (on `timeshare`), [`share`] (resource containers; inner policies come from a builder it
 //!   is given, not from the registry); and [`dispatch`], the cluster distribution policies.
 //! - [`kpos`]: POS for tasks the kernel schedules: a tracer's run/wait transitions drive a
-//!   [`pos::Pos`], whose mark becomes a raise/lower decision per task (`triage pos attach`).
+//!   [`pos::Pos`], whose mark becomes a raise/lower decision per task (`triage pos attach`),
+//!   with the marked episode's CPU budget and the tail's head as options.
 //! - [`script_budget`]: POS's characteristic 2 for a CGI script the kernel runs: the text
-//!   budget of CPU learnt from the scripts' own CPU times (two-means split, as RW's `split`).
+//!   budget of CPU learnt from the scripts' own CPU times (two-means split, as RW's `split`);
+//!   [`kpos`] learns its episode budget with the same type.
 //! - [`registry`]: the list of policies and [`build`]; adding a policy is one file plus one
 //!   line there.
 

@@ -162,6 +162,12 @@ impl Pos {
             .is_some_and(|w| w.state == State::Wait && now.saturating_sub(w.since) > self.slp)
     }
 
+    /// When `worker`'s current service episode began (it left a wait longer than SLP), or
+    /// when POS first saw it: its place in the tail with [`PosTail::Episode`].
+    pub fn episode_start(&self, worker: WorkerId) -> Option<Nanos> {
+        self.workers.get(&worker).map(|w| w.episode_start)
+    }
+
     /// Number of workers POS holds state for (live workers only).
     pub fn live_workers(&self) -> usize {
         self.workers.len()

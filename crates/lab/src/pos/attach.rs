@@ -15,7 +15,17 @@
 //!   front starving behind children at -20 is what the lever loses;
 //! - `<server>+pos-rest`: the lever's other direction, the unmarked children lowered to nice
 //!   +19 and the marked left at 0 (`--direction lower-rest`): the same order among the
-//!   children, the front and the hog untouched.
+//!   children, the front and the hog untouched;
+//! - `<server>+pos-budget`: `+pos` with the marked episode's CPU budget (`--budget learn`: a
+//!   raised child is lowered once the CPU it ran since POS marked it passes the CPU a text
+//!   episode takes, learnt from the episodes that ended; `policy::kpos`);
+//! - `<server>+pos-tail`, `<server>+pos-budget-tail`: `+pos` and `+pos-budget` with the tail's
+//!   head after the text (`--tail-head after-text`: the runnable child whose episode began
+//!   first is raised too, one at a time, while no child raised as text is runnable: the
+//!   images in their pages' order); `<server>+pos-tailwith`, `<server>+pos-budget-tailwith`:
+//!   the head beside the text (`--tail-head with-text`), at the text's nice -20;
+//!   `<server>+pos-tailbelow`, `<server>+pos-budget-tailbelow`: the head beside the text at
+//!   nice -10 (`--tail-nice -10`: below the text, far above the competitor).
 //!
 //! The daemon runs on the client side (its CPU is not the server's); the server, its
 //! children and the hog share the server side's one CPU budget (one leaf cgroup, no RT).
@@ -117,11 +127,26 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
         let Some(base) = baseline_of(&v.name) else {
             continue;
         };
-        if v.name == format!("{base}+pos") {
+        let how = match v.name.strip_prefix(base) {
+            Some("+pos") => Some(""),
+            Some("+pos-budget") => Some(" with the episode's CPU budget"),
+            Some("+pos-tail") => Some(" with the tail's head"),
+            Some("+pos-budget-tail") => Some(" with the episode's CPU budget and the tail's head"),
+            Some("+pos-tailwith") => Some(" with the tail's head beside the text"),
+            Some("+pos-budget-tailwith") => {
+                Some(" with the episode's CPU budget and the tail's head beside the text")
+            }
+            Some("+pos-tailbelow") => Some(" with the tail's head beside the text, below it"),
+            Some("+pos-budget-tailbelow") => {
+                Some(" with the episode's CPU budget and the tail's head beside the text, below it")
+            }
+            _ => None,
+        };
+        if let Some(how) = how {
             let bound = t1_goal(base);
             let goal = format!(
-                "{base} + triage pos attach: mean t1 >= {:.1}% better than {base} alone, mean \
-                 t2 at most 10% worse, same CPU budget",
+                "{base} + triage pos attach{how}: mean t1 >= {:.1}% better than {base} alone, \
+                 mean t2 at most 10% worse, same CPU budget",
                 bound * 100.0
             );
             let detail;
@@ -159,7 +184,8 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
                 detail: format!(
                     "logger {}, own CPU {:.2}% of one CPU ({:.3} s per run), {:.0} events per \
                      run ({:.0} dropped), {:.0} marks, {:.0} demotions, {:.0} raises ({:.0} \
-                     before the wake-up), wake-up-to-lever p50 {} p99 {}",
+                     before the wake-up), {:.0} lowered past the episode budget ({:.2} ms at \
+                     the end), {:.0} tail's heads raised, wake-up-to-lever p50 {} p99 {}",
                     d.logger,
                     d.cpu_share * 100.0,
                     d.cpu_s,
@@ -169,6 +195,9 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
                     d.demotions,
                     d.raises,
                     d.raised_before_wake,
+                    d.budget_lowers,
+                    d.budget_ms,
+                    d.tail_head_raises,
                     d.wake_to_lever_p50_us
                         .map_or("-".into(), |u| format!("<= {u:.0} us")),
                     d.wake_to_lever_p99_us
@@ -203,6 +232,79 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
             "pos-slice" => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
             "pos-log" => vec!["--log-only", "--slp", &slp, "--rw", &rw],
             "pos-always" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw, "--always"],
+            "pos-budget" => vec![
+                "--lever", "nice", "--slp", &slp, "--rw", &rw, "--budget", "learn",
+            ],
+            "pos-tail" => vec![
+                "--lever",
+                "nice",
+                "--slp",
+                &slp,
+                "--rw",
+                &rw,
+                "--tail-head",
+                "after-text",
+            ],
+            "pos-tailwith" => vec![
+                "--lever",
+                "nice",
+                "--slp",
+                &slp,
+                "--rw",
+                &rw,
+                "--tail-head",
+                "with-text",
+            ],
+            "pos-budget-tail" => vec![
+                "--lever",
+                "nice",
+                "--slp",
+                &slp,
+                "--rw",
+                &rw,
+                "--budget",
+                "learn",
+                "--tail-head",
+                "after-text",
+            ],
+            "pos-tailbelow" => vec![
+                "--lever",
+                "nice",
+                "--slp",
+                &slp,
+                "--rw",
+                &rw,
+                "--tail-head",
+                "with-text",
+                "--tail-nice",
+                "-10",
+            ],
+            "pos-budget-tailbelow" => vec![
+                "--lever",
+                "nice",
+                "--slp",
+                &slp,
+                "--rw",
+                &rw,
+                "--budget",
+                "learn",
+                "--tail-head",
+                "with-text",
+                "--tail-nice",
+                "-10",
+            ],
+            "pos-budget-tailwith" => vec![
+                "--lever",
+                "nice",
+                "--slp",
+                &slp,
+                "--rw",
+                &rw,
+                "--budget",
+                "learn",
+                "--tail-head",
+                "with-text",
+            ],
             "pos-rest" => vec![
                 "--lever",
                 "nice",
@@ -234,12 +336,19 @@ mod tests {
     fn named_attach_variants_follow_the_server() {
         let o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
         let p = crate::pos::plan::resolve(&o).unwrap();
-        let only: Vec<String> = ["fifo", "apache+pos", "apache+pos-log"]
+        let only: Vec<String> = ["fifo", "apache+pos", "apache+pos-log", "apache+pos-budget"]
             .iter()
             .map(|s| s.to_string())
             .collect();
         let v = variants(&only, &p);
-        assert_eq!(v.len(), 2);
+        assert_eq!(v.len(), 3);
+        assert!(v[2]
+            .attach
+            .as_ref()
+            .unwrap()
+            .windows(2)
+            .any(|w| w == ["--budget", "learn"]));
+        assert!(!v[0].attach.as_ref().unwrap().contains(&"--budget".into()));
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
         assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));

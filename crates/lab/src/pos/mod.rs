@@ -76,8 +76,10 @@ impl PosLab {
                 return Err(LabError::Config(format!(
                     "--variants names {}, which exp {} does not have (its variants: {}; also \
                      apache and php-fpm, each with +pos, +pos-slice, +pos-log, +pos-always, +all20, \
-                     +pos-rest, and +pos-front or +all20-front (php-fpm: nginx raised with them), \
-                     and the diagnostics named in docs/lab.md)",
+                     +pos-rest, +pos-budget, +pos-tail, +pos-budget-tail, +pos-tailwith, \
+                     +pos-budget-tailwith, +pos-tailbelow, +pos-budget-tailbelow, and \
+                     +pos-front or +all20-front (php-fpm: nginx raised with them), and the \
+                     diagnostics named in docs/lab.md)",
                     unknown.join(", "),
                     p.exp,
                     all.join(", ")

@@ -64,6 +64,19 @@ pub struct Args {
     /// Raise marked tasks whether or not the CPU is the bottleneck.
     #[arg(long)]
     always: bool,
+    /// CPU a raised task may run in one marked episode before it is lowered: `off`, `learn`
+    /// (the CPU of a text episode, learnt from the episodes that ended) or a duration.
+    #[arg(long, default_value = "off", value_parser = policy::kpos::EpisodeBudget::parse)]
+    budget: policy::kpos::EpisodeBudget,
+    /// Also raise the tail's head, the task whose episode began first among those runnable
+    /// and not raised as text, one at a time: `off`, `after-text` (only while no task raised
+    /// as text is runnable) or `with-text` (beside them).
+    #[arg(long, default_value = "off", value_parser = policy::kpos::TailHead::parse)]
+    tail_head: policy::kpos::TailHead,
+    /// Nice value of the tail's head (default: the lever's, as the text's; e.g. -10 to keep
+    /// it below the text).
+    #[arg(long, allow_hyphen_values = true)]
+    tail_nice: Option<i32>,
     /// Stop after this long (default: until Ctrl-C, SIGTERM, or the processes exit).
     #[arg(long)]
     duration: Option<Dur>,
@@ -132,6 +145,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.kpos.bottleneck_delay = a.bottleneck_delay.0.as_nanos() as u64;
     cfg.kpos.bottleneck_lrq = a.bottleneck_lrq;
     cfg.kpos.always = a.always;
+    cfg.kpos.budget = a.budget;
+    cfg.kpos.tail_head = a.tail_head;
+    cfg.tail_nice = a.tail_nice;
     cfg.admin = a.admin;
     cfg.duration = a.duration.map(|d| d.0);
     cfg.report_every = Some(a.report_every.0);
@@ -174,5 +190,19 @@ mod tests {
         assert_eq!(a.front_pid, vec![2, 3]);
         assert_eq!(a.direction, attach::Direction::LowerRest);
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--direction", "up"]).is_err());
+        let a = crate::cmd::parse_args::<Args>(&[
+            "--pid",
+            "1",
+            "--budget",
+            "learn",
+            "--tail-head",
+            "with-text",
+        ])
+        .unwrap();
+        assert_eq!(a.budget, policy::kpos::EpisodeBudget::Learn);
+        assert_eq!(a.tail_head, policy::kpos::TailHead::WithText);
+        let a = crate::cmd::parse_args::<Args>(&["--pid", "1", "--tail-nice", "-10"]).unwrap();
+        assert_eq!(a.tail_nice, Some(-10));
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--budget", "x"]).is_err());
     }
 }
