@@ -227,85 +227,33 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
             Some(k) => (k, true),
             None => (kind, false),
         };
-        let flags: Vec<&str> = match kind {
-            "pos" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw],
-            "pos-slice" => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
-            "pos-log" => vec!["--log-only", "--slp", &slp, "--rw", &rw],
-            "pos-always" => vec!["--lever", "nice", "--slp", &slp, "--rw", &rw, "--always"],
-            "pos-budget" => vec![
-                "--lever", "nice", "--slp", &slp, "--rw", &rw, "--budget", "learn",
-            ],
-            "pos-tail" => vec![
-                "--lever",
-                "nice",
-                "--slp",
-                &slp,
-                "--rw",
-                &rw,
-                "--tail-head",
-                "after-text",
-            ],
-            "pos-tailwith" => vec![
-                "--lever",
-                "nice",
-                "--slp",
-                &slp,
-                "--rw",
-                &rw,
-                "--tail-head",
-                "with-text",
-            ],
-            "pos-budget-tail" => vec![
-                "--lever",
-                "nice",
-                "--slp",
-                &slp,
-                "--rw",
-                &rw,
-                "--budget",
-                "learn",
-                "--tail-head",
-                "after-text",
-            ],
-            "pos-tailbelow" => vec![
-                "--lever",
-                "nice",
-                "--slp",
-                &slp,
-                "--rw",
-                &rw,
-                "--tail-head",
-                "with-text",
-                "--tail-nice",
-                "-10",
-            ],
-            "pos-budget-tailbelow" => vec![
-                "--lever",
-                "nice",
-                "--slp",
-                &slp,
-                "--rw",
-                &rw,
-                "--budget",
-                "learn",
-                "--tail-head",
-                "with-text",
-                "--tail-nice",
-                "-10",
-            ],
-            "pos-budget-tailwith" => vec![
-                "--lever",
-                "nice",
-                "--slp",
-                &slp,
-                "--rw",
-                &rw,
-                "--budget",
-                "learn",
-                "--tail-head",
-                "with-text",
-            ],
-            "pos-rest" => vec![
+        // The POS variants: nice as the lever, the run's SLP and RW, and the options each
+        // variant adds.
+        const BUDGET: [&str; 2] = ["--budget", "learn"];
+        const AFTER: [&str; 2] = ["--tail-head", "after-text"];
+        const WITH: [&str; 2] = ["--tail-head", "with-text"];
+        const BELOW: [&str; 4] = ["--tail-head", "with-text", "--tail-nice", "-10"];
+        let pos_extra: Option<Vec<&str>> = match kind {
+            "pos" => Some(vec![]),
+            "pos-always" => Some(vec!["--always"]),
+            "pos-budget" => Some(BUDGET.to_vec()),
+            "pos-tail" => Some(AFTER.to_vec()),
+            "pos-tailwith" => Some(WITH.to_vec()),
+            "pos-budget-tail" => Some([&BUDGET[..], &AFTER[..]].concat()),
+            "pos-tailbelow" => Some(BELOW.to_vec()),
+            "pos-budget-tailbelow" => Some([&BUDGET[..], &BELOW[..]].concat()),
+            "pos-budget-tailwith" => Some([&BUDGET[..], &WITH[..]].concat()),
+            _ => None,
+        };
+        let flags: Vec<&str> = match (kind, pos_extra) {
+            (_, Some(extra)) => [
+                &["--lever", "nice", "--slp", &slp, "--rw", &rw][..],
+                &extra[..],
+            ]
+            .concat(),
+            ("pos-slice", None) => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
+            ("pos-log", None) => vec!["--log-only", "--slp", &slp, "--rw", &rw],
+            ("pos-rest", None) => vec![
                 "--lever",
                 "nice",
                 "--direction",
@@ -315,7 +263,7 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
                 "--rw",
                 &rw,
             ],
-            "all20" => vec![
+            ("all20", None) => vec![
                 "--lever", "nice", "--slp", "0ms", "--rw", "100000", "--always",
             ],
             _ => continue,

@@ -652,18 +652,23 @@ mod tests {
         assert!(s.ratios.gate_cost.is_some());
     }
 
-    #[test]
-    fn per_core_count_sessions_and_the_ratios_the_checks_read() {
-        let o = opts(&["--rounds", "2", "--duration", "1s", "--cores", "1,2"]);
+    /// The bench of `--cores` options `o` on a 4-CPU machine.
+    fn cores_bench(o: &StaticOpts) -> StaticBench {
         let all: Vec<usize> = (0..4).collect();
-        let b = StaticBench {
+        StaticBench {
             o: o.clone(),
             nginx: PathBuf::new(),
             wrk: PathBuf::new(),
             targets: CORES_TARGETS.to_vec(),
             file: None,
             layouts: cores::layouts(o.cores.as_ref().unwrap(), &all).unwrap(),
-        };
+        }
+    }
+
+    #[test]
+    fn per_core_count_sessions_and_the_ratios_the_checks_read() {
+        let o = opts(&["--rounds", "2", "--duration", "1s", "--cores", "1,2"]);
+        let b = cores_bench(&o);
         assert_eq!(b.idle(), 0, "no idle measurement with --cores");
         let plan = b.plan();
         assert_eq!(plan.len(), 2, "one session per core count");
@@ -727,15 +732,7 @@ mod tests {
     #[test]
     fn a_ratio_is_the_median_of_the_rounds_ratios() {
         let o = opts(&["--rounds", "3", "--duration", "1s", "--cores", "1"]);
-        let all: Vec<usize> = (0..4).collect();
-        let b = StaticBench {
-            o: o.clone(),
-            nginx: PathBuf::new(),
-            wrk: PathBuf::new(),
-            targets: CORES_TARGETS.to_vec(),
-            file: None,
-            layouts: cores::layouts(o.cores.as_ref().unwrap(), &all).unwrap(),
-        };
+        let b = cores_bench(&o);
         // The machine's speed moves between and within rounds: nginx 700, 1000, 1600 req/s;
         // fifo 1100, 600, 1700 (ratios 1.571, 0.6, 1.0625); pos 1000 everywhere.
         let rps = |t: usize, r: usize| match t {
