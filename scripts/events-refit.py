@@ -17,7 +17,10 @@ Estimators, each against the same measured crossing:
   p99<=P          the quick ladder, a rate whose p99 exceeded P ms counted as saturated in the
                   fit and in the measured crossing (--p99 P)
 
-  scripts/events-refit.py results/DIR ... [--p99 50] [--rows]
+Checked: on the cap7 runs it reproduces the lab's own error_pct (every rate of the ladder) in 33
+of 34 rows, the 34th to 0.1 point.
+
+  scripts/events-refit.py results/DIR ... [--p99 50] [--cut 0.4] [--rows]
 """
 import argparse, csv, math, os
 
@@ -77,8 +80,10 @@ def predict(pts, cut, knee_pts=None):
     return f[0]
 
 
-def point(r, p99=math.inf):
-    bad = r["sustained"] != "true" or float(r["p99_ms"]) > p99
+def point(r, p99=None):
+    """(served rate, idle %): the lab fits a run's idle whether or not it sustained its rate;
+    with a p99 bound, a run over it counts as saturated."""
+    bad = p99 is not None and (r["sustained"] != "true" or float(r["p99_ms"]) > p99)
     return (float(r["rps"]), -1.0 if bad else float(r["idle_pct"]))
 
 
@@ -105,7 +110,7 @@ for d in a.dirs:
         meas = crossing(runs)
         q = list({id(r): r for r in (min(rates, key=lambda r: abs(float(r["frac"]) - f))
                                       for f in QUICK)}.values())
-        P = lambda rs, p99=math.inf: [point(r, p99) for r in rs]
+        P = lambda rs, p99=None: [point(r, p99) for r in rs]
         est = {
             "quick": (predict(P(q), CUT * ref), meas),
             "quick+probes": (predict(P(q + probes), CUT * ref), meas),

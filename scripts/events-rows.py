@@ -33,7 +33,8 @@ for d in a.dirs:
                 return "-" if x is None else f"{x:.{p}f}"
             print(f"   predicted {n(f.get('predicted_rps'))} (r {n(idle.get('r'), 3)}, fitted "
                   f"{n(fr[0])}-{n(fr[1])}, range {f.get('prediction_range')}), cpu out "
-                  f"{n(f.get('cpu_out_rps'))} {f.get('cpu_out_bracket')} disagree "
+                  f"{n(f.get('cpu_out_rps'))} [{n((f.get('cpu_out_bracket') or [None, None])[0])}, "
+                  f"{n((f.get('cpu_out_bracket') or [None, None])[1])}] disagree "
                   f"{f.get('cpu_out_disagreeing')}, err {n(f.get('error_pct'), 1)}%, cut "
                   f"{n(f.get('cut_rps'))}")
         pts = [r for r in rows if (r["server"], int(r["cold"]), int(r["rep"])) == k
