@@ -12,6 +12,7 @@ Estimators, each against the same measured crossing:
                   from a denser run's ladder, the nearest rate to each), the lab's fit
   quick+probes    the same and the probes (points near the crossing) as fitted points
   quick,knee-all  the quick ladder, its knee read off every run (probes, overload) too
+  quick,knee-low  the quick ladder, the knee at the lowest of equally good splits
   all             every ladder rate of the run (a denser ladder)
   all+probes      every rate and the probes
   p99<=P          the quick ladder, a rate whose p99 exceeded P ms counted as saturated in the
@@ -67,10 +68,10 @@ def fit(pts):
     return ((-(my - m * mx) / m) if m < 0 else None, r)
 
 
-def predict(pts, cut, knee_pts=None):
+def predict(pts, cut, knee_pts=None, highest=True):
     """pts: (served rate, idle %); a saturated point carries idle -1."""
     kp = knee_pts if knee_pts is not None else pts
-    knee = split([(p[0], p[1] < SAT) for p in kp], True)[1] if kp else None
+    knee = split([(p[0], p[1] < SAT) for p in kp], highest)[1] if kp else None
     knee = math.inf if knee is None else knee
     f = fit([p for p in pts if p[0] >= cut and p[1] >= SAT and p[0] < knee])
     if f is None:
@@ -115,6 +116,7 @@ for d in a.dirs:
             "quick": (predict(P(q), CUT * ref), meas),
             "quick+probes": (predict(P(q + probes), CUT * ref), meas),
             "quick,knee-all": (predict(P(q), CUT * ref, P(q + probes + [over])), meas),
+            "quick,knee-low": (predict(P(q), CUT * ref, highest=False), meas),
             "all": (predict(P(rates), CUT * ref), meas),
             "all+probes": (predict(P(rates + probes), CUT * ref), meas),
             f"p99<={a.p99:g}": (predict(P(q, a.p99), CUT * ref), crossing(runs, a.p99)),
