@@ -13,6 +13,8 @@ Estimators, each against the same measured crossing:
   quick+probes    the same and the probes (points near the crossing) as fitted points
   quick,knee-all  the quick ladder, its knee read off every run (probes, overload) too
   quick,knee-low  the quick ladder, the knee at the lowest of equally good splits
+  quick,failed-out  the quick ladder, a rate not sustained counted as saturated in the fit
+                  (as the crossing counts it), knee included
   all             every ladder rate of the run (a denser ladder)
   all+probes      every rate and the probes
   p99<=P          the quick ladder, a rate whose p99 exceeded P ms counted as saturated in the
@@ -81,10 +83,12 @@ def predict(pts, cut, knee_pts=None, highest=True):
     return f[0]
 
 
-def point(r, p99=None):
+def point(r, p99=None, failed_out=False):
     """(served rate, idle %): the lab fits a run's idle whether or not it sustained its rate;
-    with a p99 bound, a run over it counts as saturated."""
-    bad = p99 is not None and (r["sustained"] != "true" or float(r["p99_ms"]) > p99)
+    with a p99 bound, a run over it counts as saturated; with failed_out, a run that did not
+    sustain its rate does (as the measured crossing counts it)."""
+    failed = r["sustained"] != "true"
+    bad = (failed_out and failed) or (p99 is not None and (failed or float(r["p99_ms"]) > p99))
     return (float(r["rps"]), -1.0 if bad else float(r["idle_pct"]))
 
 
@@ -111,12 +115,14 @@ for d in a.dirs:
         meas = crossing(runs)
         q = list({id(r): r for r in (min(rates, key=lambda r: abs(float(r["frac"]) - f))
                                       for f in QUICK)}.values())
-        P = lambda rs, p99=None: [point(r, p99) for r in rs]
+        P = lambda rs, p99=None, fo=False: [point(r, p99, fo) for r in rs]
         est = {
             "quick": (predict(P(q), CUT * ref), meas),
             "quick+probes": (predict(P(q + probes), CUT * ref), meas),
             "quick,knee-all": (predict(P(q), CUT * ref, P(q + probes + [over])), meas),
             "quick,knee-low": (predict(P(q), CUT * ref, highest=False), meas),
+            "quick,failed-out": (predict(P(q, fo=True), CUT * ref), meas),
+            "quick,failed-out,knee-low": (predict(P(q, fo=True), CUT * ref, highest=False), meas),
             "all": (predict(P(rates), CUT * ref), meas),
             "all+probes": (predict(P(rates + probes), CUT * ref), meas),
             f"p99<={a.p99:g}": (predict(P(q, a.p99), CUT * ref), crossing(runs, a.p99)),
@@ -135,6 +141,6 @@ for n, v in res.items():
     if not got:
         continue
     pos = sum(1 for e in v if e is not None and e > 0)
-    print(f"{n:<15} predicted {len(got):2d}/{len(v):2d}, within 10%: {sum(x <= 10 for x in got):2d}, "
+    print(f"{n:<26} predicted {len(got):2d}/{len(v):2d}, within 10%: {sum(x <= 10 for x in got):2d}, "
           f"max |error| {got[-1]:5.1f}%, median |error| {got[len(got) // 2]:4.1f}%, above the "
           f"crossing {pos}")
