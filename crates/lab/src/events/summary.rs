@@ -103,11 +103,10 @@ pub struct FitRow {
     pub cut_rps: f64,
     /// Over the busy range (Table 5): rates at or above the cut, saturated ones left out.
     pub above_cut: Fits,
-    /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`], or the
-    /// rate not sustained) or past the knee ([`crate::capacity::analyze::knee_from`]).
+    /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]) or past
+    /// the knee ([`crate::capacity::analyze::knee_from`]).
     pub saturated_points: usize,
-    /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]) that the server
-    /// sustained.
+    /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]).
     pub unsaturated_points: usize,
     /// The points the prediction was fitted on: the busy range, else (fewer than 3 points
     /// there) every unsaturated rate, else every rate.
@@ -379,22 +378,6 @@ pub fn fit_row(
         .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
         .collect();
     let all = fits_of(&pts);
-    // The prediction's points: a rate the server did not sustain ran out of CPU, as the
-    // measured crossing counts it (`runout::ran_out`), whatever idle it left (it fell behind
-    // with 3-11% of its quota idle when the generator's connections were all late:
-    // docs/events.md, cap7); its idle is taken as unknown, which the busy range and the knee
-    // count as out. Seed 002's Table 4 (`all`) keeps every rate as measured.
-    let fit_pts: Vec<(f64, f64, f64, f64)> = rates
-        .iter()
-        .map(|m| {
-            let idle = if trial_of(m).sustained() {
-                m.idle_pct
-            } else {
-                f64::NAN
-            };
-            (m.rps, m.user_pct, m.kernel_pct, idle)
-        })
-        .collect();
     let mut search = SatSearch::default();
     let mut runout = RunOut::default();
     for m in over.iter().chain(rates).chain(probes) {
@@ -420,15 +403,9 @@ pub fn fit_row(
     // The cut is of the ladder's reference, so that the fitted rates are the same whatever
     // the search finds above them.
     let cut = CUT_FRAC * reference;
-    let busy = busy_range(&fit_pts, cut, KNEE_IDLE_PCT);
+    let busy = busy_range(&pts, cut, KNEE_IDLE_PCT);
     let above_cut = fits_of(&busy);
-    let (range, prediction) = prediction_fit(&fit_pts, Some(cut), KNEE_IDLE_PCT);
-    // Every point (too few unsaturated ones: no prediction), as measured.
-    let prediction = if range == Range::All {
-        fits_of(&pts)
-    } else {
-        prediction
-    };
+    let (range, prediction) = prediction_fit(&pts, Some(cut), KNEE_IDLE_PCT);
     // Fewer than 3 rates with idle CPU left: no line on which a request has a cost (a
     // server on poll with 10000 cold connections has none at any rate). No figure, said so.
     // Nor is a line with |r| under DEFAULT_MIN_R a measurement (`triage capacity` warns "too
@@ -440,7 +417,7 @@ pub fn fit_row(
     let predicted = prediction
         .predicted_peak_rps
         .filter(|_| trusted(range, &prediction));
-    let unsaturated = busy_range(&fit_pts, f64::NEG_INFINITY, KNEE_IDLE_PCT);
+    let unsaturated = busy_range(&pts, f64::NEG_INFINITY, KNEE_IDLE_PCT);
     let in_range = |p: &(f64, f64, f64, f64)| match range {
         Range::Busy => busy.contains(p),
         Range::Unsaturated => unsaturated.contains(p),
@@ -479,7 +456,7 @@ pub fn fit_row(
         all,
         cut_rps: cut,
         saturated_points: pts.iter().filter(|p| p.0 >= cut).count() - busy.len(),
-        unsaturated_points: fit_pts.iter().filter(|p| p.3 >= KNEE_IDLE_PCT).count(),
+        unsaturated_points: pts.iter().filter(|p| p.3 >= KNEE_IDLE_PCT).count(),
         above_cut,
         prediction_range: range,
         prediction,
@@ -1275,38 +1252,26 @@ mod tests {
     }
 
     #[test]
-    fn a_rate_not_sustained_is_out_of_cpu_for_the_fit_too() {
-        // idle = 100 - 0.1 * rate at 500-800 req/s; offered 900, the server fell behind
-        // (served 870, p99 900 ms) with 12% of its quota idle, as lighttpd on poll did when
-        // every connection of the generator was late (cap7-e3-none-a). As a point on the line
-        // it would bend it outwards; it ran out of CPU, as the measured crossing counts it.
+    fn the_fit_ends_where_idle_first_ran_out() {
+        // idle = 100 - 0.1 * rate at 500-800 req/s, out of CPU at 880 (idle 1%), then idle
+        // again at 950 (9%: a run that stayed unthrottled above one that did not, as nginx at
+        // 0 cold in cap7-quick). One point disagrees with either split; the fit ends at the
+        // lower, as the measured crossing does, and predicts the line's 1000 req/s.
         let sat = m("saturate", 1300.0, 0.0);
         let over = m("overload", 1000.0, 0.5);
         let mut rates = vec![m("rate", 100.0, 70.0)];
         rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
-        let mut behind = m("rate", 870.0, 12.0);
-        (behind.target_rps, behind.p99_ms) = (900.0, 900.0);
-        rates.push(behind);
+        rates.push(m("rate", 880.0, 1.0));
+        rates.push(m("rate", 950.0, 9.0));
         let refs: Vec<&Measured> = rates.iter().collect();
         let row = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Cpu);
+        assert_eq!(row.fitted_rps, Some((500.0, 800.0)), "{row:?}");
         assert!(
             (row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6,
             "{row:?}"
         );
-        assert_eq!(row.fitted_rps, Some((500.0, 800.0)));
-        assert_eq!((row.above_cut.buckets, row.saturated_points), (4, 1));
-        assert_eq!(row.unsaturated_points, 5);
-        // Seed 002's Table 4 keeps it as measured.
-        assert_eq!(row.all.buckets, 6);
-        // The crossing: out at 900 offered, idle left at 800.
-        assert_eq!(row.cpu_out_bracket, (Some(800.0), Some(900.0)));
-        // Sustained, the same run is a point on the line (idle 12% where the line says 13%).
-        rates[5].target_rps = 870.0;
-        rates[5].p99_ms = 1.0;
-        let refs: Vec<&Measured> = rates.iter().collect();
-        let kept = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Cpu);
-        assert_eq!(kept.fitted_rps, Some((500.0, 870.0)));
-        assert!(kept.predicted_rps.unwrap() < 1000.0, "{kept:?}");
+        assert_eq!(row.saturated_points, 2);
+        assert_eq!(row.all.buckets, 7);
     }
 
     #[test]
