@@ -29,7 +29,7 @@ pub enum Tie {
     /// The lowest: where the CPU first ran out (the measured crossing).
     Lowest,
     /// The highest: points are left out of a fit as past the knee only when fewer points
-    /// disagree with that than with any split above them.
+    /// disagree with that than with any split above them (the fit's knee until 2026-11-27).
     Highest,
 }
 
@@ -71,17 +71,19 @@ pub fn run_out_split(
 }
 
 /// The rate from which `points` (rate, user %, kernel %, idle %) are past the knee: the lowest
-/// rate above the split of [`run_out_split`] on idle under `saturated_idle_pct` (of equally
-/// good splits the highest: a point is left out only on the majority's evidence); `None` when
-/// no point ran out. A point at or above it that shows idle CPU again was served after the CPU
-/// ran out (under a CPU quota: each throttled gap's arrivals served as one cheaper batch), not
-/// a point on the line the seed fits: its server had run out of CPU at a lower rate.
+/// rate above the split of [`run_out_split`] on idle under `saturated_idle_pct` or unknown
+/// (NaN); of equally good splits the lowest, where the CPU first ran out, as the lab's measured
+/// crossing takes it (`events::runout`); `None` when no point ran out. A point at or above it
+/// that shows idle CPU again was served after the CPU ran out (under a CPU quota: a run that
+/// stayed unthrottled above a rate whose run was throttled through), not a point on the line
+/// the seed fits: its server had run out of CPU at a lower rate. Until 2026-11-27 (cap7) the
+/// fit took the highest of equal splits and kept such a point (docs/events.md).
 pub fn knee_from(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Option<f64> {
     let v: Vec<(f64, bool)> = points
         .iter()
         .map(|p| (p.0, p.3.is_nan() || p.3 < saturated_idle_pct))
         .collect();
-    run_out_split(&v, Tie::Highest)?.1
+    run_out_split(&v, Tie::Lowest)?.1
 }
 
 /// The busy range of `points` (rate, user %, kernel %, idle %): those at or above `cut`
@@ -466,9 +468,24 @@ mod tests {
             run_out_split(&tied, Tie::Highest),
             Some((Some(3.0), Some(4.0), 1))
         );
-        // A tie leaves the point with idle above the first run-out in the fit.
+        // A tie ends the fit where the CPU first ran out: the point with idle above it is
+        // left out (cap7-quick's nginx at 0 cold: out at 5842 req/s, idle 9.0% at 6440).
         let tp = [p(1.0, 10.0), p(2.0, 1.0), p(3.0, 9.0), p(4.0, 1.0)];
-        assert_eq!(knee_from(&tp, SATURATED_IDLE_PCT), Some(4.0));
+        assert_eq!(knee_from(&tp, SATURATED_IDLE_PCT), Some(2.0));
+        let ng = [
+            p(3398.0, 22.4),
+            p(4004.0, 22.2),
+            p(4621.0, 17.6),
+            p(5232.0, 6.3),
+            p(5842.0, 2.2),
+            p(6440.0, 9.0),
+        ];
+        assert_eq!(knee_from(&ng, SATURATED_IDLE_PCT), Some(5842.0));
+        assert_eq!(busy_range(&ng, 2721.0, SATURATED_IDLE_PCT).len(), 4);
+        // An unknown idle share counts as out of CPU.
+        let unknown = [p(1.0, 10.0), p(2.0, f64::NAN), p(3.0, 9.0), p(4.0, 8.0)];
+        assert_eq!(knee_from(&unknown, SATURATED_IDLE_PCT), None);
+        assert_eq!(knee_from(&unknown[..2], SATURATED_IDLE_PCT), Some(2.0));
         assert_eq!(
             s(&[
                 (1.0, false),

@@ -211,8 +211,9 @@ pub fn report(s: &Summary) -> String {
     r.h2("Predicted against measured peak");
     r.p(&format!(
         "The prediction is the idle line's X-intercept over the busy range (Table 5: rates at \
-         or above the cut, those with less than {KNEE_IDLE_PCT}% idle left out as saturated; \
-         with fewer than 3 such rates, every unsaturated rate; the range fitted is given), \
+         or above the cut, those with less than {KNEE_IDLE_PCT}% idle left out as saturated, \
+         ending where idle first ran out; with fewer than 3 such rates, every unsaturated \
+         rate; the range fitted is given), \
          against the measured saturation, by --saturation: 'cpu' (the default), seed 002's \
          capacity, the rate at which the server's CPU ran out (the open loop's runs split \
          where the fewest disagree: idle under {KNEE_IDLE_PCT}% of the quota or the rate not \

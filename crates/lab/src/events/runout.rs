@@ -57,7 +57,8 @@ impl RunOut {
     }
 
     /// The split that the fewest runs disagree with (the lowest of equally good ones); `None`
-    /// before any run. The fit's knee splits the same way, but takes the highest of equal splits ([`run_out_split`]).
+    /// before any run. The fit's knee splits the ladder's points the same way
+    /// ([`crate::capacity::analyze::knee_from`]).
     pub fn split(&self) -> Option<Split> {
         let (below, above, disagreeing) = run_out_split(&self.runs, Tie::Lowest)?;
         Some(Split {

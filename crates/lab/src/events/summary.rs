@@ -1252,6 +1252,29 @@ mod tests {
     }
 
     #[test]
+    fn the_fit_ends_where_idle_first_ran_out() {
+        // idle = 100 - 0.1 * rate at 500-800 req/s, out of CPU at 880 (idle 1%), then idle
+        // again at 950 (9%: a run that stayed unthrottled above one that did not, as nginx at
+        // 0 cold in cap7-quick). One point disagrees with either split; the fit ends at the
+        // lower, as the measured crossing does, and predicts the line's 1000 req/s.
+        let sat = m("saturate", 1300.0, 0.0);
+        let over = m("overload", 1000.0, 0.5);
+        let mut rates = vec![m("rate", 100.0, 70.0)];
+        rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
+        rates.push(m("rate", 880.0, 1.0));
+        rates.push(m("rate", 950.0, 9.0));
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Cpu);
+        assert_eq!(row.fitted_rps, Some((500.0, 800.0)), "{row:?}");
+        assert!(
+            (row.predicted_rps.unwrap() - 1000.0).abs() < 1e-6,
+            "{row:?}"
+        );
+        assert_eq!(row.saturated_points, 2);
+        assert_eq!(row.all.buckets, 7);
+    }
+
+    #[test]
     fn a_linear_server_is_predicted_at_its_saturation() {
         // wrk 1300 req/s; the open loop saturates at 1000; idle = 100 - 0.1 * rate above the
         // cut (400 req/s), X-intercept 1000; below it waking the server costs extra (idle 70
