@@ -12,7 +12,9 @@
 # unstripped triage of the same build added by `perf buildid-cache -a`).
 # Env: W (wrk CPUs, default 8-15), NS (core counts, default "1 2 4"), SECS (measured seconds,
 # default 3), TARGETS (default "nginx fifo off"; also pos, posK: pos with `--event-interval K`,
-# and pos-nowq: pos with `--wake-queue off`). Without DIR/bin/perf (a pack made without EXTRA)
+# pos-nowq: pos with `--wake-queue off`, pos-roff: pos with `--rounds off`); FILE (serve this
+# file instead of 1 KB of x) and GZIP (a level: triage compresses with `--gzip-level GZIP` and
+# wrk asks for gzip; nginx is not configured for it, leave it out). Without DIR/bin/perf (a pack made without EXTRA)
 # the runs are measured and not profiled.
 # On a 2-CPU machine: W=1 NS=1.
 set -u
@@ -24,7 +26,13 @@ W=${W:-8-15}; NS=${NS:-1 2 4}; SECS=${SECS:-3}
 wt=$(taskset -c "$W" nproc)
 tmp=$(mktemp -d /tmp/device-profile.XXXXXX)
 mkdir -p "$tmp/www" "$tmp/ng/logs" "$tmp/data"
-head -c 1024 /dev/zero | tr '\0' x > "$tmp/www/f.html"
+if [ -n "${FILE:-}" ]; then
+    url=/$(basename "$FILE"); cp "$FILE" "$tmp/www/"
+else
+    url=/f.html; head -c 1024 /dev/zero | tr '\0' x > "$tmp/www/f.html"
+fi
+zargs=(); hdr=()
+[ -n "${GZIP:-}" ] && { zargs=(--gzip-level "$GZIP"); hdr=(-H 'Accept-Encoding: gzip'); }
 rep=$O/profile.txt
 : > "$rep"
 say() { echo "$*" | tee -a "$rep"; }
@@ -67,18 +75,20 @@ for n in $NS; do
         off) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --gate off) ;;
         pos) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --policy pos) ;;
         pos-nowq) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --policy pos --wake-queue off) ;;
+        pos-roff) cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --policy pos --rounds off) ;;
         pos[0-9]*) # posK: pos with the runtime looking at arrivals every K ticks
             cmd=("$B/triage" serve --listen 127.0.0.1:18995 --root "$tmp/www" --threads "$n" --slots "$n" --policy pos --event-interval "${t#pos}") ;;
         *) say "unknown target $t"; continue ;;
         esac
         name=$t-$n
+        [ "$t" = nginx ] || cmd+=("${zargs[@]}")
         setsid taskset -c "$cpus" "${cmd[@]}" > "$tmp/$name.log" 2>&1 &
         pg=$!
         sleep 0.7
         conns=$((50 * n))
-        taskset -c "$W" "$B/wrk" -t"$wt" -c"$conns" -d1s http://127.0.0.1:18995/f.html > /dev/null 2>&1
+        taskset -c "$W" "$B/wrk" -t"$wt" -c"$conns" -d1s "${hdr[@]}" "http://127.0.0.1:18995$url" > /dev/null 2>&1
         c0=$(cpu_of "$pg")
-        taskset -c "$W" "$B/wrk" -t"$wt" -c"$conns" -d"${SECS}s" http://127.0.0.1:18995/f.html > "$tmp/$name.wrk" 2>&1 &
+        taskset -c "$W" "$B/wrk" -t"$wt" -c"$conns" -d"${SECS}s" "${hdr[@]}" "http://127.0.0.1:18995$url" > "$tmp/$name.wrk" 2>&1 &
         wp=$!
         sleep 0.3
         if [ -x "$B/perf" ]; then
