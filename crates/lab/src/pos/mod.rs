@@ -405,6 +405,17 @@ mod tests {
             .collect();
         assert_eq!(vs.len(), 4);
         assert_eq!(off, ["fifo-nowq", "pos-rw1-nowq"]);
+        // Rounds off, when named.
+        let mut ro = opts(1);
+        ro.only = Some(vec!["pos-rw1".into(), "pos-rw1-roff".into()]);
+        let vs = variants(&resolve(&ro).unwrap(), &ro);
+        let args = |i: usize| match &vs[i].server {
+            crate::runner::ServerKind::Triage { args } => args.join(" "),
+            _ => String::new(),
+        };
+        assert_eq!(vs.len(), 2);
+        assert!(args(0).contains("--rounds on") && !args(0).contains("--rounds off"));
+        assert!(args(1).contains("--rounds off") && !args(1).contains("--rounds on"));
         // Exp 3 and 4 fit about 8 minutes: RW predicted (exp 3) and content and the peers
         // (exp 4) run only when named.
         assert_eq!(

@@ -254,10 +254,13 @@ fn ms(d: f64) -> String {
 }
 
 /// A triage variant of `p`: `args`, then the flags every triage variant shares (see
-/// [`variants`]), then `--triage-flag`s.
+/// [`variants`]; rounds on unless `args` set them), then `--triage-flag`s.
 pub fn triage_variant(p: &Params, name: &str, args: &[&str]) -> Variant {
     let mut a: Vec<&str> = args.to_vec();
-    a.extend(["--rounds", "on", "--starvation-bound", "off"]);
+    if !args.contains(&"--rounds") {
+        a.extend(["--rounds", "on"]);
+    }
+    a.extend(["--starvation-bound", "off"]);
     a.extend(p.triage_extra.iter().map(String::as_str));
     Variant::triage(name, &a, p.hog)
 }
@@ -369,6 +372,13 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
             "off",
             &["--wake-queue", "off"],
         ));
+    }
+    // Scheduling rounds off (`--rounds off`: the first to ask for a free slot runs), when
+    // named: what rounds buy POS's order here, beside what they cost a gzip stream's cache
+    // (docs/server.md).
+    let roff = format!("{prefix}-rw{rw0}-roff");
+    if named(&roff) {
+        v.push(pos_variant(&roff, rw0, tail, "off", &["--rounds", "off"]));
     }
     if p.exp == 3 {
         for rule in ["paper", "split"] {
