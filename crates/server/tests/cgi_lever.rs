@@ -33,6 +33,16 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether the test `name` must skip (it needs root for nice -20 and the lever's journal);
+/// says so.
+fn skip_unless_root(name: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    eprintln!("SKIP {name}: needs root (nice -20, /run/triage/lever)");
+    true
+}
+
 /// Write executable scripts `(name, text)` into `dir`.
 fn install(dir: &Path, scripts: &[(&str, &str)]) {
     for (name, text) in scripts {
@@ -112,6 +122,20 @@ async fn start(
     .await
 }
 
+/// A `pos` server (SLP and RW fixed) over a fresh test site with `scripts` added and the CGI
+/// lever named `lever`; the site's directory lives as long as the returned guard.
+async fn start_pos(
+    scripts: &[(&str, &str)],
+    slp_rw: (u64, u32),
+    lever: &str,
+) -> (tempfile::TempDir, common::Running) {
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    install(&cgi.dirs[0].dir, scripts);
+    let run = start(tmp.path(), cgi, "pos", slp_rw, mode(lever)).await;
+    (tmp, run)
+}
+
 /// The CGI lever named `s` (as `--cgi-lever` reads it).
 fn mode(s: &str) -> CgiLever {
     s.parse().unwrap()
@@ -143,11 +167,7 @@ async fn stop_restored(run: common::Running) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn scripts_of_marked_workers_start_raised_and_images_are_restored() {
-    if !is_root() {
-        eprintln!(
-            "SKIP scripts_of_marked_workers_start_raised_and_images_are_restored: needs root \
-             (nice -20, /run/triage/lever)"
-        );
+    if skip_unless_root("scripts_of_marked_workers_start_raised_and_images_are_restored") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -217,11 +237,8 @@ fn burn_script() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_never() {
-    if !is_root() {
-        eprintln!(
-            "SKIP a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_never: \
-             needs root (nice -20, /run/triage/lever)"
-        );
+    if skip_unless_root("a_raised_script_running_past_the_text_budget_is_lowered_a_short_one_never")
+    {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -285,21 +302,16 @@ const SHORT_TAIL: &str = "#!/usr/bin/perl\nselect(undef, undef, undef, 0.6);\n\
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left() {
-    if !is_root() {
-        eprintln!(
-            "SKIP the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left: needs \
-             root (nice -20, /run/triage/lever)"
-        );
+    if skip_unless_root("the_oldest_unraised_script_is_raised_one_at_a_time_and_nothing_is_left") {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let cgi = site(tmp.path());
-    install(
-        &cgi.dirs[0].dir,
-        &[("tail.pl", TAIL), ("short.pl", SHORT_TAIL)],
-    );
     // Nobody waits past SLP: no script is raised as text, all are in the tail.
-    let run = start(tmp.path(), cgi, "pos", (60_000 * MS, 3), mode("nice+tail")).await;
+    let (_tmp, run) = start_pos(
+        &[("tail.pl", TAIL), ("short.pl", SHORT_TAIL)],
+        (60_000 * MS, 3),
+        "nice+tail",
+    )
+    .await;
     let addr = run.addr;
     let cgi = handler(&run);
     assert!(cgi.lever().is_some(), "cgi_lever = nice+tail");
@@ -336,26 +348,14 @@ const HEAD_YOUNG: &str = "#!/usr/bin/perl\n$| = 1;\nselect(undef, undef, undef, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn raised_scripts_run_in_their_requests_order_and_nothing_is_left() {
-    if !is_root() {
-        eprintln!(
-            "SKIP raised_scripts_run_in_their_requests_order_and_nothing_is_left: needs root \
-             (nice -20, /run/triage/lever)"
-        );
+    if skip_unless_root("raised_scripts_run_in_their_requests_order_and_nothing_is_left") {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let cgi = site(tmp.path());
-    install(
-        &cgi.dirs[0].dir,
-        &[("old.pl", HEAD_OLD), ("young.pl", HEAD_YOUNG)],
-    );
     // Workers idle past SLP (30 ms) are marked; RW 50: their output does not demote them.
-    let run = start(
-        tmp.path(),
-        cgi,
-        "pos",
+    let (_tmp, run) = start_pos(
+        &[("old.pl", HEAD_OLD), ("young.pl", HEAD_YOUNG)],
         (30 * MS, 50),
-        mode("nice+budget+tailyield+order"),
+        "nice+budget+tailyield+order",
     )
     .await;
     let addr = run.addr;
@@ -391,24 +391,11 @@ async fn raised_scripts_run_in_their_requests_order_and_nothing_is_left() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn with_threads_first_raised_scripts_run_below_the_servers_threads() {
-    if !is_root() {
-        eprintln!(
-            "SKIP with_threads_first_raised_scripts_run_below_the_servers_threads: needs root \
-             (nice -20, /run/triage/lever)"
-        );
+    if skip_unless_root("with_threads_first_raised_scripts_run_below_the_servers_threads") {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let cgi = site(tmp.path());
     // Workers idle past SLP (30 ms) are marked; RW 50: their output does not demote them.
-    let run = start(
-        tmp.path(),
-        cgi,
-        "pos",
-        (30 * MS, 50),
-        mode("nice+budget+tailyield+threads"),
-    )
-    .await;
+    let (_tmp, run) = start_pos(&[], (30 * MS, 50), "nice+budget+tailyield+threads").await;
     let addr = run.addr;
     let cgi = handler(&run);
     let lever = cgi.lever().expect("a CGI lever").clone();
@@ -438,26 +425,16 @@ async fn with_threads_first_raised_scripts_run_below_the_servers_threads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts_them() {
-    if !is_root() {
-        eprintln!(
-            "SKIP with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts_them: \
-             needs root (nice -20, /run/triage/lever)"
-        );
+    if skip_unless_root(
+        "with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts_them",
+    ) {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let cgi = site(tmp.path());
-    install(
-        &cgi.dirs[0].dir,
-        &[("tail.pl", TAIL), ("short.pl", SHORT_TAIL)],
-    );
     // Nobody waits past SLP: no script is raised as text, all are in the tail.
-    let run = start(
-        tmp.path(),
-        cgi,
-        "pos",
+    let (_tmp, run) = start_pos(
+        &[("tail.pl", TAIL), ("short.pl", SHORT_TAIL)],
         (60_000 * MS, 3),
-        mode("nice+tail+back"),
+        "nice+tail+back",
     )
     .await;
     let addr = run.addr;
