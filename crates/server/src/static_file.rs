@@ -263,7 +263,12 @@ fn respond<B>(
     } else {
         // A response that fits in one chunk is one burst; a longer one starts with a short
         // burst (`first_chunk`), so that its first burst costs little wherever a policy puts it.
-        let first = if end - start <= bodies.chunk as u64 {
+        // A longer compressed one is compressed in its body's bursts only: the compressor's
+        // state, taken at the first chunk (`Gzip`), is then warm in the burst that uses it,
+        // where a first chunk compressed here would leave it to cool while other streams run.
+        let one_burst = end - start <= bodies.chunk as u64;
+        let compress_later = gzip && !one_burst;
+        let first = if one_burst || compress_later {
             bodies.chunk
         } else {
             bodies.first_chunk
@@ -277,11 +282,15 @@ fn respond<B>(
         };
         let gz = gzip.then(|| Gzip::new(gz_cfg.level));
         let mut gated = Gated::new(ctx.clone(), conn.worker(), hints, Box::new(source), gz);
-        match gated.produce_now() {
-            Ok(first) => ServeBody::gated(first, gated),
-            Err(e) => {
-                tracing::warn!(error = %e, "reading file failed");
-                return simple(StatusCode::INTERNAL_SERVER_ERROR);
+        if compress_later {
+            ServeBody::gated(None, gated)
+        } else {
+            match gated.produce_now() {
+                Ok(first) => ServeBody::gated(first, gated),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading file failed");
+                    return simple(StatusCode::INTERNAL_SERVER_ERROR);
+                }
             }
         }
     };

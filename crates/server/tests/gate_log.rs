@@ -30,6 +30,14 @@ fn counts(log: &str) -> HashMap<u64, (usize, usize, usize)> {
 /// (runs, waits) of the worker that served a 4 KB file and of the one that served a 400 KB
 /// file, with `first_chunk` as given.
 async fn small_and_large_bursts(first_chunk: Option<u64>) -> ((usize, usize), (usize, usize)) {
+    bursts_of_two_files(first_chunk, false).await
+}
+
+/// [`small_and_large_bursts`], the 400 KB image compressed on the fly if `gzip`.
+async fn bursts_of_two_files(
+    first_chunk: Option<u64>,
+    gzip: bool,
+) -> ((usize, usize), (usize, usize)) {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("small.html"), vec![b'x'; 4_000]).unwrap();
     std::fs::write(t.path().join("large.bmp"), vec![7u8; 400_000]).unwrap();
@@ -42,6 +50,10 @@ async fn small_and_large_bursts(first_chunk: Option<u64>) -> ((usize, usize), (u
     cfg.pfs_log = Some(log.clone());
     cfg.first_chunk = first_chunk;
     cfg.workers = 0; // only the workers the two connections create
+    if gzip {
+        cfg.gzip.enabled = true;
+        cfg.gzip.types = vec!["image/bmp".into()];
+    }
     let s = start(cfg).await;
     // The small file on a keep-alive connection that stays open, so the large file is served
     // by another worker.
@@ -60,7 +72,24 @@ async fn small_and_large_bursts(first_chunk: Option<u64>) -> ((usize, usize), (u
             break;
         }
     }
-    assert_eq!(get(s.addr, "/large.bmp", "").await.body.len(), 400_000);
+    let ae = if gzip {
+        "Accept-Encoding: gzip\r\n"
+    } else {
+        ""
+    };
+    let large = get(s.addr, "/large.bmp", ae).await;
+    let body = if gzip {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(large.body.as_slice()),
+            &mut out,
+        )
+        .unwrap();
+        out
+    } else {
+        large.body
+    };
+    assert_eq!(body, vec![7u8; 400_000]);
     drop(a);
     s.stop().await;
     let text = std::fs::read_to_string(&log).unwrap();
@@ -105,6 +134,18 @@ async fn a_response_that_fits_in_one_chunk_is_one_burst_whatever_the_first_chunk
     let (small16, large16) = small_and_large_bursts(Some(16 * 1024)).await;
     assert_eq!(small.0, small16.0, "{small:?} {small16:?}");
     assert_eq!(large.0, large16.0 + 1, "{large:?} {large16:?}");
+}
+
+#[tokio::test]
+async fn a_compressed_response_is_compressed_in_its_body_bursts_only() {
+    // The head's burst of a response compressed on the fly compresses nothing (the compressor's
+    // state is taken in the burst that uses it): the first chunk does not change its bursts,
+    // where it adds one to the plain response's (above).
+    let (_, gz1) = bursts_of_two_files(Some(1024), true).await;
+    let (_, gz16) = bursts_of_two_files(Some(16 * 1024), true).await;
+    assert_eq!(gz1.0, gz16.0, "{gz1:?} {gz16:?}");
+    // The head, then 25 chunks of 16 KiB.
+    assert_eq!(gz16.0, 26, "{gz16:?}");
 }
 
 #[tokio::test]
