@@ -95,10 +95,21 @@ async fn start(
     root: &Path,
     cgi: CgiConfig,
     policy: &str,
-    (slp, rw): (u64, u32),
+    slp_rw: (u64, u32),
     lever: CgiLever,
 ) -> common::Running {
-    common::start(Config {
+    common::start(config(root, cgi, policy, slp_rw, lever)).await
+}
+
+/// The configuration [`start`] runs.
+fn config(
+    root: &Path,
+    cgi: CgiConfig,
+    policy: &str,
+    (slp, rw): (u64, u32),
+    lever: CgiLever,
+) -> Config {
+    Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         sites: vec![SiteConfig {
             name: "t".into(),
@@ -118,8 +129,7 @@ async fn start(
         cgi_lever: lever,
         shutdown_timeout: Duration::from_secs(1),
         ..Config::default()
-    })
-    .await
+    }
 }
 
 /// A `pos` server (SLP and RW fixed) over a fresh test site with `scripts` added and the CGI
@@ -460,4 +470,49 @@ async fn with_back_scripts_not_raised_wait_at_nice_19_until_the_tails_head_lifts
         threads.iter().all(|&n| n == base),
         "the server's threads are not sent to the back: {threads:?}"
     );
+}
+
+/// Writes 60,000 bytes at once (they fit in the pipe) and exits: done long before a slow
+/// client has taken its output.
+const BULK: &str = "#!/usr/bin/perl\n\
+    print \"Content-Type: image/bmp\\r\\n\\r\\n\" . (\"x\" x 60000);\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_script_that_exited_leaves_the_tail_before_its_output_is_relayed() {
+    if skip_unless_root("a_script_that_exited_leaves_the_tail_before_its_output_is_relayed") {
+        return;
+    }
+    // Nobody waits past SLP: both scripts are in the tail. The server's send buffer and the
+    // client's receive buffer are small and the client of the older script does not read, so
+    // its relay cannot reach the end of the output (nor reap the script) until the client
+    // reads, while the script itself has exited at once.
+    let tmp = tempfile::tempdir().unwrap();
+    let cgi = site(tmp.path());
+    install(&cgi.dirs[0].dir, &[("bulk.pl", BULK), ("tail.pl", TAIL)]);
+    let mut cfg = config(tmp.path(), cgi, "pos", (60_000 * MS, 3), mode("nice+tail"));
+    cfg.sndbuf = Some(4096);
+    let run = common::start(cfg).await;
+    let addr = run.addr;
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut slow = sock.connect(addr).await.unwrap();
+    slow.write_all(b"GET /cgi-bin/bulk.pl HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The younger script is the oldest in the tail once the older has exited: raised at once,
+    // without waiting for the older one's output to cross the slow connection.
+    let younger = get(addr, "/cgi-bin/tail.pl").await;
+    assert_eq!(value(&younger, "first"), -20, "the tail's head: {younger}");
+    assert_eq!(value(&younger, "later"), -20, "{younger}");
+    // Nothing lost on the slow connection.
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut out))
+        .await
+        .expect("the slow response in time")
+        .unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:.200}");
+    assert_eq!(out.iter().filter(|&&b| b == b'x').count(), 60_000);
+    stop_restored(run).await;
 }
