@@ -19,6 +19,14 @@ Estimators, each against the same measured crossing:
   all+probes      every rate and the probes
   p99<=P          the quick ladder, a rate whose p99 exceeded P ms counted as saturated in the
                   fit and in the measured crossing (--p99 P)
+  knee-low/crossing-highest-tie  the lab's fit (knee-low) against the crossing with the
+                  highest of equally good splits
+  knee-low/crossing-idle-only    ... against the crossing with a run out of CPU on idle alone
+                  (a run that fell behind with idle left counts as idle left)
+  knee-low/crossing-mid-region   ... against the middle of the rates where runs disagree
+                  (lowest run out of CPU, highest with idle left)
+  knee-low,throttled>=70%-out    a run throttled in >= 70 % of its CFS periods counted as out of
+                  CPU in the fit and in the crossing
 
 Checked: on the cap7 runs it reproduces the lab's own error_pct (every rate of the ladder) in 33
 of 34 rows, the 34th to 0.1 point.
@@ -92,11 +100,27 @@ def point(r, p99=None, failed_out=False):
     return (float(r["rps"]), -1.0 if bad else float(r["idle_pct"]))
 
 
-def crossing(runs, p99=math.inf):
-    ev = [(float(r["target_rps"]), r["sustained"] != "true" or float(r["idle_pct"]) < SAT
-           or float(r["p99_ms"]) > p99) for r in runs]
-    lo, hi, _ = split(ev, False)
+def crossing(runs, p99=math.inf, highest=False, idle_only=False, throttled=math.inf):
+    """The measured crossing: the fewest-disagreeing split of the runs, out of CPU when idle
+    < 3 %, not sustained (unless idle_only), p99 over the bound, or throttled in at least
+    `throttled` % of CFS periods; lowest of ties unless highest."""
+    ev = [(float(r["target_rps"]), (not idle_only and r["sustained"] != "true")
+           or float(r["idle_pct"]) < SAT or float(r["p99_ms"]) > p99
+           or float(r["throttled_pct"] or 0) >= throttled) for r in runs]
+    lo, hi, _ = split(ev, highest)
     return math.sqrt(lo * hi) if lo and hi else None
+
+
+def region_crossing(runs):
+    """The middle of the rates where runs disagree: the geometric midpoint of the lowest run
+    out of CPU and the highest with idle left (the lab's crossing where they do not overlap)."""
+    ev = [(float(r["target_rps"]), r["sustained"] != "true" or float(r["idle_pct"]) < SAT)
+          for r in runs]
+    outs = [x for x, o in ev if o]
+    left = [x for x, o in ev if not o]
+    if not outs or not left or min(outs) > max(left):
+        return crossing(runs)
+    return math.sqrt(min(outs) * max(left))
 
 
 res, names = {}, []
@@ -116,6 +140,11 @@ for d in a.dirs:
         q = list({id(r): r for r in (min(rates, key=lambda r: abs(float(r["frac"]) - f))
                                       for f in QUICK)}.values())
         P = lambda rs, p99=None, fo=False: [point(r, p99, fo) for r in rs]
+        kl = predict(P(q), CUT * ref, highest=False)
+        # A run throttled in at least 70 % of its periods counted as out of CPU, in the fit
+        # (as saturated) and in the crossing alike.
+        thr = [(float(r["rps"]), -1.0 if float(r["throttled_pct"] or 0) >= 70 else
+                float(r["idle_pct"])) for r in q]
         est = {
             "quick": (predict(P(q), CUT * ref), meas),
             "quick+probes": (predict(P(q + probes), CUT * ref), meas),
@@ -123,6 +152,11 @@ for d in a.dirs:
             "quick,knee-low": (predict(P(q), CUT * ref, highest=False), meas),
             "quick,failed-out": (predict(P(q, fo=True), CUT * ref), meas),
             "quick,failed-out,knee-low": (predict(P(q, fo=True), CUT * ref, highest=False), meas),
+            "knee-low/crossing-highest-tie": (kl, crossing(runs, highest=True)),
+            "knee-low/crossing-idle-only": (kl, crossing(runs, idle_only=True)),
+            "knee-low/crossing-mid-region": (kl, region_crossing(runs)),
+            "knee-low,throttled>=70%-out": (predict(thr, CUT * ref, highest=False),
+                                            crossing(runs, throttled=70.0)),
             "all": (predict(P(rates), CUT * ref), meas),
             "all+probes": (predict(P(rates + probes), CUT * ref), meas),
             f"p99<={a.p99:g}": (predict(P(q, a.p99), CUT * ref), crossing(runs, a.p99)),

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Per row of a `triage lab events` run (server, cold count, repetition): every open-loop run
 (the overload run, the ladder's rates, the probes) in rising rate with its idle share,
-throttled periods and CPU per request, and the row's fit and measured saturation from
-summary.json.
+throttled periods and CPU per request (and, where raw.csv has it, the server CPU's busy share
+not the server's: other tenants), and the row's fit and measured saturation from summary.json.
 
   scripts/events-rows.py results/DIR [results/DIR2 ...] [--server nginx] [--cold 0]
 """
@@ -44,4 +44,5 @@ for d in a.dirs:
             print(f"   {r['step']:<8} {float(r['target_rps']):8.0f} served {float(r['rps']):8.0f} "
                   f"idle {float(r['idle_pct']):6.1f} thr {r['throttled_pct']:>5} "
                   f"us/req {float(r['cpu_per_req_us']):5.1f} p99 {float(r['p99_ms']):7.1f} "
-                  f"{'ok' if r['sustained'] == 'true' else 'FAIL ' + r['failed_on']}")
+                  f"{'ok' if r['sustained'] == 'true' else 'FAIL ' + r['failed_on']}"
+                  + (f" others {r['server_cpu_others_pct']}%" if r.get("server_cpu_others_pct") else ""))

@@ -377,6 +377,13 @@ fn lab_events_tiny_writes_the_summary_keys() {
         );
         assert_eq!(f[col("client_fifo")], "true", "{l}");
     }
+    // Every run, the pairs included, says how much of the server's CPU went to other tasks.
+    for l in raw.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        let others: f64 = f[col("server_cpu_others_pct")].parse().unwrap();
+        assert!((-100.0..=100.0).contains(&others), "{l}");
+    }
+    assert!(s["server_cpu_others_pct_max"].is_number(), "{s}");
     // Beside each measured saturation, the run above it that failed says which criterion.
     for f in fits {
         if let Some(n) = f["next_failure"].as_object() {

@@ -341,6 +341,11 @@ pub struct Measured {
     pub client_cpu_busy_pct: Option<f64>,
     /// Whether the client side ran real-time (`SCHED_FIFO`) through the run.
     pub client_fifo: bool,
+    /// The server CPU's busy time over the run not spent by the server side's cgroup (% of
+    /// the window): other tenants of that CPU (a build started after the lab paused the
+    /// running ones, kernel threads). The CPU's ticks in `/proc/stat` less the server side's
+    /// in its cgroup: within a point or two.
+    pub server_cpu_others_pct: Option<f64>,
     /// The last growth of the cold connections before this point.
     pub cold_step: Option<ColdStep>,
     /// Cold connections still open after the point (checked after the last rate).
@@ -367,10 +372,10 @@ fn client_rt(p: &Params) -> Option<os::prio::FifoGuard> {
     os::prio::FifoGuard::raise_current(super::CLIENT_FIFO_PRIORITY).ok()
 }
 
-/// The client side's CPU counters at the start of a run: this thread's (loadgen's open loop
-/// runs on it), the waited-for children's (wrk), and the client CPU's busy and total time
-/// (every task on it, the helpers' builds included).
-struct ClientCpu {
+/// CPU counters at the start of a run: this thread's (loadgen's open loop runs on it), the
+/// waited-for children's (wrk), and one CPU's busy and total time (every task on it, the
+/// helpers' builds included): the client's CPU, or the server's.
+struct CpuAtStart {
     thread: Duration,
     children: Duration,
     cpu: Option<(Duration, Duration)>,
@@ -378,9 +383,9 @@ struct ClientCpu {
     t: Instant,
 }
 
-impl ClientCpu {
-    fn now(cpu_index: Option<usize>) -> ClientCpu {
-        ClientCpu {
+impl CpuAtStart {
+    fn now(cpu_index: Option<usize>) -> CpuAtStart {
+        CpuAtStart {
             thread: os::cputime::thread_cpu_time(),
             children: os::cputime::children_cpu_time(),
             cpu: Self::busy_total(cpu_index),
@@ -396,7 +401,7 @@ impl ClientCpu {
     }
 
     /// Since the start: the generator's own CPU (this thread and wrk, % of one CPU) and the
-    /// client CPU's busy share (%, every task on it).
+    /// CPU's busy share (%, every task on it).
     fn since(&self) -> (f64, Option<f64>) {
         let dt = self.t.elapsed().as_secs_f64().max(1e-9);
         let own = (os::cputime::thread_cpu_time().saturating_sub(self.thread)
@@ -521,7 +526,8 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     }
     let c0 = cpu_now(s.tb)?;
     let rt = client_rt(s.p);
-    let client0 = ClientCpu::now(s.tb.info().client_cpu);
+    let client0 = CpuAtStart::now(s.tb.info().client_cpu);
+    let server_cpu0 = CpuAtStart::now(s.tb.info().server_cpu);
     let t0 = Instant::now();
     let (target, requests, errors, p50, p90, p99, frac) = match pt.step {
         Step::Saturate => {
@@ -594,6 +600,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     let dt = t0.elapsed().as_secs_f64();
     let c1 = cpu_now(s.tb)?;
     let (client_cpu_pct, client_cpu_busy_pct) = client0.since();
+    let server_cpu_busy_pct = server_cpu0.since().1;
     let rt_held = rt.is_some();
     drop(rt);
     if pt.step == Step::Overload {
@@ -666,6 +673,9 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         client_cpu_pct: Some(client_cpu_pct),
         client_cpu_busy_pct,
         client_fifo: rt_held,
+        // The server side's ticks against the CPU's (both sampled by the same ticks, so that
+        // the sampling of a throttled server's short bursts cancels).
+        server_cpu_others_pct: server_cpu_busy_pct.map(|b| b - 100.0 * (tu + tk) / dt),
         cold_step: r.cold_step,
         cold_alive: last_rate.then(|| r.cold.alive()),
         cpu_csv,
@@ -726,6 +736,8 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
         .ok_or_else(|| LabError::Results("pairs asked for without a twin".into()))?
         .addr;
     let name = r.server.name();
+    let server_cpu0 = CpuAtStart::now(s.tb.info().server_cpu);
+    let side0 = cpu_now(s.tb)?;
     let (mut requests, mut cpu_s, mut window_s) = (0u64, 0.0, 0.0);
     let mut pairs = Vec::with_capacity(s.p.pairs);
     for i in 0..s.p.pairs {
@@ -750,6 +762,11 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
         pairs.push((got[0], got[1]));
     }
     let busy_pct = 100.0 * cpu_s / (s.p.quota * window_s);
+    // Both processes' CPU over the whole step against the server CPU's busy time, in ticks.
+    let side1 = cpu_now(s.tb)?;
+    let side_s = (side1.user - side0.user) + (side1.system - side0.system);
+    let elapsed = server_cpu0.t.elapsed().as_secs_f64().max(1e-9);
+    let server_cpu_others_pct = server_cpu0.since().1.map(|b| b - 100.0 * side_s / elapsed);
     Ok(Measured {
         server: name.into(),
         rep: pt.rep,
@@ -777,6 +794,7 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
         client_cpu_pct: None,
         client_cpu_busy_pct: None,
         client_fifo: s.p.client_fifo,
+        server_cpu_others_pct,
         cold_step: r.cold_step,
         cold_alive: Some(r.cold.alive()),
         cpu_csv: None,

@@ -296,6 +296,11 @@ pub struct Summary {
     pub idle_conns_held_by_server: BTreeMap<String, usize>,
     /// Largest |tool - lab| / lab (%) of `triage capacity` on the access logs.
     pub tool_vs_lab_pct_max: Option<f64>,
+    /// The largest share of the server CPU's time (%) that went to tasks other than the
+    /// server side over a run (`server_cpu_others_pct` in raw.csv): a build started beside
+    /// the lab, which then shares the CPU the server is measured on. Ticks of `/proc/stat`: a
+    /// point or two either way are noise.
+    pub server_cpu_others_pct_max: Option<f64>,
     /// Goals.
     pub goals: Vec<Goal>,
     /// CPU per request per server and cold count.
@@ -699,6 +704,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
             .filter_map(|f| f.predicted_vs_knee_pct.map(f64::abs)),
     );
     let tool_vs_lab_pct_max = maxf(fits.iter().filter_map(|f| f.tool_vs_lab_pct));
+    let server_cpu_others_pct_max = maxf(points.iter().filter_map(|m| m.server_cpu_others_pct));
     let rss_per_idle_conn_kib = rss
         .iter()
         .find(|r| r.server == triage)
@@ -772,6 +778,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         idle_conns_held: held.get(triage).copied(),
         idle_conns_held_by_server: held,
         tool_vs_lab_pct_max,
+        server_cpu_others_pct_max,
         goals: Vec::new(),
         cpu_per_req: cpr,
         fits,
@@ -876,12 +883,13 @@ pub fn raw_csv(points: &[Measured]) -> String {
     let mut s = String::from(
         "server,rep,cold,cold_held,step,frac,target_rps,rps,requests,errors,window_s,cpu_s,\
          user_pct,kernel_pct,idle_pct,cpu_per_req_us,p50_ms,p90_ms,p99_ms,rss_kib,\
-         throttled_pct,sustained,failed_on,client_cpu_pct,client_cpu_busy_pct,client_fifo\n",
+         throttled_pct,sustained,failed_on,client_cpu_pct,client_cpu_busy_pct,client_fifo,\
+         server_cpu_others_pct\n",
     );
     for m in points {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{}",
             m.server,
             m.rep,
             m.cold,
@@ -907,7 +915,9 @@ pub fn raw_csv(points: &[Measured]) -> String {
             m.failed_on.unwrap_or(""),
             m.client_cpu_pct.map_or(String::new(), |c| format!("{c:.1}")),
             m.client_cpu_busy_pct.map_or(String::new(), |c| format!("{c:.1}")),
-            m.client_fifo
+            m.client_fifo,
+            m.server_cpu_others_pct
+                .map_or(String::new(), |c| format!("{c:.1}"))
         );
     }
     s
@@ -1059,6 +1069,7 @@ mod tests {
             client_cpu_pct: None,
             client_cpu_busy_pct: None,
             client_fifo: false,
+            server_cpu_others_pct: None,
             cold_step: None,
             cold_alive: None,
             cpu_csv: None,
@@ -1272,6 +1283,25 @@ mod tests {
         );
         assert_eq!(row.saturated_points, 2);
         assert_eq!(row.all.buckets, 7);
+    }
+
+    #[test]
+    fn raw_csv_names_the_server_cpus_other_tenants_per_run() {
+        let mut a = m("rate", 500.0, 50.0);
+        a.server_cpu_others_pct = Some(31.25);
+        let b = m("rate", 600.0, 40.0);
+        let csv = raw_csv(&[a, b]);
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = head
+            .iter()
+            .position(|h| *h == "server_cpu_others_pct")
+            .expect("the column");
+        let cells = |l: &str| l.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let (ra, rb) = (cells(lines.next().unwrap()), cells(lines.next().unwrap()));
+        assert_eq!((ra.len(), rb.len()), (head.len(), head.len()));
+        assert_eq!(ra[col], "31.2");
+        assert_eq!(rb[col], "", "not measured: empty, not 0");
     }
 
     #[test]

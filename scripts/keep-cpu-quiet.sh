@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# keep-cpu-quiet.sh CMD...: run CMD, and while it runs pause (SIGSTOP), every 250 ms, each
+# compiler, linker or cargo process and each niced (nice > 0) user process that is running;
+# resume them all when CMD ends. /work/notes/quiet0.sh pauses the builds running when it
+# starts; a build started later (another helper's, the lead's) runs beside the measurement,
+# on the server's CPU too (20-45% of CPU 0 in runs of 2026-11-27, docs/events.md). The watch
+# itself runs on the last CPU (the lab's client CPU), not on the server's. Use inside it:
+#   flock /tmp/lab.lock /work/notes/quiet0.sh scripts/keep-cpu-quiet.sh target/ci/triage lab events ...
+set -u
+paused=()
+resume() {
+  for p in "${paused[@]}"; do kill -CONT "$p" 2>/dev/null; done
+}
+trap resume EXIT
+"$@" &
+cmd=$!
+trap 'kill -TERM "$cmd" 2>/dev/null' INT TERM
+taskset -pc "$(($(nproc) - 1))" $$ >/dev/null
+names=" rustc cargo cc1 cc1plus ld ld.lld collect2 clang clippy-driver rust-lld cc rustdoc "
+while kill -0 "$cmd" 2>/dev/null; do
+  while read -r pid ppid ni stat comm; do
+    if [ "$pid" = "$$" ] || [ "$pid" = "$cmd" ] || [ "$pid" = 2 ] || [ "$ppid" = 2 ]; then
+      continue
+    fi
+    case "$stat" in T*) continue ;; esac
+    if [[ "$names" == *" $comm "* ]] || { [[ "$ni" =~ ^[0-9]+$ ]] && [ "$ni" -gt 0 ]; }; then
+      if kill -STOP "$pid" 2>/dev/null; then
+        paused+=("$pid")
+        echo "keep-cpu-quiet: paused $comm $pid (nice $ni)" >&2
+      fi
+    fi
+  done < <(ps -eo pid=,ppid=,ni=,stat=,comm=)
+  sleep 0.25
+done
+wait "$cmd"
