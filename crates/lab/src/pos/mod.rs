@@ -75,11 +75,11 @@ impl PosLab {
                 .collect();
                 return Err(LabError::Config(format!(
                     "--variants names {}, which exp {} does not have (its variants: {}; also \
-                     apache and php-fpm, each with +pos, +pos-slice, +pos-log, +pos-always, +all20, \
-                     +pos-rest, +pos-budget, +pos-tail, +pos-budget-tail, +pos-tailwith, \
-                     +pos-budget-tailwith, +pos-tailbelow, +pos-budget-tailbelow, and \
-                     +pos-front or +all20-front (php-fpm: nginx raised with them), and the \
-                     diagnostics named in docs/lab.md)",
+                     apache and php-fpm, each with +pos, +pos-slice, +pos-log, +all20, \
+                     +pos-rest, +pos-<options> (any of always, budget, tail, tailwith, \
+                     tailbelow, tail<N>, floor<N>, plain, joined by '-': +pos-budget-tailwith), \
+                     each also with -front (nginx raised with them), and the diagnostics named \
+                     in docs/lab.md)",
                     unknown.join(", "),
                     p.exp,
                     all.join(", ")
