@@ -23,14 +23,6 @@ use crate::rest::{Direction, Rest};
 /// Longest wait for events before the loop looks at the time again (SLP, budgets, signals).
 const POLL_EVERY: Duration = Duration::from_millis(5);
 
-/// While events keep coming, the loop takes them in batches at most this often: it sleeps
-/// out the rest of this interval after a poll that returned events and then takes what
-/// arrived without blocking, instead of waking up for every event (a wake-up of the loop
-/// costs more than the event it brings). Decisions that must come before a wake-up are taken
-/// ahead of it ([`Kpos::next_due`]); the others (a demotion, the tail's head moving) come at
-/// most this much later.
-const EVENT_BATCH: Duration = Duration::from_millis(1);
-
 /// Which logger to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoggerChoice {
@@ -89,6 +81,13 @@ pub struct AttachConfig {
     /// and the order among the followed tasks (text, tail's head, the rest) stays POS's.
     /// A nice lever only; every held task is restored as a raised one is.
     pub floor_nice: Option<i32>,
+    /// While events keep coming, take them in batches at most this often (`ZERO`: wake up
+    /// for every event): the loop sleeps out the rest of this interval after a poll that
+    /// returned events and then takes what arrived without blocking (a wake-up of the loop
+    /// costs more than the event it brings). Decisions that must come before a wake-up are
+    /// taken ahead of it ([`Kpos::next_due`]); the others (a demotion, the tail's head
+    /// moving) come up to this much later.
+    pub event_batch: Duration,
 }
 
 impl AttachConfig {
@@ -112,6 +111,7 @@ impl AttachConfig {
             rest_nice: 19,
             tail_nice: None,
             floor_nice: None,
+            event_batch: Duration::ZERO,
         }
     }
 }
@@ -316,8 +316,8 @@ pub fn run(
         let wait = Duration::from_nanos(kpos.next_due().saturating_sub(proctrace::monotonic_ns()))
             .clamp(Duration::from_millis(1), POLL_EVERY);
         match last_batch.map(|t| t.elapsed()) {
-            Some(since) if since < EVENT_BATCH => {
-                std::thread::sleep((EVENT_BATCH - since).min(wait));
+            Some(since) if since < cfg.event_batch => {
+                std::thread::sleep((cfg.event_batch - since).min(wait));
                 tracer.poll(Duration::ZERO, &mut evs)?;
             }
             _ => tracer.poll(wait, &mut evs)?,
@@ -437,13 +437,13 @@ impl Daemon {
             self.acts.clear();
             kpos.event(t as u64, Input::Start, now, &mut self.acts);
             if let Some(l) = lever {
-                self.to_floor(l, t, out);
+                self.hold_at_floor(l, t, out);
             }
         }
     }
 
     /// Hold `t` at the floor (if there is one and the lever holds it at no other level).
-    fn to_floor(&mut self, l: &mut Lever, t: Tid, out: &mut dyn Write) {
+    fn hold_at_floor(&mut self, l: &mut Lever, t: Tid, out: &mut dyn Write) {
         let Some(f) = self.floor else {
             return;
         };
@@ -485,7 +485,7 @@ impl Daemon {
             Kind::Fork { .. } => {
                 self.known.insert(ev.tid);
                 if let Some(l) = lever.as_deref_mut() {
-                    self.to_floor(l, ev.tid, out);
+                    self.hold_at_floor(l, ev.tid, out);
                 }
                 Input::Start
             }

@@ -82,6 +82,11 @@ pub struct Args {
     /// followed set. Restored at the end as the raised are.
     #[arg(long, allow_hyphen_values = true)]
     floor_nice: Option<i32>,
+    /// While events keep coming, take them in batches at most this often (e.g. 1ms; 0: wake
+    /// up for every event): less of the daemon's CPU, decisions that do not come before a
+    /// wake-up up to this much later.
+    #[arg(long, default_value = "0ms")]
+    event_batch: Dur,
     /// Stop after this long (default: until Ctrl-C, SIGTERM, or the processes exit).
     #[arg(long)]
     duration: Option<Dur>,
@@ -154,6 +159,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.kpos.tail_head = a.tail_head;
     cfg.tail_nice = a.tail_nice;
     cfg.floor_nice = a.floor_nice;
+    cfg.event_batch = a.event_batch.0;
     cfg.admin = a.admin;
     cfg.duration = a.duration.map(|d| d.0);
     cfg.report_every = Some(a.report_every.0);
