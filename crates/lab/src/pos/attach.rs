@@ -138,19 +138,16 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
             .name
             .strip_prefix(base)
             .and_then(|k| k.strip_prefix('+'))
-            .map(|k| k.strip_suffix("-front").unwrap_or(k))
             .map(|k| match (k, peer_of(base)) {
                 ("pos", Some(p)) => default_pos_kind(p),
                 _ => k,
             })
-            .and_then(pos_options)
-            .map(|o| {
-                let front = if v.name.ends_with("-front") {
-                    " (the front raised with them)"
-                } else {
-                    ""
+            .and_then(|k| {
+                let (k, front) = match k.strip_suffix("-front") {
+                    Some(k) => (k, " (the front raised with them)"),
+                    None => (k, ""),
                 };
-                format!("{}{front}", o.how)
+                pos_options(k).map(|o| format!("{}{front}", o.how))
             });
         if let Some(how) = how {
             let bound = t1_goal(base);
@@ -235,6 +232,7 @@ pub struct PosOptions {
 /// - `tail`: `--tail-head after-text`; `tailwith`: `--tail-head with-text`; `tailbelow`: the
 ///   same at `--tail-nice -10`; `tail<N>`: the same at `--tail-nice -N`;
 /// - `floor<N>`: `--floor-nice -N`;
+/// - `batch`: `--event-batch 1ms`;
 /// - `plain`: nothing (POS alone, when the server's `+pos` runs with options);
 ///
 /// `None` if `kind` is not such a name. What `<server>+pos` itself runs is
@@ -260,6 +258,7 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
         match opt {
             "plain" => add(&[], ""),
             "always" => add(&["--always"], "without the bottleneck check"),
+            "batch" => add(&["--event-batch", "1ms"], "events taken in 1 ms batches"),
             "budget" => add(&["--budget", "learn"], "the episode's CPU budget"),
             "tail" => add(
                 &["--tail-head", "after-text"],
@@ -299,11 +298,12 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
 }
 
 /// What `<server>+pos` runs: the options that met the goals on that server (see
-/// docs/kpos.md); `<server>+pos-plain` is POS alone.
+/// docs/kpos.md), `-front` if the front is raised with them; `<server>+pos-plain` is POS
+/// alone.
 pub fn default_pos_kind(peer: Peer) -> &'static str {
     match peer {
-        Peer::Apache => "pos",
-        _ => "pos",
+        Peer::Apache => "pos-tailwith-floor10",
+        _ => "pos-budget-tailwith-floor10-front",
     }
 }
 
@@ -321,20 +321,21 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         }) else {
             continue;
         };
+        // `<server>+pos` runs the server's default options (the front included, if any).
+        let kind = if kind == "pos" {
+            default_pos_kind(peer)
+        } else {
+            kind
+        };
         let (kind, front) = match kind.strip_suffix("-front") {
             Some(k) => (k, true),
             None => (kind, false),
         };
         // The POS variants: nice as the lever, the run's SLP and RW, and the options each
-        // variant adds (`<server>+pos` runs the server's default options).
-        let pos_kind = if kind == "pos" {
-            default_pos_kind(peer)
-        } else {
-            kind
-        };
+        // variant adds.
         let pos_extra = match kind {
             "pos-slice" | "pos-log" | "pos-rest" => None,
-            _ => pos_options(pos_kind),
+            _ => pos_options(kind),
         };
         let flags: Vec<&str> = match (kind, pos_extra.as_ref()) {
             (_, Some(o)) => [
@@ -375,19 +376,32 @@ mod tests {
     fn named_attach_variants_follow_the_server() {
         let o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
         let p = crate::pos::plan::resolve(&o).unwrap();
-        let only: Vec<String> = ["fifo", "apache+pos", "apache+pos-log", "apache+pos-budget"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let only: Vec<String> = [
+            "fifo",
+            "apache+pos",
+            "apache+pos-log",
+            "apache+pos-budget",
+            "apache+pos-plain",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let v = variants(&only, &p);
-        assert_eq!(v.len(), 3);
+        assert_eq!(v.len(), 4);
         assert!(v[2]
             .attach
             .as_ref()
             .unwrap()
             .windows(2)
             .any(|w| w == ["--budget", "learn"]));
-        assert!(!v[0].attach.as_ref().unwrap().contains(&"--budget".into()));
+        // `apache+pos` runs the server's default options; `+pos-plain` POS alone.
+        let default = pos_options(default_pos_kind(Peer::Apache)).unwrap();
+        assert!(v[0]
+            .attach
+            .as_ref()
+            .unwrap()
+            .ends_with(&[default.flags, vec!["--cpus".into(), "1".into()]].concat()));
+        assert!(!v[3].attach.as_ref().unwrap().contains(&"--budget".into()));
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
         assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));
@@ -401,6 +415,11 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].name, "php-fpm+pos");
         assert_eq!(v[0].peer_kind(), Some(Peer::PhpFpm));
+        assert_eq!(
+            v[0].attach_front,
+            default_pos_kind(Peer::PhpFpm).ends_with("-front"),
+            "php-fpm+pos raises the front if its default says so"
+        );
         assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
         let more: Vec<String> = [
             "php-fpm+all20-front",

@@ -182,10 +182,19 @@ impl Experiment for PosLab {
             for &b in &self.p.browser_counts {
                 for k in 0..nvar {
                     // Rotate the order every repetition so no variant always runs first.
-                    let v = &self.variants[(k + rep) % nvar];
+                    let i = (k + rep) % nvar;
+                    let v = &self.variants[i];
+                    // A long name (`php-fpm+pos-budget-tail15-floor10-front`) would make the
+                    // paths under the run's directory too long for a unix socket (108 bytes):
+                    // such a run's directory is named by the variant's place instead.
+                    let name = if v.name.len() <= 24 {
+                        v.name.clone()
+                    } else {
+                        format!("variant{i}")
+                    };
                     out.push(Session {
                         variant: v.name.clone(),
-                        dir: format!("{}-b{b}-r{rep}", v.name),
+                        dir: format!("{name}-b{b}-r{rep}"),
                         points: vec![PosPoint {
                             variant: v.clone(),
                             browsers: b,
