@@ -1,7 +1,11 @@
 //! The `+pos` variants of `triage lab pos`: unmodified servers with `triage pos attach`
 //! following them (docs/kpos.md). They run only when `--variants` names them:
-//! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW;
-//! - `apache+pos-slice`: the same with nice + a 0.1 ms slice;
+//! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW,
+//!   and the server's chosen options ([`default_pos_kind`]: the tail's head beside the text
+//!   and the floor at -10); `apache+pos-plain`: POS alone;
+//! - `<server>+pos-<options>`: any options of [`pos_options`] (budget, tail's head, floor,
+//!   ...), in any order;
+//! - `apache+pos-slice`: POS alone with nice + a 0.1 ms slice;
 //! - `apache+pos-log`: the daemon logging and classifying only (its overhead);
 //! - `apache+all20`: every child raised all the time (SLP 0, RW never reached): the bound;
 //! - `<server>+pos-always`: `+pos` without the daemon's bottleneck check (it raises whether
