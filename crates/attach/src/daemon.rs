@@ -75,6 +75,19 @@ pub struct AttachConfig {
     /// Nice value of the tail's head ([`policy::kpos::TailHead`]; `None`: the lever's own,
     /// as the text's). A nice lever only.
     pub tail_nice: Option<i32>,
+    /// Nice value at which every followed task that is not raised is held (`None`: its own
+    /// value): a floor between the competitor's value and the tail's head's, so that a task
+    /// POS lowers still runs ahead of a competitor outside the followed set (the CPU hog)
+    /// and the order among the followed tasks (text, tail's head, the rest) stays POS's.
+    /// A nice lever only; every held task is restored as a raised one is.
+    pub floor_nice: Option<i32>,
+    /// While events keep coming, take them in batches at most this often (`ZERO`: wake up
+    /// for every event): the loop sleeps out the rest of this interval after a poll that
+    /// returned events and then takes what arrived without blocking (a wake-up of the loop
+    /// costs more than the event it brings). Decisions that must come before a wake-up are
+    /// taken ahead of it ([`Kpos::next_due`]); the others (a demotion, the tail's head
+    /// moving) come up to this much later.
+    pub event_batch: Duration,
 }
 
 impl AttachConfig {
@@ -97,6 +110,8 @@ impl AttachConfig {
             direction: Direction::RaiseMarked,
             rest_nice: 19,
             tail_nice: None,
+            floor_nice: None,
+            event_batch: Duration::ZERO,
         }
     }
 }
@@ -133,6 +148,19 @@ pub fn run(
 ) -> Result<Snapshot, AttachError> {
     if cfg.lever.is_some() && !nix::unistd::geteuid().is_root() {
         return Err(AttachError::NotRoot);
+    }
+    if let Some(f) = cfg.floor_nice {
+        let text = -20;
+        let above = cfg.tail_nice.unwrap_or(text);
+        if !matches!(cfg.lever, Some(LeverKind::Nice | LeverKind::NiceSlice))
+            || cfg.direction == Direction::LowerRest
+            || !(above..=0).contains(&f)
+        {
+            return Err(AttachError::Usage(format!(
+                "--floor-nice {f}: needs a nice lever raising the marked tasks and a value from \
+                 the tail's head's ({above}) to 0"
+            )));
+        }
     }
     if cfg.direction == Direction::LowerRest {
         if !cfg.front.is_empty() {
@@ -239,6 +267,8 @@ pub fn run(
         actions,
         direction: cfg.direction,
         tail_nice: cfg.tail_nice,
+        floor: cfg.floor_nice.filter(|_| lever.is_some()),
+        floored: BTreeSet::new(),
     };
     let _ = writeln!(
         out,
@@ -254,8 +284,14 @@ pub fn run(
         },
         cfg.kpos.tail_head.name()
     );
+    if let Some(f) = d.floor {
+        let _ = writeln!(
+            out,
+            "floor: every followed task not raised held at nice {f}"
+        );
+    }
     for t in tasks {
-        d.start(&mut tracer, &mut kpos, t, start_ns);
+        d.start(&mut tracer, &mut kpos, lever.as_mut(), t, start_ns, out);
     }
     let began = Instant::now();
     let cpu0 = os::thread_cpu_time();
@@ -264,6 +300,7 @@ pub fn run(
     let mut last_report = Instant::now();
     let mut window = (Instant::now(), 0u64);
     let mut evs: Vec<TaskEvent> = Vec::new();
+    let mut last_batch: Option<Instant> = None;
     let end = loop {
         if stop() {
             break "stopped";
@@ -272,15 +309,20 @@ pub fn run(
             break "duration reached";
         }
         evs.clear();
-        // Wake up for the next budget check if one is due before the usual 5 ms (at least
-        // 1 ms: the ring buffer's poll counts milliseconds).
-        let wait = kpos
-            .next_budget_check(proctrace::monotonic_ns())
-            .map_or(POLL_EVERY, |at| {
-                Duration::from_nanos(at.saturating_sub(proctrace::monotonic_ns()))
-                    .clamp(Duration::from_millis(1), POLL_EVERY)
-            });
-        tracer.poll(wait, &mut evs)?;
+        // Wake up when POS has something due that no event brings (a task passing SLP, a
+        // raised one passing the budget, the period's end), at most POLL_EVERY later and at
+        // least 1 ms (the ring buffer's poll counts milliseconds); a scan before that does
+        // nothing, so an event-driven loop costs no scan of every task.
+        let wait = Duration::from_nanos(kpos.next_due().saturating_sub(proctrace::monotonic_ns()))
+            .clamp(Duration::from_millis(1), POLL_EVERY);
+        match last_batch.map(|t| t.elapsed()) {
+            Some(since) if since < cfg.event_batch => {
+                std::thread::sleep((cfg.event_batch - since).min(wait));
+                tracer.poll(Duration::ZERO, &mut evs)?;
+            }
+            _ => tracer.poll(wait, &mut evs)?,
+        }
+        last_batch = (!evs.is_empty()).then(Instant::now);
         let now = proctrace::monotonic_ns();
         for ev in &evs {
             d.s.events += 1;
@@ -295,6 +337,7 @@ pub fn run(
                 d.s.lever_errors += rest.sync(&d.known, &kpos, l, cfg.kpos.always, out);
             }
             if !front.is_empty() {
+                // A task at the floor counts: the front must not starve below it either.
                 let any = l.raised() > front.held();
                 d.s.lever_errors += front.sync(l, any, out);
             }
@@ -307,7 +350,7 @@ pub fn run(
                     let now = proctrace::monotonic_ns();
                     for t in ts {
                         if !d.known.contains(&t) {
-                            d.start(&mut tracer, &mut kpos, t, now);
+                            d.start(&mut tracer, &mut kpos, lever.as_mut(), t, now, out);
                         }
                     }
                 }
@@ -373,14 +416,56 @@ struct Daemon {
     direction: Direction,
     /// [`AttachConfig::tail_nice`].
     tail_nice: Option<i32>,
+    /// [`AttachConfig::floor_nice`] (with a lever).
+    floor: Option<i32>,
+    /// Followed tasks held at the floor now (in the lever's raised set, not above the floor).
+    floored: BTreeSet<Tid>,
 }
 
 impl Daemon {
-    fn start(&mut self, tracer: &mut Tracer, kpos: &mut Kpos, t: Tid, now: u64) {
+    fn start(
+        &mut self,
+        tracer: &mut Tracer,
+        kpos: &mut Kpos,
+        lever: Option<&mut Lever>,
+        t: Tid,
+        now: u64,
+        out: &mut dyn Write,
+    ) {
         if tracer.follow(t).is_ok() {
             self.known.insert(t);
             self.acts.clear();
             kpos.event(t as u64, Input::Start, now, &mut self.acts);
+            if let Some(l) = lever {
+                self.hold_at_floor(l, t, out);
+            }
+        }
+    }
+
+    /// Hold `t` at the floor (if there is one and the lever holds it at no other level).
+    fn hold_at_floor(&mut self, l: &mut Lever, t: Tid, out: &mut dyn Write) {
+        let Some(f) = self.floor else {
+            return;
+        };
+        let r = if l.is_raised(t) {
+            l.set_level(t, f)
+        } else {
+            l.raise(t).and_then(|()| l.set_level(t, f))
+        };
+        match r {
+            Ok(()) => {
+                self.floored.insert(t);
+            }
+            Err(LeverError::Gone(_)) => l.forget(t),
+            Err(e) => self.lever_error(e, out),
+        }
+    }
+
+    fn lever_error(&mut self, e: LeverError, out: &mut dyn Write) {
+        self.s.lever_errors += 1;
+        if self.errors_shown < 5 {
+            self.errors_shown += 1;
+            let _ = writeln!(out, "lever: {e}");
         }
     }
 
@@ -399,10 +484,14 @@ impl Daemon {
             Kind::Preempt => Input::Preempt,
             Kind::Fork { .. } => {
                 self.known.insert(ev.tid);
+                if let Some(l) = lever.as_deref_mut() {
+                    self.hold_at_floor(l, ev.tid, out);
+                }
                 Input::Start
             }
             Kind::Exit => {
                 self.known.remove(&ev.tid);
+                self.floored.remove(&ev.tid);
                 tracer.unfollow(ev.tid);
                 if let Some(l) = lever.as_deref_mut() {
                     l.forget(ev.tid);
@@ -415,6 +504,7 @@ impl Daemon {
             self.known.insert(ev.tid);
         }
         let raised_before = self.direction == Direction::RaiseMarked
+            && !self.floored.contains(&ev.tid)
             && lever.as_deref().is_some_and(|l| l.is_raised(ev.tid));
         self.acts.clear();
         kpos.event(ev.tid as u64, input, ev.t_ns, &mut self.acts);
@@ -466,8 +556,21 @@ impl Daemon {
             let (tid, r) = match a {
                 Action::Raise(w) => (w as Tid, raise(w as Tid, text)),
                 Action::RaiseHead(w) => (w as Tid, raise(w as Tid, head)),
-                Action::Lower(w) => (w as Tid, l.lower(w as Tid)),
+                // With a floor a lowered task goes back to the floor, still held.
+                Action::Lower(w) => match self.floor {
+                    Some(f) if l.is_raised(w as Tid) => (w as Tid, l.set_level(w as Tid, f)),
+                    _ => (w as Tid, l.lower(w as Tid)),
+                },
             };
+            match a {
+                Action::Lower(_) if self.floor.is_some() && l.is_raised(tid) => {
+                    self.floored.insert(tid);
+                }
+                Action::Raise(_) | Action::RaiseHead(_) => {
+                    self.floored.remove(&tid);
+                }
+                Action::Lower(_) => {}
+            }
             match r {
                 Ok(()) => {
                     if let (Action::Raise(_), Some(w)) = (a, wake) {
@@ -478,14 +581,11 @@ impl Daemon {
                         }
                     }
                 }
-                Err(LeverError::Gone(_)) => l.forget(tid),
-                Err(e) => {
-                    self.s.lever_errors += 1;
-                    if self.errors_shown < 5 {
-                        self.errors_shown += 1;
-                        let _ = writeln!(out, "lever: {e}");
-                    }
+                Err(LeverError::Gone(_)) => {
+                    l.forget(tid);
+                    self.floored.remove(&tid);
                 }
+                Err(e) => self.lever_error(e, out),
             }
         }
     }

@@ -402,3 +402,56 @@ fn a_raised_worker_past_its_budget_stays_raised_as_the_tails_head_at_the_tail_ni
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn with_a_floor_a_task_lowered_past_its_budget_stays_at_the_floor_and_is_restored_at_the_end() {
+    if !is_root() {
+        eprintln!("SKIP with_a_floor_a_task_lowered...: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Sleeps 100 ms (past SLP: raised as text at -20), then burns without blocking: past the
+    // 5 ms budget it is lowered, to the floor (-10), not to its own value.
+    let mut child = Command::new("perl")
+        .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let base = os::prio::thread_nice(pid).unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.kpos.policy.rw = Tunable::Fixed(1);
+    cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(5_000_000);
+    cfg.floor_nice = Some(-10);
+    // A floor with the other direction, or below the tail's head, is refused.
+    let mut bad = cfg.clone();
+    bad.direction = attach::Direction::LowerRest;
+    let mut sink = Vec::new();
+    assert!(matches!(
+        attach::run(&bad, &mut sink, &|| true),
+        Err(AttachError::Usage(_))
+    ));
+    let mut bad = cfg.clone();
+    bad.tail_nice = Some(-5);
+    assert!(matches!(
+        attach::run(&bad, &mut sink, &|| true),
+        Err(AttachError::Usage(_))
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let d = spawn_daemon(cfg, stop.clone());
+    let raised = reaches_nice(pid, -20);
+    let floored = raised && reaches_nice(pid, -10);
+    stop.store(true, Ordering::Relaxed);
+    let (r, out) = d.join().unwrap();
+    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(raised, "raised as text first\n{out}");
+    assert!(
+        floored,
+        "then held at the floor, not at its own value\n{out}"
+    );
+    assert!(out.contains("floor: every followed task"), "{out}");
+    assert!(snap.pos.budget_lowers >= 1, "{out}");
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let _ = child.kill();
+    let _ = child.wait();
+}

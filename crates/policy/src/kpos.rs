@@ -249,6 +249,9 @@ pub struct KposStats {
     pub budget_lowers: u64,
     /// Times a task was raised as the tail's head.
     pub tail_head_raises: u64,
+    /// Scans that did the work; the others returned at once, nothing being due
+    /// ([`Kpos::next_due`]).
+    pub full_scans: u64,
 }
 
 /// See the module docs.
@@ -277,6 +280,12 @@ pub struct Kpos {
     /// The tail's head, raised ([`KposConfig::tail_head`]); never in `raised`.
     head: Option<WorkerId>,
     tail_head_raises: u64,
+    /// The earliest time at which [`Kpos::scan`] can decide anything without an event: the
+    /// period's end, the first SLP crossing of a waiting task, the first budget crossing of a
+    /// running raised one. Before it a scan does nothing (see [`Kpos::next_due`]).
+    due: Nanos,
+    /// Scans that did the work (not skipped as not due).
+    full_scans: u64,
 }
 
 impl Kpos {
@@ -305,7 +314,36 @@ impl Kpos {
             budget_lowers: 0,
             head: None,
             tail_head_raises: 0,
+            due: now,
+            full_scans: 0,
         })
+    }
+
+    /// When the next [`Kpos::scan`] can decide something that no event brings: the period's
+    /// end, the moment a waiting task passes SLP (while the lever is in use), the moment a
+    /// running raised task can pass the budget. A mechanism that only wakes for events
+    /// wakes up for this; a scan before it returns at once (an event in between may bring
+    /// it forward).
+    pub fn next_due(&self) -> Nanos {
+        self.due
+    }
+
+    /// Recompute [`Kpos::next_due`] from every task (after a scan that did the work).
+    fn recompute_due(&mut self, now: Nanos) {
+        let mut due = self.period_start + self.cfg.policy.period;
+        if self.cfg.always || self.load.bottleneck {
+            for (w, t) in self.tasks.iter() {
+                if t.state == State::Wait && !self.raised.contains_key(w) {
+                    if let Some(at) = self.pos.slp_passes_at(*w) {
+                        due = due.min(at);
+                    }
+                }
+            }
+        }
+        if let Some(at) = self.next_budget_check(now) {
+            due = due.min(at);
+        }
+        self.due = due.max(now);
     }
 
     /// The marked episode's CPU budget in force.
@@ -530,11 +568,29 @@ impl Kpos {
         self.tasks.insert(w, t);
         self.decide(w, now, out);
         self.update_head(now, out);
+        // What this event makes due without another event: its SLP crossing if it now
+        // waits, its budget crossing if it runs raised.
+        if to == State::Wait {
+            if let Some(at) = self.pos.slp_passes_at(w) {
+                self.due = self.due.min(at);
+            }
+        }
+        if to == State::Run && self.raised.contains_key(&w) {
+            if let (Some(b), Some(t)) = (self.budget(), self.tasks.get(&w)) {
+                if t.in_episode {
+                    self.due = self.due.min(now + b.saturating_sub(t.episode_cpu(now)));
+                }
+            }
+        }
     }
 
     /// Time passes: close the period when due (POS predicts SLP and RW, the load is judged)
     /// and raise the tasks asleep past SLP (call it often: every poll of the tracer).
     pub fn scan(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        if now < self.due {
+            return;
+        }
+        self.full_scans += 1;
         if now.saturating_sub(self.period_start) >= self.cfg.policy.period {
             self.close_period(now);
             let ids: Vec<WorkerId> = self.all_ids();
@@ -545,6 +601,7 @@ impl Kpos {
             self.scan_raises(now, out);
         }
         self.update_head(now, out);
+        self.recompute_due(now);
     }
 
     /// Between two periods: lower the raised tasks running past the budget, raise the tasks
@@ -651,6 +708,7 @@ impl Kpos {
             budget: self.budget(),
             budget_lowers: self.budget_lowers,
             tail_head_raises: self.tail_head_raises,
+            full_scans: self.full_scans,
         }
     }
 }
@@ -845,6 +903,69 @@ mod tests {
         let load = k.stats().load;
         assert!(load.lrq < 1.0 && load.lrq >= load.pl, "{load:?}");
         assert!(load.bottleneck, "{load:?}");
+    }
+
+    #[test]
+    fn a_scan_does_the_work_only_when_a_crossing_or_the_period_is_due() {
+        let mut k = Kpos::new(cfg(true), 0).unwrap();
+        let mut out = Vec::new();
+        k.event(1, Input::Start, 0, &mut out);
+        k.scan(MS, &mut out);
+        let full = k.stats().full_scans;
+        assert_eq!(k.next_due(), 10 * MS + 1, "task 1 passes SLP (10 ms) then");
+        for t in 2..=10 {
+            k.scan(t * MS, &mut out);
+        }
+        assert_eq!(
+            k.stats().full_scans,
+            full,
+            "nothing due: no scan did the work"
+        );
+        assert!(out.is_empty());
+        k.scan(10 * MS + 1, &mut out);
+        assert_eq!(
+            out,
+            vec![Action::Raise(1)],
+            "raised as soon as it passed SLP"
+        );
+        out.clear();
+        // Task 2 starts waiting at 12 ms: an event brings the next crossing forward.
+        k.event(2, Input::Start, 12 * MS, &mut out);
+        assert_eq!(k.next_due(), 22 * MS + 1);
+        k.scan(22 * MS, &mut out);
+        assert!(out.is_empty());
+        k.scan(22 * MS + 1, &mut out);
+        assert_eq!(out, vec![Action::Raise(2)]);
+        out.clear();
+        // Nothing else waits unraised: the next due time is the period's end.
+        let period = k.cfg.policy.period;
+        assert_eq!(k.next_due(), period);
+        let before = k.stats().full_scans;
+        k.scan(period - 1, &mut out);
+        assert_eq!(k.stats().full_scans, before);
+        k.scan(period, &mut out);
+        assert_eq!(
+            k.stats().full_scans,
+            before + 1,
+            "the period closes on time"
+        );
+        // A raised task that runs with a budget makes its budget crossing due.
+        let mut k = Kpos::new(budget_cfg(EpisodeBudget::Fixed(2 * MS)), 0).unwrap();
+        k.event(1, Input::Start, 0, &mut out);
+        k.scan(20 * MS, &mut out);
+        k.event(1, Input::Wake, 30 * MS, &mut out);
+        k.event(1, Input::Run, 30 * MS, &mut out);
+        assert_eq!(k.next_due(), 32 * MS);
+        out.clear();
+        k.scan(31 * MS, &mut out);
+        k.scan(32 * MS, &mut out);
+        assert!(out.is_empty(), "exactly at the budget: not past it");
+        k.scan(32 * MS + 1, &mut out);
+        assert_eq!(
+            out,
+            vec![Action::Lower(1)],
+            "past the budget, still running"
+        );
     }
 
     #[test]

@@ -162,6 +162,15 @@ impl Pos {
             .is_some_and(|w| w.state == State::Wait && now.saturating_sub(w.since) > self.slp)
     }
 
+    /// When a waiting `worker` will have waited longer than SLP (the first time at which
+    /// [`Pos::waiting_past_slp`] holds), at the current SLP; `None` if it is not waiting.
+    pub fn slp_passes_at(&self, worker: WorkerId) -> Option<Nanos> {
+        self.workers
+            .get(&worker)
+            .filter(|w| w.state == State::Wait)
+            .map(|w| w.since.saturating_add(self.slp).saturating_add(1))
+    }
+
     /// When `worker`'s current service episode began (it left a wait longer than SLP), or
     /// when POS first saw it: its place in the tail with [`PosTail::Episode`].
     pub fn episode_start(&self, worker: WorkerId) -> Option<Nanos> {

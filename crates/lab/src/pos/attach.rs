@@ -1,7 +1,11 @@
 //! The `+pos` variants of `triage lab pos`: unmodified servers with `triage pos attach`
 //! following them (docs/kpos.md). They run only when `--variants` names them:
-//! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW;
-//! - `apache+pos-slice`: the same with nice + a 0.1 ms slice;
+//! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW,
+//!   and the server's chosen options ([`default_pos_kind`]: the tail's head beside the text
+//!   and the floor at -10); `apache+pos-plain`: POS alone;
+//! - `<server>+pos-<options>`: any options of [`pos_options`] (budget, tail's head, floor,
+//!   ...), in any order;
+//! - `apache+pos-slice`: POS alone with nice + a 0.1 ms slice;
 //! - `apache+pos-log`: the daemon logging and classifying only (its overhead);
 //! - `apache+all20`: every child raised all the time (SLP 0, RW never reached): the bound;
 //! - `<server>+pos-always`: `+pos` without the daemon's bottleneck check (it raises whether
@@ -74,6 +78,13 @@ pub fn vs_baseline(cell: &Cell, cells: &[Cell]) -> Option<VsBaseline> {
     })
 }
 
+/// The server a baseline's name names.
+fn peer_of(base: &str) -> Option<Peer> {
+    [Peer::Apache, Peer::PhpFpm]
+        .into_iter()
+        .find(|p| p.name() == base)
+}
+
 /// The bound on mean t1's improvement over the baseline the issue sets for `name`'s server:
 /// the paper's 33.8% for Apache, 30% for nginx + php-fpm.
 fn t1_goal(base: &str) -> f64 {
@@ -127,21 +138,21 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
         let Some(base) = baseline_of(&v.name) else {
             continue;
         };
-        let how = match v.name.strip_prefix(base) {
-            Some("+pos") => Some(""),
-            Some("+pos-budget") => Some(" with the episode's CPU budget"),
-            Some("+pos-tail") => Some(" with the tail's head"),
-            Some("+pos-budget-tail") => Some(" with the episode's CPU budget and the tail's head"),
-            Some("+pos-tailwith") => Some(" with the tail's head beside the text"),
-            Some("+pos-budget-tailwith") => {
-                Some(" with the episode's CPU budget and the tail's head beside the text")
-            }
-            Some("+pos-tailbelow") => Some(" with the tail's head beside the text, below it"),
-            Some("+pos-budget-tailbelow") => {
-                Some(" with the episode's CPU budget and the tail's head beside the text, below it")
-            }
-            _ => None,
-        };
+        let how = v
+            .name
+            .strip_prefix(base)
+            .and_then(|k| k.strip_prefix('+'))
+            .map(|k| match (k, peer_of(base)) {
+                ("pos", Some(p)) => default_pos_kind(p),
+                _ => k,
+            })
+            .and_then(|k| {
+                let (k, front) = match k.strip_suffix("-front") {
+                    Some(k) => (k, " (the front raised with them)"),
+                    None => (k, ""),
+                };
+                pos_options(k).map(|o| format!("{}{front}", o.how))
+            });
         if let Some(how) = how {
             let bound = t1_goal(base);
             let goal = format!(
@@ -209,6 +220,97 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
     out
 }
 
+/// A POS variant's options, read from its kind (`pos-budget-tailwith-floor10`: `pos`, then
+/// `-`-separated options in any order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PosOptions {
+    /// The daemon's flags the options add.
+    pub flags: Vec<String>,
+    /// The options in words, for the goal lines (empty for plain POS).
+    pub how: String,
+}
+
+/// The options of a POS variant kind: `pos` followed by any of
+/// - `always`: `--always` (no bottleneck check);
+/// - `budget`: `--budget learn`;
+/// - `tail`: `--tail-head after-text`; `tailwith`: `--tail-head with-text`; `tailbelow`: the
+///   same at `--tail-nice -10`; `tail<N>`: the same at `--tail-nice -N`;
+/// - `floor<N>`: `--floor-nice -N`;
+/// - `batch`: `--event-batch 1ms`;
+/// - `plain`: nothing (POS alone, when the server's `+pos` runs with options);
+///
+/// `None` if `kind` is not such a name. What `<server>+pos` itself runs is
+/// [`default_pos_kind`].
+pub fn pos_options(kind: &str) -> Option<PosOptions> {
+    let kind = if kind == "pos" { "pos-plain" } else { kind };
+    let rest = kind.strip_prefix("pos-")?;
+    let mut flags: Vec<String> = Vec::new();
+    let mut how: Vec<String> = Vec::new();
+    let mut add = |f: &[&str], h: &str| {
+        flags.extend(f.iter().map(|s| s.to_string()));
+        if !h.is_empty() {
+            how.push(h.to_owned());
+        }
+    };
+    for opt in rest.split('-') {
+        let num = |p: &str| {
+            opt.strip_prefix(p)
+                .filter(|n| !n.is_empty() && n.len() <= 2)
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| *n <= 20)
+        };
+        match opt {
+            "plain" => add(&[], ""),
+            "always" => add(&["--always"], "without the bottleneck check"),
+            "batch" => add(&["--event-batch", "1ms"], "events taken in 1 ms batches"),
+            "budget" => add(&["--budget", "learn"], "the episode's CPU budget"),
+            "tail" => add(
+                &["--tail-head", "after-text"],
+                "the tail's head after the text",
+            ),
+            "tailwith" => add(
+                &["--tail-head", "with-text"],
+                "the tail's head beside the text",
+            ),
+            "tailbelow" => add(
+                &["--tail-head", "with-text", "--tail-nice", "-10"],
+                "the tail's head beside the text at nice -10",
+            ),
+            _ => {
+                if let Some(n) = num("tail") {
+                    add(
+                        &["--tail-head", "with-text", "--tail-nice", &format!("-{n}")],
+                        &format!("the tail's head beside the text at nice -{n}"),
+                    );
+                } else if let Some(n) = num("floor") {
+                    add(
+                        &["--floor-nice", &format!("-{n}")],
+                        &format!("every other followed task held at nice -{n}"),
+                    );
+                } else {
+                    return None;
+                }
+            }
+        }
+    }
+    let how = if how.is_empty() {
+        String::new()
+    } else {
+        format!(" with {}", how.join(", "))
+    };
+    Some(PosOptions { flags, how })
+}
+
+/// What `<server>+pos` runs: the options that met the issue's goals on that server (see
+/// docs/kpos.md), `-front` if the front is raised with them; `<server>+pos-plain` is POS
+/// alone.
+pub fn default_pos_kind(peer: Peer) -> &'static str {
+    match peer {
+        Peer::Apache => "pos-tailwith-floor10",
+        _ => "pos-budget-tailwith-floor10-front",
+    }
+}
+
 /// The `+pos` variants named in `only`, in the order named, for a run with `params`.
 pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
     let slp = p.slp_s.map_or("auto".to_owned(), |s| {
@@ -223,32 +325,26 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         }) else {
             continue;
         };
+        // `<server>+pos` runs the server's default options (the front included, if any).
+        let kind = if kind == "pos" {
+            default_pos_kind(peer)
+        } else {
+            kind
+        };
         let (kind, front) = match kind.strip_suffix("-front") {
             Some(k) => (k, true),
             None => (kind, false),
         };
         // The POS variants: nice as the lever, the run's SLP and RW, and the options each
         // variant adds.
-        const BUDGET: [&str; 2] = ["--budget", "learn"];
-        const AFTER: [&str; 2] = ["--tail-head", "after-text"];
-        const WITH: [&str; 2] = ["--tail-head", "with-text"];
-        const BELOW: [&str; 4] = ["--tail-head", "with-text", "--tail-nice", "-10"];
-        let pos_extra: Option<Vec<&str>> = match kind {
-            "pos" => Some(vec![]),
-            "pos-always" => Some(vec!["--always"]),
-            "pos-budget" => Some(BUDGET.to_vec()),
-            "pos-tail" => Some(AFTER.to_vec()),
-            "pos-tailwith" => Some(WITH.to_vec()),
-            "pos-budget-tail" => Some([&BUDGET[..], &AFTER[..]].concat()),
-            "pos-tailbelow" => Some(BELOW.to_vec()),
-            "pos-budget-tailbelow" => Some([&BUDGET[..], &BELOW[..]].concat()),
-            "pos-budget-tailwith" => Some([&BUDGET[..], &WITH[..]].concat()),
-            _ => None,
+        let pos_extra = match kind {
+            "pos-slice" | "pos-log" | "pos-rest" => None,
+            _ => pos_options(kind),
         };
-        let flags: Vec<&str> = match (kind, pos_extra) {
-            (_, Some(extra)) => [
+        let flags: Vec<&str> = match (kind, pos_extra.as_ref()) {
+            (_, Some(o)) => [
                 &["--lever", "nice", "--slp", &slp, "--rw", &rw][..],
-                &extra[..],
+                &o.flags.iter().map(String::as_str).collect::<Vec<_>>()[..],
             ]
             .concat(),
             ("pos-slice", None) => vec!["--lever", "nice+slice", "--slp", &slp, "--rw", &rw],
@@ -284,19 +380,32 @@ mod tests {
     fn named_attach_variants_follow_the_server() {
         let o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
         let p = crate::pos::plan::resolve(&o).unwrap();
-        let only: Vec<String> = ["fifo", "apache+pos", "apache+pos-log", "apache+pos-budget"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let only: Vec<String> = [
+            "fifo",
+            "apache+pos",
+            "apache+pos-log",
+            "apache+pos-budget",
+            "apache+pos-plain",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let v = variants(&only, &p);
-        assert_eq!(v.len(), 3);
+        assert_eq!(v.len(), 4);
         assert!(v[2]
             .attach
             .as_ref()
             .unwrap()
             .windows(2)
             .any(|w| w == ["--budget", "learn"]));
-        assert!(!v[0].attach.as_ref().unwrap().contains(&"--budget".into()));
+        // `apache+pos` runs the server's default options; `+pos-plain` POS alone.
+        let default = pos_options(default_pos_kind(Peer::Apache)).unwrap();
+        assert!(v[0]
+            .attach
+            .as_ref()
+            .unwrap()
+            .ends_with(&[default.flags, vec!["--cpus".into(), "1".into()]].concat()));
+        assert!(!v[3].attach.as_ref().unwrap().contains(&"--budget".into()));
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
         assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));
@@ -310,6 +419,11 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].name, "php-fpm+pos");
         assert_eq!(v[0].peer_kind(), Some(Peer::PhpFpm));
+        assert_eq!(
+            v[0].attach_front,
+            default_pos_kind(Peer::PhpFpm).ends_with("-front"),
+            "php-fpm+pos raises the front if its default says so"
+        );
         assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
         let more: Vec<String> = [
             "php-fpm+all20-front",
@@ -329,5 +443,67 @@ mod tests {
         assert_eq!(baseline_of("apache+all20"), Some("apache"));
         assert_eq!(baseline_of("apache"), None);
         assert_eq!(baseline_of("pos-rw1"), None);
+    }
+
+    #[test]
+    fn pos_options_compose_in_any_order_and_refuse_unknown_ones() {
+        let o = pos_options("pos-budget-tailwith-floor10").unwrap();
+        assert_eq!(
+            o.flags,
+            [
+                "--budget",
+                "learn",
+                "--tail-head",
+                "with-text",
+                "--floor-nice",
+                "-10"
+            ]
+        );
+        assert!(o.how.contains("budget") && o.how.contains("-10"));
+        let o = pos_options("pos-tail15-always").unwrap();
+        assert_eq!(
+            o.flags,
+            ["--tail-head", "with-text", "--tail-nice", "-15", "--always"]
+        );
+        assert_eq!(pos_options("pos").unwrap().flags, Vec::<String>::new());
+        assert_eq!(pos_options("pos-plain").unwrap().how, "");
+        for bad in [
+            "pos-log",
+            "pos-slice",
+            "pos-rest",
+            "pos-floor",
+            "pos-tail25",
+            "all20",
+            "posx",
+        ] {
+            assert_eq!(pos_options(bad), None, "{bad}");
+        }
+        // The existing names read as before.
+        assert_eq!(
+            pos_options("pos-budget-tailbelow").unwrap().flags,
+            [
+                "--budget",
+                "learn",
+                "--tail-head",
+                "with-text",
+                "--tail-nice",
+                "-10"
+            ]
+        );
+        let o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
+        let p = crate::pos::plan::resolve(&o).unwrap();
+        let only: Vec<String> = [
+            "apache+pos-floor10-budget",
+            "php-fpm+pos-always-budget-front",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let v = variants(&only, &p);
+        assert_eq!(v.len(), 2);
+        let f = v[0].attach.as_ref().unwrap();
+        assert!(f.windows(2).any(|w| w == ["--floor-nice", "-10"]));
+        assert!(v[1].attach_front);
+        assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
     }
 }

@@ -75,11 +75,11 @@ impl PosLab {
                 .collect();
                 return Err(LabError::Config(format!(
                     "--variants names {}, which exp {} does not have (its variants: {}; also \
-                     apache and php-fpm, each with +pos, +pos-slice, +pos-log, +pos-always, +all20, \
-                     +pos-rest, +pos-budget, +pos-tail, +pos-budget-tail, +pos-tailwith, \
-                     +pos-budget-tailwith, +pos-tailbelow, +pos-budget-tailbelow, and \
-                     +pos-front or +all20-front (php-fpm: nginx raised with them), and the \
-                     diagnostics named in docs/lab.md)",
+                     apache and php-fpm, each with +pos, +pos-slice, +pos-log, +all20, \
+                     +pos-rest, +pos-<options> (any of always, budget, tail, tailwith, \
+                     tailbelow, tail<N>, floor<N>, plain, joined by '-': +pos-budget-tailwith), \
+                     each also with -front (nginx raised with them), and the diagnostics named \
+                     in docs/lab.md)",
                     unknown.join(", "),
                     p.exp,
                     all.join(", ")
@@ -182,10 +182,19 @@ impl Experiment for PosLab {
             for &b in &self.p.browser_counts {
                 for k in 0..nvar {
                     // Rotate the order every repetition so no variant always runs first.
-                    let v = &self.variants[(k + rep) % nvar];
+                    let i = (k + rep) % nvar;
+                    let v = &self.variants[i];
+                    // A long name (`php-fpm+pos-budget-tail15-floor10-front`) would make the
+                    // paths under the run's directory too long for a unix socket (108 bytes):
+                    // such a run's directory is named by the variant's place instead.
+                    let name = if v.name.len() <= 24 {
+                        v.name.clone()
+                    } else {
+                        format!("variant{i}")
+                    };
                     out.push(Session {
                         variant: v.name.clone(),
-                        dir: format!("{}-b{b}-r{rep}", v.name),
+                        dir: format!("{name}-b{b}-r{rep}"),
                         points: vec![PosPoint {
                             variant: v.clone(),
                             browsers: b,

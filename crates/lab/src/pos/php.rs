@@ -14,8 +14,10 @@
 //!   time, so a burst takes as long (wall time) as the cgi site's at its 25%, and the idle time
 //!   between bursts stays longer than SLP. `--site cgi` runs them unscaled.
 //! - **The variants** ([`super::attach`]): `php-fpm` (no daemon) and `php-fpm+pos` (`triage
-//!   pos attach --pid <php-fpm master>`, its children followed from their fork; nginx is a
-//!   front, not followed), in the server side's one cgroup with the hog.
+//!   pos attach --pid <php-fpm master>`, its children followed from their fork, with the
+//!   options of [`super::attach::default_pos_kind`]: the episode's CPU budget, the tail's
+//!   head, the floor at -10 and nginx, a front not followed, raised with them), in the server
+//!   side's one cgroup with the hog.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

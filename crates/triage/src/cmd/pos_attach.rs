@@ -77,6 +77,16 @@ pub struct Args {
     /// it below the text).
     #[arg(long, allow_hyphen_values = true)]
     tail_nice: Option<i32>,
+    /// Hold every followed task that is not raised at this nice value (from the tail's head's
+    /// to 0; e.g. -10): POS's lowered tasks still run ahead of a competitor outside the
+    /// followed set. Restored at the end as the raised are.
+    #[arg(long, allow_hyphen_values = true)]
+    floor_nice: Option<i32>,
+    /// While events keep coming, take them in batches at most this often (e.g. 1ms; 0: wake
+    /// up for every event): less of the daemon's CPU, decisions that do not come before a
+    /// wake-up up to this much later.
+    #[arg(long, default_value = "0ms")]
+    event_batch: Dur,
     /// Stop after this long (default: until Ctrl-C, SIGTERM, or the processes exit).
     #[arg(long)]
     duration: Option<Dur>,
@@ -148,6 +158,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.kpos.budget = a.budget;
     cfg.kpos.tail_head = a.tail_head;
     cfg.tail_nice = a.tail_nice;
+    cfg.floor_nice = a.floor_nice;
+    cfg.event_batch = a.event_batch.0;
     cfg.admin = a.admin;
     cfg.duration = a.duration.map(|d| d.0);
     cfg.report_every = Some(a.report_every.0);
@@ -203,6 +215,9 @@ mod tests {
         assert_eq!(a.tail_head, policy::kpos::TailHead::WithText);
         let a = crate::cmd::parse_args::<Args>(&["--pid", "1", "--tail-nice", "-10"]).unwrap();
         assert_eq!(a.tail_nice, Some(-10));
+        assert_eq!(a.floor_nice, None);
+        let a = crate::cmd::parse_args::<Args>(&["--pid", "1", "--floor-nice", "-5"]).unwrap();
+        assert_eq!(a.floor_nice, Some(-5));
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--budget", "x"]).is_err());
     }
 }
