@@ -365,15 +365,15 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
     let _ = child.wait();
 }
 
-#[test]
-fn a_raised_worker_past_its_budget_stays_raised_as_the_tails_head_at_the_tail_nice() {
-    if !is_root() {
-        eprintln!("SKIP a_raised_worker_past_its_budget_stays...: needs root");
-        return;
-    }
+/// A process that sleeps 100 ms (past SLP: raised as text) and then burns without blocking
+/// (past a 5 ms budget), followed by the daemon (RW 1, that budget) with `cfg` as `tweak`
+/// leaves it, while `watch` looks at its pid. Checks that it is restored and no journal is
+/// left at the end; returns what `watch` saw, the daemon's snapshot and its output.
+fn burner_past_budget<T>(
+    tweak: impl FnOnce(&mut AttachConfig),
+    watch: impl FnOnce(i32) -> T,
+) -> (T, attach::metrics::Snapshot, String) {
     let dir = tempfile::tempdir().unwrap();
-    // Sleeps 100 ms (past SLP: raised as text), then burns without blocking: past the
-    // 5 ms budget it is no longer text, but it is the oldest runnable episode, the tail's head.
     let mut child = Command::new("perl")
         .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
         .spawn()
@@ -383,24 +383,41 @@ fn a_raised_worker_past_its_budget_stays_raised_as_the_tails_head_at_the_tail_ni
     let mut cfg = config(pid, dir.path());
     cfg.kpos.policy.rw = Tunable::Fixed(1);
     cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(5_000_000);
-    cfg.kpos.tail_head = policy::kpos::TailHead::WithText;
-    cfg.tail_nice = Some(-10);
+    tweak(&mut cfg);
     let stop = Arc::new(AtomicBool::new(false));
     let d = spawn_daemon(cfg, stop.clone());
-    let head = reaches_nice(pid, -10);
+    let seen = watch(pid);
     stop.store(true, Ordering::Relaxed);
     let (r, out) = d.join().unwrap();
     let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let _ = child.kill();
+    let _ = child.wait();
+    (seen, snap, out)
+}
+
+#[test]
+fn a_raised_worker_past_its_budget_stays_raised_as_the_tails_head_at_the_tail_nice() {
+    if !is_root() {
+        eprintln!("SKIP a_raised_worker_past_its_budget_stays...: needs root");
+        return;
+    }
+    // Past the budget it is no longer text, but it is the oldest runnable episode, the tail's
+    // head.
+    let (head, snap, out) = burner_past_budget(
+        |cfg| {
+            cfg.kpos.tail_head = policy::kpos::TailHead::WithText;
+            cfg.tail_nice = Some(-10);
+        },
+        |pid| reaches_nice(pid, -10),
+    );
     assert!(head, "held at the tail's nice\n{out}");
     assert!(out.contains("tail's head with-text"), "{out}");
     assert!(
         snap.pos.budget_lowers >= 1 && snap.pos.tail_head_raises >= 1,
         "{out}"
     );
-    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
@@ -409,40 +426,31 @@ fn with_a_floor_a_task_lowered_past_its_budget_stays_at_the_floor_and_is_restore
         eprintln!("SKIP with_a_floor_a_task_lowered...: needs root");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    // Sleeps 100 ms (past SLP: raised as text at -20), then burns without blocking: past the
-    // 5 ms budget it is lowered, to the floor (-10), not to its own value.
-    let mut child = Command::new("perl")
-        .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let base = os::prio::thread_nice(pid).unwrap();
-    let mut cfg = config(pid, dir.path());
-    cfg.kpos.policy.rw = Tunable::Fixed(1);
-    cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(5_000_000);
-    cfg.floor_nice = Some(-10);
-    // A floor with the other direction, or below the tail's head, is refused.
-    let mut bad = cfg.clone();
-    bad.direction = attach::Direction::LowerRest;
-    let mut sink = Vec::new();
-    assert!(matches!(
-        attach::run(&bad, &mut sink, &|| true),
-        Err(AttachError::Usage(_))
-    ));
-    let mut bad = cfg.clone();
-    bad.tail_nice = Some(-5);
-    assert!(matches!(
-        attach::run(&bad, &mut sink, &|| true),
-        Err(AttachError::Usage(_))
-    ));
-    let stop = Arc::new(AtomicBool::new(false));
-    let d = spawn_daemon(cfg, stop.clone());
-    let raised = reaches_nice(pid, -20);
-    let floored = raised && reaches_nice(pid, -10);
-    stop.store(true, Ordering::Relaxed);
-    let (r, out) = d.join().unwrap();
-    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    // Raised as text at -20, then past the budget lowered to the floor (-10), not to its own
+    // value.
+    let ((raised, floored), snap, out) = burner_past_budget(
+        |cfg| {
+            cfg.floor_nice = Some(-10);
+            // A floor with the other direction, or below the tail's head, is refused.
+            let mut sink = Vec::new();
+            let mut bad = cfg.clone();
+            bad.direction = attach::Direction::LowerRest;
+            assert!(matches!(
+                attach::run(&bad, &mut sink, &|| true),
+                Err(AttachError::Usage(_))
+            ));
+            let mut bad = cfg.clone();
+            bad.tail_nice = Some(-5);
+            assert!(matches!(
+                attach::run(&bad, &mut sink, &|| true),
+                Err(AttachError::Usage(_))
+            ));
+        },
+        |pid| {
+            let raised = reaches_nice(pid, -20);
+            (raised, raised && reaches_nice(pid, -10))
+        },
+    );
     assert!(raised, "raised as text first\n{out}");
     assert!(
         floored,
@@ -450,8 +458,4 @@ fn with_a_floor_a_task_lowered_past_its_budget_stays_at_the_floor_and_is_restore
     );
     assert!(out.contains("floor: every followed task"), "{out}");
     assert!(snap.pos.budget_lowers >= 1, "{out}");
-    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let _ = child.kill();
-    let _ = child.wait();
 }
