@@ -742,6 +742,20 @@ mod tests {
         c
     }
 
+    /// RW 1, no budget, the tail's head as `head`: tasks 1..=`tasks` started at 0 and a scan at
+    /// 20 ms (every one waiting past SLP); returns the policy and the actions so far.
+    fn tail_started(head: TailHead, tasks: WorkerId) -> (Kpos, Vec<Action>) {
+        let mut c = budget_cfg(EpisodeBudget::Off);
+        c.tail_head = head;
+        let mut k = Kpos::new(c, 0).unwrap();
+        let mut out = Vec::new();
+        for w in 1..=tasks {
+            k.event(w, Input::Start, 0, &mut out);
+        }
+        k.scan(20 * MS, &mut out);
+        (k, out)
+    }
+
     /// One service episode of `w` after a long wait: wakes at `t`, gets the CPU 0.1 ms later,
     /// runs `cpu` (preempted halfway for 2 ms), then blocks. Returns when it blocked.
     fn episode(k: &mut Kpos, w: WorkerId, t: Nanos, cpu: Nanos, out: &mut Vec<Action>) -> Nanos {
@@ -1082,14 +1096,7 @@ mod tests {
 
     #[test]
     fn the_oldest_runnable_episode_is_raised_as_the_tails_head_after_the_text() {
-        let mut c = budget_cfg(EpisodeBudget::Off);
-        c.tail_head = TailHead::AfterText;
-        let mut k = Kpos::new(c, 0).unwrap();
-        let mut out = Vec::new();
-        for w in 1..=3 {
-            k.event(w, Input::Start, 0, &mut out);
-        }
-        k.scan(20 * MS, &mut out);
+        let (mut k, mut out) = tail_started(TailHead::AfterText, 3);
         out.clear();
         // Task 1's episode begins at 21 ms, task 2's at 22 ms: both marked (raised), both
         // block once (RW 1: demoted, lowered), then serve on, runnable, unraised.
@@ -1138,14 +1145,7 @@ mod tests {
 
     #[test]
     fn with_the_text_the_tails_head_stays_raised_while_a_text_task_runs() {
-        let mut c = budget_cfg(EpisodeBudget::Off);
-        c.tail_head = TailHead::WithText;
-        let mut k = Kpos::new(c, 0).unwrap();
-        let mut out = Vec::new();
-        for w in 1..=2 {
-            k.event(w, Input::Start, 0, &mut out);
-        }
-        k.scan(20 * MS, &mut out);
+        let (mut k, mut out) = tail_started(TailHead::WithText, 2);
         // Task 1 serves on after its marked burst: the head.
         k.event(1, Input::Wake, 21 * MS, &mut out);
         k.event(1, Input::Run, 21 * MS, &mut out);
