@@ -376,21 +376,23 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn named_attach_variants_follow_the_server() {
+    /// The attach variants of the lab's default plan that `names` asks for.
+    fn named(names: &[&str]) -> Vec<Variant> {
         let o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
         let p = crate::pos::plan::resolve(&o).unwrap();
-        let only: Vec<String> = [
+        let only: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        variants(&only, &p)
+    }
+
+    #[test]
+    fn named_attach_variants_follow_the_server() {
+        let v = named(&[
             "fifo",
             "apache+pos",
             "apache+pos-log",
             "apache+pos-budget",
             "apache+pos-plain",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let v = variants(&only, &p);
+        ]);
         assert_eq!(v.len(), 4);
         assert!(v[2]
             .attach
@@ -411,11 +413,7 @@ mod tests {
         assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));
         assert!(v[1].attach.as_ref().unwrap().contains(&"--log-only".into()));
         assert_eq!(v[0].peer_kind(), Some(Peer::Apache));
-        let php: Vec<String> = ["php-fpm+pos", "php-fpm+all20", "php-fpm+nothing"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let v = variants(&php, &p);
+        let v = named(&["php-fpm+pos", "php-fpm+all20", "php-fpm+nothing"]);
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].name, "php-fpm+pos");
         assert_eq!(v[0].peer_kind(), Some(Peer::PhpFpm));
@@ -425,15 +423,11 @@ mod tests {
             "php-fpm+pos raises the front if its default says so"
         );
         assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
-        let more: Vec<String> = [
+        let v = named(&[
             "php-fpm+all20-front",
             "php-fpm+pos-rest",
             "php-fpm+rest-front",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let v = variants(&more, &p);
+        ]);
         assert_eq!(v.len(), 2);
         assert!(v[0].attach_front && !v[1].attach_front);
         assert!(v[0].attach.as_ref().unwrap().contains(&"--always".into()));
@@ -490,16 +484,10 @@ mod tests {
                 "-10"
             ]
         );
-        let o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
-        let p = crate::pos::plan::resolve(&o).unwrap();
-        let only: Vec<String> = [
+        let v = named(&[
             "apache+pos-floor10-budget",
             "php-fpm+pos-always-budget-front",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let v = variants(&only, &p);
+        ]);
         assert_eq!(v.len(), 2);
         let f = v[0].attach.as_ref().unwrap();
         assert!(f.windows(2).any(|w| w == ["--floor-nice", "-10"]));
