@@ -1040,6 +1040,14 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    /// Rate steps of a linear server: idle 70% at 100 req/s (waking it costs extra), then
+    /// idle = 100 - 0.1 * rate at 500-800 req/s (X-intercept 1000).
+    fn linear_rates() -> Vec<Measured> {
+        let mut rates = vec![m("rate", 100.0, 70.0)];
+        rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
+        rates
+    }
+
     fn m(step: &str, rps: f64, idle: f64) -> Measured {
         let busy = 100.0 - idle;
         Measured {
@@ -1270,8 +1278,7 @@ mod tests {
         // lower, as the measured crossing does, and predicts the line's 1000 req/s.
         let sat = m("saturate", 1300.0, 0.0);
         let over = m("overload", 1000.0, 0.5);
-        let mut rates = vec![m("rate", 100.0, 70.0)];
-        rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
+        let mut rates = linear_rates();
         rates.push(m("rate", 880.0, 1.0));
         rates.push(m("rate", 950.0, 9.0));
         let refs: Vec<&Measured> = rates.iter().collect();
@@ -1311,8 +1318,7 @@ mod tests {
         // at 100 req/s instead of 90), and at 990 req/s the server is saturated (idle 1).
         let sat = m("saturate", 1300.0, 0.0);
         let over = m("overload", 1000.0, 0.5);
-        let mut rates = vec![m("rate", 100.0, 70.0)];
-        rates.extend([500.0, 600.0, 700.0, 800.0].map(|r| m("rate", r, 100.0 - 0.1 * r)));
+        let mut rates = linear_rates();
         rates.push(m("rate", 990.0, 1.0));
         let refs: Vec<&Measured> = rates.iter().collect();
         let row = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Sustained);
