@@ -243,6 +243,11 @@ pub struct Gated {
     pending: Option<Bytes>,
     /// Chunks produced ahead in the same burst, in order (see [`Gated::poll_next`]).
     ahead: std::collections::VecDeque<Bytes>,
+    /// The source's error, returned after the chunks produced before it and one more turn of
+    /// the connection (see [`Gated::poll_next`]).
+    failure: Option<io::Error>,
+    /// The turn before [`Gated::failure`] was given: the error is returned next.
+    failure_flushed: bool,
 }
 
 impl Gated {
@@ -268,6 +273,8 @@ impl Gated {
             },
             pending: None,
             ahead: std::collections::VecDeque::new(),
+            failure: None,
+            failure_flushed: false,
         }
     }
 
@@ -290,6 +297,12 @@ impl Gated {
     /// of taking turns with every other stream chunk by chunk (which interleaved ~300 KB gzip
     /// states with a cold cache: pos cost up to 1.6x fifo's CPU per request). Under a CPU quota
     /// that throttles the server the slice runs out after the first chunk, as before.
+    ///
+    /// A failing source (a script's output shorter than its `Content-Length`, a timeout, a read
+    /// error) ends the body with its error only after the chunks produced before it, and after
+    /// one `Pending` turn (having woken itself): hyper drops whatever it has not yet written
+    /// when a body fails, and flushes only when the body is pending. Without that turn the
+    /// client could get nothing at all, not even the head, instead of a truncated response.
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
         loop {
             if let Some(b) = self.pending.take() {
@@ -298,12 +311,21 @@ impl Gated {
             if let Some(b) = self.ahead.pop_front() {
                 return Poll::Ready(Some(Ok(b)));
             }
+            if self.failure.is_some() {
+                if self.failure_flushed {
+                    return Poll::Ready(self.failure.take().map(Err));
+                }
+                self.failure_flushed = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             if self.prod.ended {
                 return Poll::Ready(None);
             }
             if !self.acquiring {
                 if let Err(e) = std::task::ready!(self.prod.source.poll_input(cx)) {
-                    return Poll::Ready(Some(Err(e)));
+                    self.failure = Some(e);
+                    continue;
                 }
                 self.acquiring = true;
             }
@@ -322,20 +344,22 @@ impl Gated {
                 if !b.is_empty() {
                     self.ahead.push_back(b.clone());
                 }
-                let more = !self.prod.ended
-                    && gate.now().saturating_sub(start) < slice
-                    && matches!(self.prod.source.poll_input(cx), Poll::Ready(Ok(())));
-                if !more {
+                if self.prod.ended || gate.now().saturating_sub(start) >= slice {
                     break;
                 }
-                out = self.prod.produce();
+                match self.prod.source.poll_input(cx) {
+                    Poll::Ready(Ok(())) => out = self.prod.produce(),
+                    Poll::Ready(Err(e)) => {
+                        self.failure = Some(e);
+                        break;
+                    }
+                    Poll::Pending => break,
+                }
             }
             drop(permit);
             match out {
-                Err(e) => {
-                    self.ahead.clear();
-                    return Poll::Ready(Some(Err(e)));
-                }
+                // Sent after the chunks produced before it (see above).
+                Err(e) => self.failure = Some(e),
                 // Produced ahead, or the end: the queue of frames says which.
                 Ok(Some(_)) if !self.ahead.is_empty() => {}
                 // The compressor kept everything: that was one burst; the next one goes
@@ -525,5 +549,122 @@ mod tests {
         }
         assert!(pooled_states() <= POOLED_STATES);
         assert_eq!(compress(6, &a), first);
+    }
+
+    /// Yields its chunks, then fails (in `poll_input`, or in `produce` when `in_produce`).
+    struct FailsAfter {
+        chunks: std::collections::VecDeque<&'static str>,
+        in_produce: bool,
+    }
+
+    impl ChunkSource for FailsAfter {
+        fn poll_input(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            if self.chunks.is_empty() && !self.in_produce {
+                return Poll::Ready(Err(io::Error::other("source failed")));
+            }
+            Poll::Ready(Ok(()))
+        }
+        fn produce(&mut self) -> io::Result<Option<Bytes>> {
+            match self.chunks.pop_front() {
+                Some(c) => Ok(Some(Bytes::from_static(c.as_bytes()))),
+                None => Err(io::Error::other("source failed")),
+            }
+        }
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl Wakes {
+        fn count(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// What a connection sees polling a gated body of `source` (with a streak slice long
+    /// enough to produce every chunk in one burst when `streak`): each frame's data, "pending"
+    /// for a turn given back (the waker must have been woken), "error" at the error.
+    fn frames(source: FailsAfter, streak: bool) -> Vec<String> {
+        let p = policy::build("fifo", &policy::PolicyConfig::default()).unwrap();
+        let slice_ns = if streak { u64::MAX / 2 } else { 0 };
+        let gate =
+            gate::Gate::new(policy::Sched::new(1, p), true, None).with_streak(Some(gate::Streak {
+                gap_ns: 0,
+                slice_ns,
+            }));
+        let worker = gate.checkout();
+        let tree = crate::containers::Tree::build(&[], &[], 1, &["fifo"]).unwrap();
+        let bodies = crate::ctx::Bodies {
+            chunk: 16384,
+            first_chunk: 16384,
+            gzip: crate::config::GzipConfig::default(),
+        };
+        let site = crate::site::Site::new(
+            "a.test",
+            crate::store::Store::Mem(crate::store::MemStore::new()),
+            Vec::new(),
+        );
+        let sites = crate::site::Sites::new(vec![site]);
+        let containers = crate::containers::Containers::new(tree);
+        let ctx = Ctx::new(gate, sites, None, bodies, containers);
+        let gated = Gated::new(ctx, worker, Hints::default(), Box::new(source), None);
+        let mut body = ServeBody::gated(None, gated);
+        let woken = std::sync::Arc::new(Wakes::default());
+        let waker = std::task::Waker::from(woken.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            let before = woken.count();
+            match Pin::new(&mut body).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(f))) => {
+                    seen.push(String::from_utf8_lossy(&f.into_data().unwrap()).into_owned())
+                }
+                Poll::Ready(Some(Err(_))) => {
+                    seen.push("error".into());
+                    break;
+                }
+                Poll::Ready(None) => break,
+                Poll::Pending => {
+                    assert!(
+                        woken.count() > before,
+                        "a turn given back must wake the task"
+                    );
+                    seen.push("pending".into());
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn a_failing_source_sends_what_came_before_and_a_turn_to_flush_it_before_its_error() {
+        for streak in [false, true] {
+            for in_produce in [false, true] {
+                let source = FailsAfter {
+                    chunks: ["head", "hello"].into(),
+                    in_produce,
+                };
+                let seen = frames(source, streak);
+                let what = format!("streak {streak}, failing in produce {in_produce}: {seen:?}");
+                // The gate gives turns back too (taking a slot): those do not matter here.
+                let frames: Vec<_> = seen.iter().filter(|f| *f != "pending").collect();
+                assert_eq!(frames, ["head", "hello", "error"], "{what}");
+                assert_eq!(
+                    seen[seen.len() - 2],
+                    "pending",
+                    "no turn before the error: {what}"
+                );
+            }
+        }
     }
 }

@@ -246,17 +246,28 @@ async fn exchange(addr: SocketAddr, raw: &[u8]) -> Resp {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     s.write_all(raw).await.unwrap();
     let mut out = Vec::new();
+    let mut read_error = None;
     let r = tokio::time::timeout(Duration::from_secs(20), async {
         let mut buf = [0u8; 65536];
         loop {
             match s.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
+                Ok(0) => break,
+                Err(e) => {
+                    read_error = Some(e);
+                    break;
+                }
                 Ok(n) => out.extend_from_slice(&buf[..n]),
             }
         }
     })
     .await;
     assert!(r.is_ok(), "response not finished in 20 s");
+    let request_line = String::from_utf8_lossy(raw.split(|&b| b == b'\r').next().unwrap_or(raw));
+    assert!(
+        out.windows(4).any(|w| w == b"\r\n\r\n"),
+        "no response head for {request_line:?}: {} bytes, read error {read_error:?}",
+        out.len()
+    );
     parse_resp(&out)
 }
 

@@ -4,7 +4,6 @@
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};
-use http_body::Body;
 
 use super::relay::CgiRelay;
 
@@ -24,51 +23,6 @@ pub enum Reply {
     Bytes(Bytes),
     /// The script's output.
     Relay(Box<CgiRelay>),
-}
-
-impl Body for Reply {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    /// Ungated relay (embedding without the server's gate, tests): the server itself wraps a
-    /// [`CgiRelay`] in its gated body instead.
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
-        use std::task::Poll;
-        match self.get_mut() {
-            Reply::Bytes(b) if b.is_empty() => Poll::Ready(None),
-            Reply::Bytes(b) => Poll::Ready(Some(Ok(http_body::Frame::data(std::mem::take(b))))),
-            Reply::Relay(r) => {
-                if let Err(e) = std::task::ready!(r.poll_input(cx)) {
-                    return Poll::Ready(Some(Err(e)));
-                }
-                Poll::Ready(
-                    r.produce()
-                        .transpose()
-                        .map(|x| x.map(http_body::Frame::data)),
-                )
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            Reply::Bytes(b) => b.is_empty(),
-            Reply::Relay(r) => r.is_done(),
-        }
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        match self {
-            Reply::Bytes(b) => http_body::SizeHint::with_exact(b.len() as u64),
-            Reply::Relay(r) => match r.remaining() {
-                Some(n) => http_body::SizeHint::with_exact(n),
-                None => http_body::SizeHint::default(),
-            },
-        }
-    }
 }
 
 /// A short plain-text answer (errors).

@@ -43,7 +43,7 @@ enum State {
     OverLimit,
     /// EOF seen (or the declared length reached): the body is complete.
     Done,
-    /// Ends with `error` (after one more turn, see [`CgiRelay::fail`]).
+    /// Ended with an error (see [`CgiRelay::fail`]).
     Failed,
 }
 
@@ -59,7 +59,6 @@ pub struct CgiRelay {
     max_output: u64,
     declared: Option<u64>,
     state: State,
-    error: Option<io::Error>,
     pub(super) tracker: Tracker,
     _stdin: Option<AbortOnDrop>,
     peer: Option<super::peer::PeerWatch>,
@@ -103,7 +102,6 @@ impl CgiRelay {
             max_output: p.max_output,
             declared: p.declared,
             state: State::Running,
-            error: None,
             tracker: p.tracker,
             _stdin: p.stdin,
             peer: None,
@@ -181,16 +179,14 @@ impl CgiRelay {
         }
     }
 
-    /// End the body with `err`, but only after one more turn of the connection: returning
-    /// `Pending` once (having woken ourselves) lets hyper flush the head and the data produced
-    /// so far, which it would otherwise drop when the body fails.
-    fn fail(&mut self, cx: &mut Context<'_>, err: io::Error) -> Poll<io::Result<()>> {
+    /// End the body with `err`: the script's process group is killed. The gated body sends
+    /// the chunks produced before the error, and gives hyper a turn to flush them, before it
+    /// fails the response (`crate::body::Gated`).
+    fn fail(&mut self, err: io::Error) -> Poll<io::Result<()>> {
         self.kill();
         self.tracker.settle();
         self.state = State::Failed;
-        self.error = Some(err);
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        Poll::Ready(Err(err))
     }
 
     /// Wait (without a CPU slot) until there is something to produce: a chunk from the pipe,
@@ -203,14 +199,9 @@ impl CgiRelay {
             State::Running => {}
             State::Done => return Poll::Ready(Ok(())),
             State::OverLimit => {
-                return self.fail(cx, io::Error::other("CGI output limit reached"));
+                return self.fail(io::Error::other("CGI output limit reached"));
             }
-            State::Failed => {
-                return Poll::Ready(Err(self
-                    .error
-                    .take()
-                    .unwrap_or_else(|| io::Error::other("CGI relay failed"))));
-            }
+            State::Failed => return Poll::Ready(Err(io::Error::other("CGI relay failed"))),
         }
         loop {
             if self.buf.capacity() - self.buf.len() < READ_CHUNK / 4 {
@@ -221,7 +212,7 @@ impl CgiRelay {
                 Poll::Ready(Ok(())) => {
                     let n = rb.filled().len();
                     if n == 0 {
-                        return self.output_ended(cx);
+                        return self.output_ended();
                     }
                     // SAFETY: `n` bytes of the spare capacity were initialised by the read.
                     unsafe { self.buf.set_len(self.buf.len() + n) };
@@ -234,12 +225,12 @@ impl CgiRelay {
                         return self.poll_input(cx);
                     }
                 }
-                Poll::Ready(Err(e)) => return self.fail(cx, e),
+                Poll::Ready(Err(e)) => return self.fail(e),
                 Poll::Pending => {
                     // Everything the script wrote before exiting is in the pipe: once it has
                     // exited, an empty pipe is the end even if a child it left holds the pipe.
                     if self.exited {
-                        return self.output_ended(cx);
+                        return self.output_ended();
                     }
                     if let Some(g) = &self.guard {
                         if g.poll_exited(cx).is_ready() {
@@ -264,10 +255,10 @@ impl CgiRelay {
                             script = %self.tracker.script,
                             "cgi: timeout after the headers were sent: script killed, response truncated"
                         );
-                        return self.fail(
-                            cx,
-                            io::Error::new(io::ErrorKind::TimedOut, "CGI script timed out"),
-                        );
+                        return self.fail(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "CGI script timed out",
+                        ));
                     }
                     return Poll::Pending;
                 }
@@ -277,7 +268,7 @@ impl CgiRelay {
 
     /// The output ended (end of the pipe, or the script exited and the pipe is empty):
     /// complete the body, or fail it when it is shorter than the declared length.
-    fn output_ended(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn output_ended(&mut self) -> Poll<io::Result<()>> {
         if let Some(d) = self.declared {
             if self.sent < d {
                 tracing::warn!(
@@ -285,13 +276,10 @@ impl CgiRelay {
                     "cgi: script output ended after {} of its Content-Length {d}",
                     self.sent
                 );
-                return self.fail(
-                    cx,
-                    io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "CGI output shorter than its Content-Length",
-                    ),
-                );
+                return self.fail(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "CGI output shorter than its Content-Length",
+                ));
             }
         }
         self.finish();
@@ -306,10 +294,7 @@ impl CgiRelay {
         }
         match self.state {
             State::Done => Ok(None),
-            State::Failed => Err(self
-                .error
-                .take()
-                .unwrap_or_else(|| io::Error::other("CGI relay failed"))),
+            State::Failed => Err(io::Error::other("CGI relay failed")),
             State::Running | State::OverLimit => {
                 Err(io::Error::other("produce called before poll_input"))
             }
