@@ -16,12 +16,46 @@ fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-fn text_worker(rounds: &str) -> Child {
+/// Held by every test that follows a real process: these tests assert how the kernel runs
+/// their processes, so side by side each one's processes (raised to -20 or -10, forking a
+/// `sleep` every 2 ms) and its daemon (tens of thousands of events a second) would be the
+/// others' load: a burner lowered to its own value then got a third of a CPU and did not
+/// finish the episodes its test waits for.
+static FOLLOWING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// One following test at a time (see [`FOLLOWING`]); a failed test does not poison the rest.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    FOLLOWING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A test's child process, killed and reaped when the test ends, passed or failed: a failed
+/// assertion must not leave a CPU burner running under the rest of the suite.
+struct Reaped(Child);
+
+impl Reaped {
+    fn spawn(cmd: &mut Command) -> Self {
+        Self(cmd.spawn().unwrap())
+    }
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn text_worker(rounds: &str) -> Reaped {
     let script = format!(
         "n=0; while [ $n -lt {rounds} ]; do sleep 0.05; i=0; \
          while [ $i -lt 2000 ]; do i=$((i+1)); done; n=$((n+1)); done"
     );
-    Command::new("sh").args(["-c", &script]).spawn().unwrap()
+    Reaped::spawn(Command::new("sh").args(["-c", &script]))
 }
 
 fn config(pid: i32, dir: &std::path::Path) -> AttachConfig {
@@ -40,9 +74,10 @@ fn a_text_worker_is_raised_before_it_wakes_and_restored_at_the_end() {
         eprintln!("SKIP a_text_worker_is_raised...: needs root");
         return;
     }
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = text_worker("1000");
-    let pid = child.id() as i32;
+    let child = text_worker("1000");
+    let pid = child.pid();
     // The test may run niced (`nice cargo test`): compare with what the child had.
     let base = os::prio::thread_nice(pid).unwrap();
     let mut cfg = config(pid, dir.path());
@@ -94,8 +129,6 @@ fn a_text_worker_is_raised_before_it_wakes_and_restored_at_the_end() {
         0,
         "no journal left"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
@@ -104,13 +137,17 @@ fn a_target_that_exits_mid_run_ends_the_daemon_cleanly() {
         eprintln!("SKIP a_target_that_exits_mid_run...: needs root");
         return;
     }
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = text_worker("6");
-    let pid = child.id() as i32;
+    let child = text_worker("6");
+    let pid = child.pid();
     let mut cfg = config(pid, dir.path());
     cfg.logger = LoggerChoice::Auto;
     cfg.duration = Some(Duration::from_secs(10));
-    let reaper = std::thread::spawn(move || child.wait());
+    let reaper = std::thread::spawn(move || {
+        let mut child = child;
+        child.0.wait()
+    });
     let mut out = Vec::new();
     let snap = attach::run(&cfg, &mut out, &|| false).unwrap();
     let out = String::from_utf8_lossy(&out);
@@ -162,10 +199,11 @@ fn the_front_is_raised_with_a_raised_worker_and_restored_after() {
         eprintln!("SKIP the_front_is_raised_with...: needs root");
         return;
     }
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
-    let mut worker = text_worker("1000");
-    let mut front = Command::new("sleep").arg("30").spawn().unwrap();
-    let (wpid, fpid) = (worker.id() as i32, front.id() as i32);
+    let worker = text_worker("1000");
+    let front = Reaped::spawn(Command::new("sleep").arg("30"));
+    let (wpid, fpid) = (worker.pid(), front.pid());
     let base = os::prio::thread_nice(fpid).unwrap();
     let mut cfg = config(wpid, dir.path());
     cfg.front = vec![fpid];
@@ -183,10 +221,6 @@ fn the_front_is_raised_with_a_raised_worker_and_restored_after() {
         "restored\n{out}"
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    for c in [&mut worker, &mut front] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
 }
 
 #[test]
@@ -195,13 +229,11 @@ fn lower_rest_lowers_an_unmarked_worker_and_restores_it() {
         eprintln!("SKIP lower_rest_lowers...: needs root");
         return;
     }
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     // Never waits longer than SLP (20 ms): never marked, so held low.
-    let mut busy = Command::new("sh")
-        .args(["-c", "while :; do sleep 0.002; done"])
-        .spawn()
-        .unwrap();
-    let pid = busy.id() as i32;
+    let busy = Reaped::spawn(Command::new("sh").args(["-c", "while :; do sleep 0.002; done"]));
+    let pid = busy.pid();
     let base = os::prio::thread_nice(pid).unwrap();
     let mut cfg = config(pid, dir.path());
     cfg.direction = attach::Direction::LowerRest;
@@ -219,8 +251,6 @@ fn lower_rest_lowers_an_unmarked_worker_and_restores_it() {
     cfg.front = vec![pid];
     let e = attach::run(&cfg, &mut Vec::new(), &|| false).unwrap_err();
     assert!(matches!(e, AttachError::Usage(_)), "{e}");
-    let _ = busy.kill();
-    let _ = busy.wait();
 }
 
 #[test]
@@ -229,6 +259,7 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
         eprintln!("SKIP the_weight_lever_moves...: needs root (cgroup writes)");
         return;
     }
+    let _alone = alone();
     let (m, root) = match os::lever::weight::cpu_mount()
         .map_err(|e| e.to_string())
         .and_then(|m| {
@@ -245,14 +276,11 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
     let leaf = root.create("web").unwrap();
     // One process that sleeps 50 ms (longer than SLP) then burns a short burst, forking
     // nothing (a child forked while raised would start in the boost cgroup).
-    let mut child = Command::new("perl")
-        .args([
-            "-e",
-            "for (1..1000) { select(undef, undef, undef, 0.05); my $i = 0; $i++ while $i < 20000 }",
-        ])
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    let child = Reaped::spawn(Command::new("perl").args([
+        "-e",
+        "for (1..1000) { select(undef, undef, undef, 0.05); my $i = 0; $i++ while $i < 20000 }",
+    ]));
+    let pid = child.pid();
     leaf.add_pid(pid).unwrap();
     let home = os::lever::weight::task_dir(&m, pid).unwrap();
     let boost = home.parent().unwrap().join(os::lever::weight::BOOST_NAME);
@@ -289,8 +317,6 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
         0,
         "no journal left"
     );
-    let _ = child.kill();
-    let _ = child.wait();
     root.cleanup().unwrap();
 }
 
@@ -305,18 +331,16 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
         eprintln!("SKIP the_episode_budget_lowers...: needs root");
         return;
     }
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     // Sleeps 100 ms (past SLP: raised before it wakes), then burns 300 ms of CPU without
     // blocking: an episode far past a 20 ms budget.
-    let mut child = Command::new("perl")
-        .args([
-            "-e",
-            "for (1..1000) { select(undef, undef, undef, 0.1); my $t = (times)[0]; \
+    let child = Reaped::spawn(Command::new("perl").args([
+        "-e",
+        "for (1..1000) { select(undef, undef, undef, 0.1); my $t = (times)[0]; \
              1 while (times)[0] - $t < 0.3 }",
-        ])
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    ]));
+    let pid = child.pid();
     let base = os::prio::thread_nice(pid).unwrap();
     let mut cfg = config(pid, dir.path());
     cfg.kpos.policy.rw = Tunable::Fixed(1); // marked only until it first blocks
@@ -361,8 +385,6 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
     assert!(mine.windows(2).any(|w| w == ["raise", "lower"]), "{log}");
     assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// A process that sleeps 100 ms (past SLP: raised as text) and then burns without blocking
@@ -374,11 +396,10 @@ fn burner_past_budget<T>(
     watch: impl FnOnce(i32) -> T,
 ) -> (T, attach::metrics::Snapshot, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new("perl")
-        .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    let child = Reaped::spawn(
+        Command::new("perl").args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"]),
+    );
+    let pid = child.pid();
     let base = os::prio::thread_nice(pid).unwrap();
     let mut cfg = config(pid, dir.path());
     cfg.kpos.policy.rw = Tunable::Fixed(1);
@@ -392,8 +413,6 @@ fn burner_past_budget<T>(
     let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
     assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let _ = child.kill();
-    let _ = child.wait();
     (seen, snap, out)
 }
 
@@ -403,6 +422,7 @@ fn a_raised_worker_past_its_budget_stays_raised_as_the_tails_head_at_the_tail_ni
         eprintln!("SKIP a_raised_worker_past_its_budget_stays...: needs root");
         return;
     }
+    let _alone = alone();
     // Past the budget it is no longer text, but it is the oldest runnable episode, the tail's
     // head.
     let (head, snap, out) = burner_past_budget(
@@ -426,6 +446,7 @@ fn with_a_floor_a_task_lowered_past_its_budget_stays_at_the_floor_and_is_restore
         eprintln!("SKIP with_a_floor_a_task_lowered...: needs root");
         return;
     }
+    let _alone = alone();
     // Raised as text at -20, then past the budget lowered to the floor (-10), not to its own
     // value.
     let ((raised, floored), snap, out) = burner_past_budget(
