@@ -27,6 +27,11 @@ Estimators, each against the same measured crossing:
                   (lowest run out of CPU, highest with idle left)
   knee-low,throttled>=70%-out    a run throttled in >= 70 % of its CFS periods counted as out of
                   CPU in the fit and in the crossing
+  knee-low/crossing-served       the lab's fit against the crossing split by the rate each run
+                  *served* (as the fit's knee splits), not offered
+  knee-offered    the quick ladder, its knee split by the rate *offered* (as the crossing splits),
+                  out of CPU on idle alone; knee-offered,ranout: out as the crossing counts it
+                  (idle under 3 % or not sustained). The lab only: a log has no offered rate.
 
 Checked: on the cap7 runs it reproduces the lab's own error_pct (every rate of the ladder) in 33
 of 34 rows, the 34th to 0.1 point.
@@ -78,14 +83,22 @@ def fit(pts):
     return ((-(my - m * mx) / m) if m < 0 else None, r)
 
 
-def predict(pts, cut, knee_pts=None, highest=True):
-    """pts: (served rate, idle %); a saturated point carries idle -1."""
+def predict(pts, cut, knee_pts=None, highest=True, knee_runs=None):
+    """pts: (served rate, idle %); a saturated point carries idle -1. knee_runs: the knee
+    split on (offered rate, out) instead, a point left out when its run's offered rate is at
+    or above it (knee_runs[i] is pts[i]'s run)."""
     kp = knee_pts if knee_pts is not None else pts
-    knee = split([(p[0], p[1] < SAT) for p in kp], highest)[1] if kp else None
-    knee = math.inf if knee is None else knee
-    f = fit([p for p in pts if p[0] >= cut and p[1] >= SAT and p[0] < knee])
+    if knee_runs is not None:
+        k = split(knee_runs, highest)[1]
+        k = math.inf if k is None else k
+        keep = [p for p, r in zip(pts, knee_runs) if r[0] < k]
+    else:
+        knee = split([(p[0], p[1] < SAT) for p in kp], highest)[1] if kp else None
+        knee = math.inf if knee is None else knee
+        keep = [p for p in pts if p[0] < knee]
+    f = fit([p for p in keep if p[0] >= cut and p[1] >= SAT])
     if f is None:
-        f = fit([p for p in pts if p[1] >= SAT and p[0] < knee])
+        f = fit([p for p in keep if p[1] >= SAT])
     if f is None or f[0] is None or abs(f[1]) < MIN_R:
         return None
     return f[0]
@@ -100,11 +113,12 @@ def point(r, p99=None, failed_out=False):
     return (float(r["rps"]), -1.0 if bad else float(r["idle_pct"]))
 
 
-def crossing(runs, p99=math.inf, highest=False, idle_only=False, throttled=math.inf):
+def crossing(runs, p99=math.inf, highest=False, idle_only=False, throttled=math.inf,
+             served=False):
     """The measured crossing: the fewest-disagreeing split of the runs, out of CPU when idle
     < 3 %, not sustained (unless idle_only), p99 over the bound, or throttled in at least
     `throttled` % of CFS periods; lowest of ties unless highest."""
-    ev = [(float(r["target_rps"]), (not idle_only and r["sustained"] != "true")
+    ev = [(float(r["rps" if served else "target_rps"]), (not idle_only and r["sustained"] != "true")
            or float(r["idle_pct"]) < SAT or float(r["p99_ms"]) > p99
            or float(r["throttled_pct"] or 0) >= throttled) for r in runs]
     lo, hi, _ = split(ev, highest)
@@ -157,6 +171,12 @@ for d in a.dirs:
             "knee-low/crossing-mid-region": (kl, region_crossing(runs)),
             "knee-low,throttled>=70%-out": (predict(thr, CUT * ref, highest=False),
                                             crossing(runs, throttled=70.0)),
+            "knee-low/crossing-served": (kl, crossing(runs, served=True)),
+            "knee-offered": (predict(P(q), CUT * ref, highest=False, knee_runs=[
+                (float(r["target_rps"]), float(r["idle_pct"]) < SAT) for r in q]), meas),
+            "knee-offered,ranout": (predict(P(q), CUT * ref, highest=False, knee_runs=[
+                (float(r["target_rps"]), r["sustained"] != "true" or float(r["idle_pct"]) < SAT)
+                for r in q]), meas),
             "all": (predict(P(rates), CUT * ref), meas),
             "all+probes": (predict(P(rates + probes), CUT * ref), meas),
             f"p99<={a.p99:g}": (predict(P(q, a.p99), CUT * ref), crossing(runs, a.p99)),
