@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # keep-cpu-quiet.sh CMD...: run CMD, and while it runs pause (SIGSTOP), every 250 ms, each
-# compiler, linker or cargo process and each niced (nice > 0) user process that is running;
-# resume them all when CMD ends. /work/notes/quiet0.sh pauses the builds running when it
-# starts; a build started later (another helper's, the lead's) runs beside the measurement,
-# on the server's CPU too (20-45% of CPU 0 in runs of 2026-11-27, docs/events.md). The watch
-# itself runs on the last CPU (the lab's client CPU), not on the server's. Use inside it:
-#   flock /tmp/lab.lock /work/notes/quiet0.sh scripts/keep-cpu-quiet.sh target/ci/triage lab events ...
+# compiler, linker or cargo process and each niced (nice > 0) user process that is running
+# (those running when it starts, and those started later: another build beside the
+# measurement ran on the server's CPU too, 20-45% of CPU 0 in runs of 2026-11-27,
+# docs/events.md); resume them all when CMD ends. The watch itself runs on the last CPU (the
+# lab's client CPU), not on the server's. On a machine shared by several measurers, take a
+# lock around it:
+#   flock /tmp/lab.lock scripts/keep-cpu-quiet.sh target/ci/triage lab events ...
 set -u
 paused=()
 resume() {
