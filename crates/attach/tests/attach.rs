@@ -144,6 +144,17 @@ fn reaches_nice(pid: i32, want: i32) -> bool {
     false
 }
 
+/// A child process killed and reaped when dropped, so that a failing assertion leaves no
+/// burner running (a leaked burner also keeps every descriptor it inherited open).
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Run the daemon with `cfg` in a thread until `stop` is set; returns its result and output.
 fn spawn_daemon(
     cfg: AttachConfig,
@@ -308,15 +319,17 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
     let dir = tempfile::tempdir().unwrap();
     // Sleeps 100 ms (past SLP: raised before it wakes), then burns 300 ms of CPU without
     // blocking: an episode far past a 20 ms budget.
-    let mut child = Command::new("perl")
-        .args([
-            "-e",
-            "for (1..1000) { select(undef, undef, undef, 0.1); my $t = (times)[0]; \
-             1 while (times)[0] - $t < 0.3 }",
-        ])
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    let child = KilledOnDrop(
+        Command::new("perl")
+            .args([
+                "-e",
+                "for (1..1000) { select(undef, undef, undef, 0.1); my $t = (times)[0]; \
+                 1 while (times)[0] - $t < 0.3 }",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id() as i32;
     let base = os::prio::thread_nice(pid).unwrap();
     let mut cfg = config(pid, dir.path());
     cfg.kpos.policy.rw = Tunable::Fixed(1); // marked only until it first blocks
@@ -361,8 +374,7 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
     assert!(mine.windows(2).any(|w| w == ["raise", "lower"]), "{log}");
     assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 }
 
 /// A process that sleeps 100 ms (past SLP: raised as text) and then burns without blocking
@@ -374,11 +386,13 @@ fn burner_past_budget<T>(
     watch: impl FnOnce(i32) -> T,
 ) -> (T, attach::metrics::Snapshot, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new("perl")
-        .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    let child = KilledOnDrop(
+        Command::new("perl")
+            .args(["-e", "select(undef, undef, undef, 0.1); 1 while 1"])
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id() as i32;
     let base = os::prio::thread_nice(pid).unwrap();
     let mut cfg = config(pid, dir.path());
     cfg.kpos.policy.rw = Tunable::Fixed(1);
@@ -392,8 +406,7 @@ fn burner_past_budget<T>(
     let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
     assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "restored\n{out}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     (seen, snap, out)
 }
 
@@ -457,5 +470,33 @@ fn with_a_floor_a_task_lowered_past_its_budget_stays_at_the_floor_and_is_restore
         "then held at the floor, not at its own value\n{out}"
     );
     assert!(out.contains("floor: every followed task"), "{out}");
+    assert!(snap.pos.budget_lowers >= 1, "{out}");
+}
+
+#[test]
+fn with_grades_a_raised_task_steps_down_toward_the_floor_as_its_episode_runs() {
+    if !is_root() {
+        eprintln!("SKIP with_grades_a_raised_task_steps_down...: needs root");
+        return;
+    }
+    // A 400 ms budget in 4 grades (100 ms of CPU each) and a floor at -10: -20, -18, -15,
+    // -13 while it burns, then the floor.
+    let (levels, snap, out) = burner_past_budget(
+        |cfg| {
+            cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(400_000_000);
+            cfg.kpos.grades = 4;
+            cfg.floor_nice = Some(-10);
+        },
+        |pid| {
+            [-20, -18, -15, -13, -10]
+                .into_iter()
+                .take_while(|&n| reaches_nice(pid, n))
+                .count()
+        },
+    );
+    assert_eq!(
+        levels, 5,
+        "every grade seen in order, then the floor\n{out}"
+    );
     assert!(snap.pos.budget_lowers >= 1, "{out}");
 }
