@@ -318,13 +318,16 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
     }
     let dir = tempfile::tempdir().unwrap();
     // Sleeps 100 ms (past SLP: raised before it wakes), then burns 300 ms of CPU without
-    // blocking: an episode far past a 20 ms budget.
+    // blocking: an episode far past a 20 ms budget. The CPU is user and system time: a loop
+    // on `times` spends most of it in the kernel, and on user time alone one burn took over
+    // a second, too few episodes for the test's 2.5 s.
     let child = KilledOnDrop(
         Command::new("perl")
             .args([
                 "-e",
-                "for (1..1000) { select(undef, undef, undef, 0.1); my $t = (times)[0]; \
-                 1 while (times)[0] - $t < 0.3 }",
+                "sub cpu { my @t = times; $t[0] + $t[1] } \
+                 for (1..1000) { select(undef, undef, undef, 0.1); my $t = cpu(); \
+                 1 while cpu() - $t < 0.3 }",
             ])
             .spawn()
             .unwrap(),
