@@ -35,7 +35,10 @@
 //!   budget is the short class's longest while two separated classes show) or fixed. The
 //!   check runs at every event of the task and at every [`Kpos::scan`] while it runs;
 //!   [`Kpos::next_budget_check`] says when the next one is due. POS's mark itself is left to
-//!   POS (characteristic 2 still ends the episode);
+//!   POS (characteristic 2 still ends the episode). The budget may be a percentile of the
+//!   short class instead of its longest ([`EpisodeBudget::LearnPercentile`]);
+//! - **graded levels** ([`KposConfig::grades`]): below the budget a raised task steps down
+//!   grade by grade as its episode's CPU grows ([`Action::Grade`]; multi-level feedback);
 //! - **the tail's head** ([`KposConfig::tail_head`]): POS's queue is the marked at the head and
 //!   the rest in the order their episodes began ([`crate::config::PosTail::Episode`]), but
 //!   the kernel shares the CPU among every unraised task, so every page's images finish late
@@ -391,7 +394,7 @@ impl Kpos {
     }
 
     /// When the next budget check is due: the earliest time a running raised task can pass
-    /// the budget (`None`: no such task). A mechanism that only wakes for events calls
+    /// the budget or its next grade's threshold (`None`: no such task). A mechanism that only wakes for events calls
     /// [`Kpos::scan`] then.
     pub fn next_budget_check(&self, now: Nanos) -> Option<Nanos> {
         let b = self.budget()?;
