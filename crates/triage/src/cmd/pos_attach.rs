@@ -227,5 +227,18 @@ mod tests {
         let a = crate::cmd::parse_args::<Args>(&["--pid", "1", "--floor-nice", "-5"]).unwrap();
         assert_eq!(a.floor_nice, Some(-5));
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--budget", "x"]).is_err());
+        assert_eq!(a.grades, 1, "one level until the budget unless asked");
+        let a = crate::cmd::parse_args::<Args>(&[
+            "--pid",
+            "1",
+            "--budget",
+            "learn-p50",
+            "--grades",
+            "4",
+        ])
+        .unwrap();
+        assert_eq!(a.budget, policy::kpos::EpisodeBudget::LearnPercentile(50));
+        assert_eq!(a.grades, 4);
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--grades", "0"]).is_err());
     }
 }
