@@ -269,6 +269,7 @@ pub fn run(
         tail_nice: cfg.tail_nice,
         floor: cfg.floor_nice.filter(|_| lever.is_some()),
         floored: BTreeSet::new(),
+        grades: cfg.kpos.grades.max(1),
     };
     let _ = writeln!(
         out,
@@ -280,6 +281,7 @@ pub fn run(
         match cfg.kpos.budget {
             EpisodeBudget::Off => "off".to_owned(),
             EpisodeBudget::Learn => "learnt".to_owned(),
+            EpisodeBudget::LearnPercentile(p) => format!("learnt at the text class's p{p}"),
             EpisodeBudget::Fixed(b) => format!("{:.3} ms", b as f64 / 1e6),
         },
         cfg.kpos.tail_head.name()
@@ -420,6 +422,18 @@ struct Daemon {
     floor: Option<i32>,
     /// Followed tasks held at the floor now (in the lever's raised set, not above the floor).
     floored: BTreeSet<Tid>,
+    /// [`KposConfig::grades`].
+    grades: u32,
+}
+
+/// The nice value of grade `g` of `n` ([`Action::Grade`]): `g / n` of the way from the text's
+/// level `text` to `bottom` (the floor, or 0 without one), rounded toward the text.
+pub fn grade_level(text: i32, bottom: i32, g: u32, n: u32) -> i32 {
+    let n = i64::from(n.max(1));
+    let g = i64::from(g).min(n);
+    let span = i64::from(bottom) - i64::from(text);
+    // Integer division truncates toward zero: toward the text for a positive span.
+    text + i32::try_from(span * g / n).unwrap_or(0)
 }
 
 impl Daemon {
@@ -528,6 +542,7 @@ impl Daemon {
                     Action::Raise(w) => writeln!(log, "{now} raise {w}"),
                     Action::RaiseHead(w) => writeln!(log, "{now} head {w}"),
                     Action::Lower(w) => writeln!(log, "{now} lower {w}"),
+                    Action::Grade(w, g) => writeln!(log, "{now} grade {w} {g}"),
                 };
             }
         }
@@ -537,6 +552,8 @@ impl Daemon {
         };
         let text = l.config().nice;
         let head = self.tail_nice.unwrap_or(text);
+        let (bottom, grades) = (self.floor.unwrap_or(0), self.grades);
+        let grade_nice = |g: u32| grade_level(text, bottom, g, grades);
         for a in std::mem::take(&mut self.acts) {
             // A task raised already (moving between the text and the tail's head) only
             // changes level.
@@ -556,6 +573,7 @@ impl Daemon {
             let (tid, r) = match a {
                 Action::Raise(w) => (w as Tid, raise(w as Tid, text)),
                 Action::RaiseHead(w) => (w as Tid, raise(w as Tid, head)),
+                Action::Grade(w, g) => (w as Tid, raise(w as Tid, grade_nice(g))),
                 // With a floor a lowered task goes back to the floor, still held.
                 Action::Lower(w) => match self.floor {
                     Some(f) if l.is_raised(w as Tid) => (w as Tid, l.set_level(w as Tid, f)),
@@ -566,7 +584,7 @@ impl Daemon {
                 Action::Lower(_) if self.floor.is_some() && l.is_raised(tid) => {
                     self.floored.insert(tid);
                 }
-                Action::Raise(_) | Action::RaiseHead(_) => {
+                Action::Raise(_) | Action::RaiseHead(_) | Action::Grade(..) => {
                     self.floored.remove(&tid);
                 }
                 Action::Lower(_) => {}
@@ -596,5 +614,21 @@ impl Daemon {
         self.s.dropped = tracer.dropped();
         self.s.cpu_s = os::thread_cpu_time().saturating_sub(cpu0).as_secs_f64();
         self.s.wall_s = began.elapsed().as_secs_f64();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grade_level;
+
+    #[test]
+    fn grades_spread_from_the_text_toward_the_floor_rounded_toward_the_text() {
+        // Four grades from -20 toward a floor at -10.
+        let levels: Vec<i32> = (0..4).map(|g| grade_level(-20, -10, g, 4)).collect();
+        assert_eq!(levels, [-20, -18, -15, -13]);
+        // Without a floor, toward 0; never past the bottom; one grade is the text's level.
+        assert_eq!(grade_level(-20, 0, 1, 2), -10);
+        assert_eq!(grade_level(-20, -10, 9, 4), -10);
+        assert_eq!(grade_level(-20, -10, 0, 1), -20);
     }
 }

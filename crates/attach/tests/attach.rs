@@ -334,11 +334,14 @@ fn the_episode_budget_lowers_a_raised_worker_that_burns_past_it_while_it_runs() 
     let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     // Sleeps 100 ms (past SLP: raised before it wakes), then burns 300 ms of CPU without
-    // blocking: an episode far past a 20 ms budget.
+    // blocking: an episode far past a 20 ms budget. The CPU is user and system time: a loop
+    // on `times` spends most of it in the kernel, and on user time alone one burn took over
+    // a second, too few episodes for the test's 2.5 s.
     let child = Reaped::spawn(Command::new("perl").args([
         "-e",
-        "for (1..1000) { select(undef, undef, undef, 0.1); my $t = (times)[0]; \
-             1 while (times)[0] - $t < 0.3 }",
+        "sub cpu { my @t = times; $t[0] + $t[1] } \
+         for (1..1000) { select(undef, undef, undef, 0.1); my $t = cpu(); \
+         1 while cpu() - $t < 0.3 }",
     ]));
     let pid = child.pid();
     let base = os::prio::thread_nice(pid).unwrap();
@@ -478,5 +481,34 @@ fn with_a_floor_a_task_lowered_past_its_budget_stays_at_the_floor_and_is_restore
         "then held at the floor, not at its own value\n{out}"
     );
     assert!(out.contains("floor: every followed task"), "{out}");
+    assert!(snap.pos.budget_lowers >= 1, "{out}");
+}
+
+#[test]
+fn with_grades_a_raised_task_steps_down_toward_the_floor_as_its_episode_runs() {
+    if !is_root() {
+        eprintln!("SKIP with_grades_a_raised_task_steps_down...: needs root");
+        return;
+    }
+    let _alone = alone();
+    // A 400 ms budget in 4 grades (100 ms of CPU each) and a floor at -10: -20, -18, -15,
+    // -13 while it burns, then the floor.
+    let (levels, snap, out) = burner_past_budget(
+        |cfg| {
+            cfg.kpos.budget = policy::kpos::EpisodeBudget::Fixed(400_000_000);
+            cfg.kpos.grades = 4;
+            cfg.floor_nice = Some(-10);
+        },
+        |pid| {
+            [-20, -18, -15, -13, -10]
+                .into_iter()
+                .take_while(|&n| reaches_nice(pid, n))
+                .count()
+        },
+    );
+    assert_eq!(
+        levels, 5,
+        "every grade seen in order, then the floor\n{out}"
+    );
     assert!(snap.pos.budget_lowers >= 1, "{out}");
 }

@@ -35,7 +35,10 @@
 //!   budget is the short class's longest while two separated classes show) or fixed. The
 //!   check runs at every event of the task and at every [`Kpos::scan`] while it runs;
 //!   [`Kpos::next_budget_check`] says when the next one is due. POS's mark itself is left to
-//!   POS (characteristic 2 still ends the episode);
+//!   POS (characteristic 2 still ends the episode). The budget may be a percentile of the
+//!   short class instead of its longest ([`EpisodeBudget::LearnPercentile`]);
+//! - **graded levels** ([`KposConfig::grades`]): below the budget a raised task steps down
+//!   grade by grade as its episode's CPU grows ([`Action::Grade`]; multi-level feedback);
 //! - **the tail's head** ([`KposConfig::tail_head`]): POS's queue is the marked at the head and
 //!   the rest in the order their episodes began ([`crate::config::PosTail::Episode`]), but
 //!   the kernel shares the CPU among every unraised task, so every page's images finish late
@@ -84,6 +87,11 @@ pub enum Action {
     RaiseHead(WorkerId),
     /// Put this task back.
     Lower(WorkerId),
+    /// Hold this task, raised as text, at grade `g` (1 to [`KposConfig::grades`] - 1) of its
+    /// marked episode: it has run `g / grades` of the budget ([`KposConfig::grades`]); the
+    /// mechanism holds it that far from the text's level toward its floor. A task raised
+    /// again ([`Action::Raise`]) starts at grade 0, the text's level.
+    Grade(WorkerId, u32),
 }
 
 /// How much CPU a raised task may run in one marked episode before it is lowered.
@@ -91,21 +99,32 @@ pub enum Action {
 pub enum EpisodeBudget {
     /// No budget: a raised task stays raised until POS demotes it.
     Off,
-    /// The text budget learnt from the marked episodes that ended ([`ScriptBudget`]).
+    /// The text budget learnt from the marked episodes that ended ([`ScriptBudget`]): the
+    /// short class's longest.
     Learn,
+    /// The same, at this percentile of the short class (1-99) instead of its longest
+    /// ([`ScriptBudget::budget_quantile`]): the long episodes are lowered sooner, the slowest
+    /// short ones are lowered too.
+    LearnPercentile(u8),
     /// A fixed budget (ns of CPU).
     Fixed(Nanos),
 }
 
 impl EpisodeBudget {
-    /// Parse `off`, `learn` or a duration (`300us`, `2ms`).
+    /// Parse `off`, `learn`, `learn-p<N>` (N from 1 to 99) or a duration (`300us`, `2ms`).
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "off" => Ok(Self::Off),
             "learn" => Ok(Self::Learn),
+            p if p.starts_with("learn-p") => p["learn-p".len()..]
+                .parse::<u8>()
+                .ok()
+                .filter(|n| (1..=99).contains(n))
+                .map(Self::LearnPercentile)
+                .ok_or_else(|| format!("budget {p:?}: learn-p<N> takes a percentile from 1 to 99")),
             d => units::parse_duration(d)
                 .map(|v| Self::Fixed(v.as_nanos() as Nanos))
-                .map_err(|e| format!("budget {d:?}: {e} (off, learn or a duration)")),
+                .map_err(|e| format!("budget {d:?}: {e} (off, learn, learn-p<N> or a duration)")),
         }
     }
 }
@@ -162,6 +181,14 @@ pub struct KposConfig {
     pub budget: EpisodeBudget,
     /// Raise the tail's head (see the module docs).
     pub tail_head: TailHead,
+    /// Grades of a marked episode below the budget (1: one level, the text's, until the
+    /// budget). With `n` > 1 grades and a budget `b`, a raised task that has run `c` of CPU
+    /// in its episode is at grade `min(c * n / b, n - 1)` ([`Action::Grade`]): the CPU it has
+    /// attained lowers it step by step (multi-level feedback), so that a new episode (a
+    /// page's HTML) runs ahead of episodes that already ran part of the budget (images not
+    /// yet told apart), not only beside them. Without a budget in force every raised task
+    /// is at grade 0.
+    pub grades: u32,
 }
 
 impl Default for KposConfig {
@@ -174,6 +201,7 @@ impl Default for KposConfig {
             always: false,
             budget: EpisodeBudget::Off,
             tail_head: TailHead::Off,
+            grades: 1,
         }
     }
 }
@@ -259,7 +287,8 @@ pub struct Kpos {
     cfg: KposConfig,
     pos: Pos,
     tasks: IdMap<WorkerId, Task>,
-    raised: IdMap<WorkerId, ()>,
+    /// The tasks raised as text, with their grade ([`KposConfig::grades`]).
+    raised: IdMap<WorkerId, u32>,
     running: usize,
     ready: usize,
     /// Start of the current period.
@@ -351,6 +380,7 @@ impl Kpos {
         match self.cfg.budget {
             EpisodeBudget::Off => None,
             EpisodeBudget::Learn => self.learnt.budget(),
+            EpisodeBudget::LearnPercentile(p) => self.learnt.budget_quantile(f64::from(p) / 100.0),
             EpisodeBudget::Fixed(b) => Some(b),
         }
     }
@@ -364,7 +394,7 @@ impl Kpos {
     }
 
     /// When the next budget check is due: the earliest time a running raised task can pass
-    /// the budget (`None`: no such task). A mechanism that only wakes for events calls
+    /// the budget or its next grade's threshold (`None`: no such task). A mechanism that only wakes for events calls
     /// [`Kpos::scan`] then.
     pub fn next_budget_check(&self, now: Nanos) -> Option<Nanos> {
         let b = self.budget()?;
@@ -372,8 +402,31 @@ impl Kpos {
             .keys()
             .filter_map(|w| self.tasks.get(w))
             .filter(|t| t.in_episode && t.run_since.is_some())
-            .map(|t| now + b.saturating_sub(t.episode_cpu(now)))
+            .map(|t| now + self.to_next_step(b, t.episode_cpu(now)))
             .min()
+    }
+
+    /// CPU from `cpu` to the next step of an episode under budget `b`: the next grade's
+    /// threshold, or the budget itself.
+    fn to_next_step(&self, b: Nanos, cpu: Nanos) -> Nanos {
+        let n = Nanos::from(self.cfg.grades.max(1));
+        if cpu >= b {
+            return 0;
+        }
+        let next = (1..=n).map(|g| b * g / n).find(|&th| th > cpu).unwrap_or(b);
+        next - cpu
+    }
+
+    /// The grade of raised task `w` at `now` ([`KposConfig::grades`]).
+    fn grade_of(&self, w: WorkerId, now: Nanos) -> u32 {
+        let n = self.cfg.grades.max(1);
+        match (self.budget(), self.tasks.get(&w)) {
+            (Some(b), Some(t)) if n > 1 && b > 0 => {
+                let g = u128::from(t.episode_cpu(now)) * u128::from(n) / u128::from(b);
+                u32::try_from(g).unwrap_or(u32::MAX).min(n - 1)
+            }
+            _ => 0,
+        }
     }
 
     fn ctx(&self, now: Nanos) -> Ctx {
@@ -412,8 +465,21 @@ impl Kpos {
     fn decide(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
         let want = self.tasks.contains_key(&w) && self.wants(w, now);
         let is = self.raised.contains_key(&w);
-        if want && !is {
-            self.raised.insert(w, ());
+        if want && is {
+            let g = self.grade_of(w, now);
+            if let Some(cur) = self.raised.get_mut(&w) {
+                if *cur != g {
+                    *cur = g;
+                    out.push(if g == 0 {
+                        Action::Raise(w)
+                    } else {
+                        Action::Grade(w, g)
+                    });
+                }
+            }
+        } else if want && !is {
+            let g = self.grade_of(w, now);
+            self.raised.insert(w, g);
             if self.head == Some(w) {
                 // Raised already, as the tail's head: now held as text (at the text's level).
                 self.head = None;
@@ -421,6 +487,9 @@ impl Kpos {
                 self.raises += 1;
             }
             out.push(Action::Raise(w));
+            if g > 0 {
+                out.push(Action::Grade(w, g));
+            }
         } else if !want && is {
             self.raised.remove(&w);
             self.lowers += 1;
@@ -578,7 +647,7 @@ impl Kpos {
         if to == State::Run && self.raised.contains_key(&w) {
             if let (Some(b), Some(t)) = (self.budget(), self.tasks.get(&w)) {
                 if t.in_episode {
-                    self.due = self.due.min(now + b.saturating_sub(t.episode_cpu(now)));
+                    self.due = self.due.min(now + self.to_next_step(b, t.episode_cpu(now)));
                 }
             }
         }
@@ -607,13 +676,14 @@ impl Kpos {
     /// Between two periods: lower the raised tasks running past the budget, raise the tasks
     /// asleep past SLP.
     fn scan_raises(&mut self, now: Nanos, out: &mut Vec<Action>) {
-        // Raised tasks running past the budget since their last event.
+        // Raised tasks running past the budget, or into their next grade, since their last
+        // event.
         if self.budget().is_some() {
             let mut over: Vec<WorkerId> = self
                 .raised
-                .keys()
-                .copied()
-                .filter(|&w| self.over_budget(w, now))
+                .iter()
+                .filter(|(&w, &g)| self.over_budget(w, now) || self.grade_of(w, now) != g)
+                .map(|(&w, _)| w)
                 .collect();
             over.sort_unstable();
             for w in over {
@@ -731,6 +801,7 @@ mod tests {
             always,
             budget: EpisodeBudget::Off,
             tail_head: TailHead::Off,
+            grades: 1,
         }
     }
 
@@ -1092,6 +1163,95 @@ mod tests {
             Ok(EpisodeBudget::Fixed(300_000))
         );
         assert!(EpisodeBudget::parse("soon").is_err());
+        assert_eq!(
+            EpisodeBudget::parse("learn-p50"),
+            Ok(EpisodeBudget::LearnPercentile(50))
+        );
+        for bad in ["learn-p0", "learn-p100", "learn-p", "learn-px"] {
+            assert!(EpisodeBudget::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn with_grades_a_raised_task_steps_down_as_its_episode_runs_and_is_lowered_past_the_budget() {
+        let mut c = budget_cfg(EpisodeBudget::Fixed(4 * MS));
+        c.grades = 4;
+        let mut k = Kpos::new(c, 0).unwrap();
+        let mut out = Vec::new();
+        k.event(1, Input::Start, 0, &mut out);
+        k.event(2, Input::Start, 0, &mut out);
+        k.scan(20 * MS, &mut out);
+        assert_eq!(out, vec![Action::Raise(1), Action::Raise(2)]);
+        out.clear();
+        // Task 1 wakes and runs without a break: each quarter of the budget is one grade,
+        // due (no event needed) at the moment it is crossed.
+        let t = 30 * MS;
+        k.event(1, Input::Wake, t, &mut out);
+        k.event(1, Input::Run, t, &mut out);
+        assert!(out.is_empty(), "grade 0: the text's level");
+        for g in 1..4u32 {
+            let at = t + Nanos::from(g) * MS;
+            assert_eq!(k.next_due(), at, "grade {g} due");
+            k.scan(at - 1, &mut out);
+            assert!(out.is_empty());
+            k.scan(at, &mut out);
+            assert_eq!(out, vec![Action::Grade(1, g)]);
+            out.clear();
+        }
+        assert!(k.raised(1));
+        // Past the budget: lowered.
+        k.scan(t + 4 * MS + MS / 10, &mut out);
+        assert_eq!(out, vec![Action::Lower(1)]);
+        out.clear();
+        // A preemption keeps the grade (CPU, not wall time): task 2 runs 1.5 ms, waits 20 ms
+        // runnable, runs again: grade 1 at its second run's event, not before.
+        let t = 40 * MS;
+        k.event(2, Input::Wake, t, &mut out);
+        k.event(2, Input::Run, t, &mut out);
+        k.event(2, Input::Preempt, t + 3 * MS / 2, &mut out);
+        assert_eq!(out, vec![Action::Grade(2, 1)]);
+        out.clear();
+        k.scan(t + 20 * MS, &mut out);
+        assert!(out.is_empty(), "no CPU while runnable: still grade 1");
+        // Its next wake-up after a long wait is a new episode: back to the text's level.
+        k.event(2, Input::Sleep, t + 21 * MS, &mut out);
+        assert_eq!(out, vec![Action::Lower(2)], "RW 1: demoted at its wait");
+        out.clear();
+        k.scan(t + 40 * MS, &mut out);
+        assert_eq!(out, vec![Action::Raise(2)], "raised again asleep past SLP");
+    }
+
+    #[test]
+    fn a_percentile_budget_lowers_an_episode_past_the_text_median_not_its_longest() {
+        let mut k = Kpos::new(budget_cfg(EpisodeBudget::LearnPercentile(50)), 0).unwrap();
+        let mut out = Vec::new();
+        for w in 1..=6 {
+            k.event(w, Input::Start, 0, &mut out);
+        }
+        // Text episodes of 0.5 ms (tasks 1, 2) and 1.5 ms (task 3), images of 8 ms.
+        let mut t = 20 * MS;
+        for _ in 0..10 {
+            for w in 1..=6 {
+                let cpu = match w {
+                    1 | 2 => MS / 2,
+                    3 => 3 * MS / 2,
+                    _ => 8 * MS,
+                };
+                episode(&mut k, w, t, cpu, &mut out);
+                t += 12 * MS;
+            }
+            t += 20 * MS;
+            k.scan(t, &mut out);
+        }
+        assert_eq!(k.stats().budget, Some(MS / 2), "the text episodes' median");
+        // An episode of 1 ms, within the text episodes' longest, is lowered past 0.5 ms.
+        out.clear();
+        let lowers = k.stats().budget_lowers;
+        k.event(3, Input::Wake, t, &mut out);
+        k.event(3, Input::Run, t, &mut out);
+        k.scan(t + MS / 2 + MS / 10, &mut out);
+        assert_eq!(out, vec![Action::Lower(3)]);
+        assert_eq!(k.stats().budget_lowers, lowers + 1);
     }
 
     #[test]

@@ -165,6 +165,25 @@ impl SplitRw {
         });
     }
 
+    /// The `q`-quantile (by weight, `q` in (0, 1]) of the lengths up to `max`: the shortest
+    /// length at or below which at least that share of their weight lies (`q` = 1: the longest
+    /// of them). `None` if no weight lies up to `max`.
+    pub fn quantile_upto(&self, max: u32, q: f64) -> Option<u32> {
+        let total: u64 = self.hist.range(..=max).map(|(_, &w)| w).sum();
+        if total == 0 {
+            return None;
+        }
+        let need = (q.clamp(0.0, 1.0) * total as f64).ceil().max(1.0) as u64;
+        let mut acc = 0;
+        for (&l, &w) in self.hist.range(..=max) {
+            acc += w;
+            if acc >= need {
+                return Some(l);
+            }
+        }
+        self.hist.range(..=max).next_back().map(|(&l, _)| l)
+    }
+
     /// Distinct lengths held.
     pub fn distinct(&self) -> usize {
         self.hist.len()

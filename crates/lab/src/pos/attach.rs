@@ -232,10 +232,12 @@ pub struct PosOptions {
 
 /// The options of a POS variant kind: `pos` followed by any of
 /// - `always`: `--always` (no bottleneck check);
-/// - `budget`: `--budget learn`;
+/// - `budget`: `--budget learn`; `budgetp<N>`: `--budget learn-p<N>` (the text episodes'
+///   N-th percentile, 1 to 99); `budget<N>us`: `--budget <N>us` (fixed);
 /// - `tail`: `--tail-head after-text`; `tailwith`: `--tail-head with-text`; `tailbelow`: the
 ///   same at `--tail-nice -10`; `tail<N>`: the same at `--tail-nice -N`;
 /// - `floor<N>`: `--floor-nice -N`;
+/// - `grades<N>`: `--grades N` (2 to 20: the episode's levels below the budget);
 /// - `batch`: `--event-batch 1ms`;
 /// - `plain`: nothing (POS alone, when the server's `+pos` runs with options);
 ///
@@ -281,6 +283,31 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
                     add(
                         &["--tail-head", "with-text", "--tail-nice", &format!("-{n}")],
                         &format!("the tail's head beside the text at nice -{n}"),
+                    );
+                } else if let Some(n) = opt
+                    .strip_prefix("budgetp")
+                    .filter(|n| n.len() <= 2)
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .filter(|n| (1..=99).contains(n))
+                {
+                    add(
+                        &["--budget", &format!("learn-p{n}")],
+                        &format!("the episode's CPU budget at the text episodes' p{n}"),
+                    );
+                } else if let Some(us) = opt
+                    .strip_prefix("budget")
+                    .and_then(|r| r.strip_suffix("us"))
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .filter(|n| (1..=20_000).contains(n))
+                {
+                    add(
+                        &["--budget", &format!("{us}us")],
+                        &format!("a fixed episode CPU budget of {us} us"),
+                    );
+                } else if let Some(n) = num("grades").filter(|n| *n >= 2) {
+                    add(
+                        &["--grades", &n.to_string()],
+                        &format!("{n} grades of the episode below the budget"),
                     );
                 } else if let Some(n) = num("floor") {
                     add(
@@ -454,6 +481,20 @@ mod tests {
             ]
         );
         assert!(o.how.contains("budget") && o.how.contains("-10"));
+        let o = pos_options("pos-budgetp50-budget600us").unwrap();
+        assert_eq!(o.flags, ["--budget", "learn-p50", "--budget", "600us"]);
+        assert!(o.how.contains("p50") && o.how.contains("600 us"));
+        for bad in [
+            "pos-budgetp0",
+            "pos-budgetp100",
+            "pos-budget0us",
+            "pos-budgetus",
+        ] {
+            assert_eq!(pos_options(bad), None, "{bad}");
+        }
+        let o = pos_options("pos-budget-grades4").unwrap();
+        assert_eq!(o.flags, ["--budget", "learn", "--grades", "4"]);
+        assert_eq!(pos_options("pos-grades1"), None);
         let o = pos_options("pos-tail15-always").unwrap();
         assert_eq!(
             o.flags,

@@ -65,9 +65,16 @@ pub struct Args {
     #[arg(long)]
     always: bool,
     /// CPU a raised task may run in one marked episode before it is lowered: `off`, `learn`
-    /// (the CPU of a text episode, learnt from the episodes that ended) or a duration.
+    /// (the CPU of a text episode, learnt from the episodes that ended: their longest),
+    /// `learn-p<N>` (their N-th percentile) or a duration.
     #[arg(long, default_value = "off", value_parser = policy::kpos::EpisodeBudget::parse)]
     budget: policy::kpos::EpisodeBudget,
+    /// Grades of a marked episode below the budget: with N > 1 a raised task steps down from
+    /// the text's level toward the floor (or 0) each time its episode's CPU passes another
+    /// 1/N of the budget (multi-level feedback: a new episode runs ahead of those that ran
+    /// part of the budget already). 1: one level until the budget.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    grades: u32,
     /// Also raise the tail's head, the task whose episode began first among those runnable
     /// and not raised as text, one at a time: `off`, `after-text` (only while no task raised
     /// as text is runnable) or `with-text` (beside them).
@@ -157,6 +164,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.kpos.always = a.always;
     cfg.kpos.budget = a.budget;
     cfg.kpos.tail_head = a.tail_head;
+    cfg.kpos.grades = a.grades;
     cfg.tail_nice = a.tail_nice;
     cfg.floor_nice = a.floor_nice;
     cfg.event_batch = a.event_batch.0;
@@ -219,5 +227,18 @@ mod tests {
         let a = crate::cmd::parse_args::<Args>(&["--pid", "1", "--floor-nice", "-5"]).unwrap();
         assert_eq!(a.floor_nice, Some(-5));
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--budget", "x"]).is_err());
+        assert_eq!(a.grades, 1, "one level until the budget unless asked");
+        let a = crate::cmd::parse_args::<Args>(&[
+            "--pid",
+            "1",
+            "--budget",
+            "learn-p50",
+            "--grades",
+            "4",
+        ])
+        .unwrap();
+        assert_eq!(a.budget, policy::kpos::EpisodeBudget::LearnPercentile(50));
+        assert_eq!(a.grades, 4);
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--grades", "0"]).is_err());
     }
 }
