@@ -813,11 +813,9 @@ mod tests {
         c
     }
 
-    /// RW 1, no budget, the tail's head as `head`: tasks 1..=`tasks` started at 0 and a scan at
-    /// 20 ms (every one waiting past SLP); returns the policy and the actions so far.
-    fn tail_started(head: TailHead, tasks: WorkerId) -> (Kpos, Vec<Action>) {
-        let mut c = budget_cfg(EpisodeBudget::Off);
-        c.tail_head = head;
+    /// POS with `c`: tasks 1..=`tasks` started at 0 and a scan at 20 ms (every one waiting
+    /// past SLP); returns the policy and the actions so far.
+    fn started(c: KposConfig, tasks: WorkerId) -> (Kpos, Vec<Action>) {
         let mut k = Kpos::new(c, 0).unwrap();
         let mut out = Vec::new();
         for w in 1..=tasks {
@@ -825,6 +823,13 @@ mod tests {
         }
         k.scan(20 * MS, &mut out);
         (k, out)
+    }
+
+    /// RW 1, no budget, the tail's head as `head`: [`started`].
+    fn tail_started(head: TailHead, tasks: WorkerId) -> (Kpos, Vec<Action>) {
+        let mut c = budget_cfg(EpisodeBudget::Off);
+        c.tail_head = head;
+        started(c, tasks)
     }
 
     /// One service episode of `w` after a long wait: wakes at `t`, gets the CPU 0.1 ms later,
@@ -1055,11 +1060,7 @@ mod tests {
 
     #[test]
     fn a_raised_task_running_past_a_fixed_budget_is_lowered_while_it_runs() {
-        let mut k = Kpos::new(budget_cfg(EpisodeBudget::Fixed(2 * MS)), 0).unwrap();
-        let mut out = Vec::new();
-        k.event(1, Input::Start, 0, &mut out);
-        k.event(2, Input::Start, 0, &mut out);
-        k.scan(20 * MS, &mut out);
+        let (mut k, mut out) = started(budget_cfg(EpisodeBudget::Fixed(2 * MS)), 2);
         assert_eq!(out, vec![Action::Raise(1), Action::Raise(2)]);
         out.clear();
         // Task 1 (text) runs 1.5 ms in its episode: never past the budget, raised throughout
@@ -1176,11 +1177,7 @@ mod tests {
     fn with_grades_a_raised_task_steps_down_as_its_episode_runs_and_is_lowered_past_the_budget() {
         let mut c = budget_cfg(EpisodeBudget::Fixed(4 * MS));
         c.grades = 4;
-        let mut k = Kpos::new(c, 0).unwrap();
-        let mut out = Vec::new();
-        k.event(1, Input::Start, 0, &mut out);
-        k.event(2, Input::Start, 0, &mut out);
-        k.scan(20 * MS, &mut out);
+        let (mut k, mut out) = started(c, 2);
         assert_eq!(out, vec![Action::Raise(1), Action::Raise(2)]);
         out.clear();
         // Task 1 wakes and runs without a break: each quarter of the budget is one grade,
