@@ -104,7 +104,7 @@ pub struct FitRow {
     /// Over the busy range (Table 5): rates at or above the cut, saturated ones left out.
     pub above_cut: Fits,
     /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]) or past
-    /// the knee ([`crate::capacity::analyze::knee_from`]).
+    /// the knee, split by the rate offered ([`crate::capacity::analyze::knee_in_order`]).
     pub saturated_points: usize,
     /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]).
     pub unsaturated_points: usize,
