@@ -3,18 +3,76 @@
 events` run saved, as the lab runs it (`--steps 2s`, the row's cut), against the lab's own
 prediction in that run's summary.json: the run's `tool_vs_lab_pct` again, with another tool.
 Prints each row's steps found, both predictions and their difference, then each run's largest.
+With --refit the lab's prediction is not the one the run made but the one its rates in raw.csv
+give on the current method (`events::summary::fit_row`: the knee split by the rate offered,
+a run out of CPU when idle < 3 % or not sustained, the lowest of equal splits; the busy range
+at or above the cut, else every unsaturated rate; no prediction with |r| < 0.8), with its error
+against the run's measured crossing (cpu_out_rps).
 
-  scripts/events-tool-vs-lab.py target/ci/triage results/DIR [results/DIR2 ...] [--all]
+  scripts/events-tool-vs-lab.py target/ci/triage results/DIR [results/DIR2 ...] [--all] [--refit]
 """
-import argparse, json, os, subprocess
+import argparse, csv, json, math, os, subprocess
+
+SAT, MIN_R = 3.0, 0.8
+
+
+def split_above(runs):
+    """The lowest (key, out) above the fewest-disagreeing split, the lowest of ties."""
+    v = sorted(runs)
+    out_below, left_above = 0, sum(1 for r in v if not r[1])
+    best = (left_above, 0)
+    for i, r in enumerate(v):
+        out_below += r[1]
+        left_above -= not r[1]
+        if out_below + left_above < best[0]:
+            best = (out_below + left_above, i + 1)
+    return v[best[1]][0] if best[1] < len(v) else math.inf
+
+
+def line(pts):
+    """OLS of idle on rate: (X-intercept or None, r), or None under 3 points or no spread."""
+    n = len(pts)
+    if n < 3:
+        return None
+    mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    syy = sum((p[1] - my) ** 2 for p in pts)
+    sxy = sum((p[0] - mx) * (p[1] - my) for p in pts)
+    if sxx <= 0:
+        return None
+    m = sxy / sxx
+    return ((-(my - m * mx) / m) if m < 0 else None, sxy / math.sqrt(sxx * syy) if syy > 0 else 0.0)
+
+
+def lab_refit(rates, cut, knee_out="ranout"):
+    """The lab's prediction from its raw.csv rows of step "rate" on the current method; with
+    knee_out "idle" the knee counts a rate out of CPU on idle alone, with "served" on idle or
+    served under 97 % of offered (what a log can show, p99 left out); with "main" the knee
+    splits by the rate served, out on idle alone (the method until cap10)."""
+    out = lambda r: (not float(r["idle_pct"]) >= SAT or {
+        "ranout": r["sustained"] != "true",
+        "idle": False,
+        "main": False,
+        "served": float(r["rps"]) < 0.97 * float(r["target_rps"])}[knee_out])
+    key = "rps" if knee_out == "main" else "target_rps"
+    knee = split_above([(float(r[key]), out(r)) for r in rates])
+    keep = [(float(r["rps"]), float(r["idle_pct"])) for r in rates
+            if float(r[key]) < knee and float(r["idle_pct"]) >= SAT]
+    f = line([p for p in keep if p[0] >= cut]) or line(keep)
+    return f[0] if f and f[0] is not None and abs(f[1]) >= MIN_R else None
 
 ap = argparse.ArgumentParser()
 ap.add_argument("triage")
 ap.add_argument("dirs", nargs="+")
 ap.add_argument("--all", action="store_true", help="print every row, not only those over 1%")
+ap.add_argument("--refit", action="store_true", help="the lab's prediction on the current method")
+ap.add_argument("--knee-out", default="ranout", choices=["ranout", "idle", "served", "main"],
+                help="with --refit: what counts a rate out of CPU for the knee (the lab: ranout)")
 a = ap.parse_args()
+errs, allw, terrs = [], [], []
 for d in a.dirs:
     worst = None
+    raw = list(csv.DictReader(open(os.path.join(d, "raw.csv")))) if a.refit else []
     for f in json.load(open(os.path.join(d, "summary.json")))["fits"]:
         srv, cold, rep = f["server"], f["cold"], f["rep"]
         log = os.path.join(d, "logs", f"{srv}-r{rep}.access.log")
@@ -27,6 +85,17 @@ for d in a.dirs:
         t = json.loads(r.stdout) if r.returncode == 0 else None
         tool = t and t["predicted_peak_rps"]
         lab = f.get("predicted_rps")
+        m = f.get("cpu_out_rps")
+        if a.refit:
+            rates = [r for r in raw if (r["server"], int(r["cold"]), int(r["rep"]), r["step"])
+                     == (srv, cold, rep, "rate")]
+            lab = lab_refit(rates, f["cut_rps"], a.knee_out)
+            errs.append(None if lab is None or not m else (lab - m) / m * 100)
+        # The tool's own error: its prediction where it is trusted as the lab trusts its own
+        # (a busy-range or unsaturated fit, |r| >= 0.8: no "too weak" warning).
+        trusted = t and t["prediction_range"] != "all" and not any(
+            "too weak" in w for w in t["warnings"])
+        terrs.append(None if not (tool and trusted) or not m else (tool - m) / m * 100)
         diff = abs(tool - lab) / lab * 100 if tool and lab else None
         if diff is not None:
             worst = diff if worst is None else max(worst, diff)
@@ -36,3 +105,14 @@ for d in a.dirs:
                   f"{'-' if diff is None else f'{diff:.2f}%'} (the run's own: "
                   f"{f.get('tool_vs_lab_pct') and round(f['tool_vs_lab_pct'], 2)})")
     print(f"{d}: largest {'-' if worst is None else f'{worst:.2f}%'}")
+    allw.append(worst)
+w = sorted(x for x in allw if x is not None)
+print(f"tool vs lab, each run's largest: {' '.join(f'{x:.2f}' for x in allw if x is not None)}; "
+      f"runs within 5%: {sum(x <= 5 for x in w)} of {len(w)}")
+got = sorted(abs(e) for e in terrs if e is not None)
+print(f"the tool: predicted {len(got)}/{len(terrs)}, within 10% of the crossing: "
+      f"{sum(x <= 10 for x in got)}, largest {got[-1] if got else 0:.1f}%")
+if a.refit:
+    got = sorted(abs(e) for e in errs if e is not None)
+    print(f"the lab refitted: predicted {len(got)}/{len(errs)}, within 10% of the crossing: "
+          f"{sum(x <= 10 for x in got)}, largest {got[-1] if got else 0:.1f}%")

@@ -70,38 +70,82 @@ pub fn run_out_split(
     ))
 }
 
-/// The rate from which `points` (rate, user %, kernel %, idle %) are past the knee: the lowest
-/// rate above the split of [`run_out_split`] on idle under `saturated_idle_pct` or unknown
-/// (NaN); of equally good splits the lowest, where the CPU first ran out, as the lab's measured
-/// crossing takes it (`events::runout`); `None` when no point ran out. A point at or above it
-/// that shows idle CPU again was served after the CPU ran out (under a CPU quota: a run that
-/// stayed unthrottled above a rate whose run was throttled through), not a point on the line
-/// the seed fits: its server had run out of CPU at a lower rate. Until 2026-11-27 (cap7) the
-/// fit took the highest of equal splits and kept such a point (docs/events.md).
-pub fn knee_from(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Option<f64> {
-    let v: Vec<(f64, bool)> = points
+/// Whether a point (rate, user %, kernel %, idle %) ran out of CPU on its idle share alone:
+/// idle under `saturated_idle_pct`, or unknown (NaN).
+fn idle_out(p: &(f64, f64, f64, f64), saturated_idle_pct: f64) -> bool {
+    p.3.is_nan() || p.3 < saturated_idle_pct
+}
+
+/// Each point's place in the ladder's offered order, and whether it ran out of CPU:
+/// `(order key, out)`, one per point, the knee split on the keys ([`knee_in_order`]).
+pub type Order = Vec<(f64, bool)>;
+
+/// The order when nothing but the points is known: each point's rate served, out of CPU on
+/// idle alone (under `saturated_idle_pct`, or unknown). A run that fell behind sits here
+/// lower than the rate it was offered.
+pub fn served_order(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Order {
+    points
         .iter()
-        .map(|p| (p.0, p.3.is_nan() || p.3 < saturated_idle_pct))
-        .collect();
-    run_out_split(&v, Tie::Lowest)?.1
+        .map(|p| (p.0, idle_out(p, saturated_idle_pct)))
+        .collect()
+}
+
+/// The order of a rising ladder's steps read from a log (`triage capacity --steps`): their
+/// time order is their offered order, a step's key is its place in time. A step is out of CPU
+/// when its idle is under `saturated_idle_pct` (or unknown), or when it served less than an
+/// earlier step: offered more than that step served, it fell behind (as the lab counts a run
+/// not sustained as out of CPU, `events::runout`). `points` in time order.
+pub fn time_order(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Order {
+    let mut highest = f64::NEG_INFINITY;
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let behind = p.0 < highest;
+            highest = highest.max(p.0);
+            (i as f64, behind || idle_out(p, saturated_idle_pct))
+        })
+        .collect()
+}
+
+/// The order key from which points are past the knee: the lowest key above the split of
+/// [`run_out_split`] on `order`; of equally good splits the lowest, where the CPU first ran
+/// out, as the lab's measured crossing takes it (`events::runout`); `None` when no point ran
+/// out. The lab's keys are the rates offered and the tool's the steps' time order, so both
+/// split the ladder where the crossing splits its runs (until 2026-11-27, cap10, both split
+/// by the rate served: [`served_order`]).
+pub fn knee_in_order(order: &[(f64, bool)]) -> Option<f64> {
+    run_out_split(order, Tie::Lowest)?.1
+}
+
+/// The rate from which `points` (rate, user %, kernel %, idle %) are past the knee, split by
+/// the rate served ([`served_order`], [`knee_in_order`]). A point at or above it that shows
+/// idle CPU again was served after the CPU ran out (under a CPU quota: a run that stayed
+/// unthrottled above a rate whose run was throttled through), not a point on the line the seed
+/// fits: its server had run out of CPU at a lower rate. Until 2026-11-27 (cap7) the fit took
+/// the highest of equal splits and kept such a point (docs/events.md).
+pub fn knee_from(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Option<f64> {
+    knee_in_order(&served_order(points, saturated_idle_pct))
 }
 
 /// The busy range of `points` (rate, user %, kernel %, idle %): those at or above `cut`
-/// requests/s whose idle share is at least `saturated_idle_pct`, below the knee
-/// ([`knee_from`]). At low rates the cost of a request is dominated by waking an idle server
-/// (seed 002's night-time housekeeping played the same part), a saturated point lies off the
-/// line, and so does a point past the knee: the idle line's slope near the peak is measured
-/// between them.
+/// requests/s whose idle share is at least `saturated_idle_pct`, before the knee of `order`
+/// ([`knee_in_order`]; one entry per point). At low rates the cost of a request is dominated
+/// by waking an idle server (seed 002's night-time housekeeping played the same part), a
+/// saturated point lies off the line, and so does a point past the knee: the idle line's slope
+/// near the peak is measured between them.
 pub fn busy_range(
     points: &[(f64, f64, f64, f64)],
+    order: &[(f64, bool)],
     cut: f64,
     saturated_idle_pct: f64,
 ) -> Vec<(f64, f64, f64, f64)> {
-    let knee = knee_from(points, saturated_idle_pct).unwrap_or(f64::INFINITY);
+    let knee = knee_in_order(order).unwrap_or(f64::INFINITY);
     points
         .iter()
-        .copied()
-        .filter(|p| p.0 >= cut && p.3 >= saturated_idle_pct && p.0 < knee)
+        .zip(order)
+        .filter(|(p, o)| p.0 >= cut && p.3 >= saturated_idle_pct && o.0 < knee)
+        .map(|(p, _)| *p)
         .collect()
 }
 
@@ -130,19 +174,26 @@ impl Range {
 
 /// The fit the prediction is read from: the busy range ([`busy_range`]) when it holds a line
 /// (at least [`MIN_POINTS`] points with spread in rate), else every unsaturated point, else
-/// every point; the lab and `triage capacity` both predict through it.
+/// every point; the knee from `order` (one entry per point). The lab and `triage capacity`
+/// both predict through it.
 pub fn prediction_fit(
     points: &[(f64, f64, f64, f64)],
+    order: &[(f64, bool)],
     cut: Option<f64>,
     saturated_idle_pct: f64,
 ) -> (Range, Fits) {
     if let Some(c) = cut {
-        let f = fits_of(&busy_range(points, c, saturated_idle_pct));
+        let f = fits_of(&busy_range(points, order, c, saturated_idle_pct));
         if f.idle.is_some() {
             return (Range::Busy, f);
         }
     }
-    let f = fits_of(&busy_range(points, f64::NEG_INFINITY, saturated_idle_pct));
+    let f = fits_of(&busy_range(
+        points,
+        order,
+        f64::NEG_INFINITY,
+        saturated_idle_pct,
+    ));
     if f.idle.is_some() {
         return (Range::Unsaturated, f);
     }
@@ -180,7 +231,20 @@ pub fn fits_of(points: &[(f64, f64, f64, f64)]) -> Fits {
     }
 }
 
-fn points(b: &[Bucket]) -> Vec<(f64, f64, f64, f64)> {
+/// The order the knee of `buckets` (in time order) is split in: the steps of a ladder in their
+/// time order ([`time_order`]); fixed-width buckets of a day's traffic are not a ladder, and
+/// split by their rate ([`served_order`]).
+pub fn bucket_order(buckets: &[Bucket], steps: bool, saturated_idle_pct: f64) -> Order {
+    let pts = points(buckets);
+    if steps {
+        time_order(&pts, saturated_idle_pct)
+    } else {
+        served_order(&pts, saturated_idle_pct)
+    }
+}
+
+/// The buckets as (rate, user %, kernel %, idle %) points, in time order.
+pub fn points(b: &[Bucket]) -> Vec<(f64, f64, f64, f64)> {
     b.iter()
         .map(|b| (b.rate, b.user_pct, b.kernel_pct, b.idle_pct))
         .collect()
@@ -240,10 +304,14 @@ pub struct Analysis {
 /// Analyse bucketed data; `malformed` lines of the log were skipped (`note` says how).
 pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) -> Analysis {
     let pts = points(&b.buckets);
+    let order = bucket_order(&b.buckets, b.steps, o.saturated_idle_pct);
     let all = fits_of(&pts);
-    let above_cut = o
-        .low_rate_cut
-        .map(|cut| (cut, fits_of(&busy_range(&pts, cut, o.saturated_idle_pct))));
+    let above_cut = o.low_rate_cut.map(|cut| {
+        (
+            cut,
+            fits_of(&busy_range(&pts, &order, cut, o.saturated_idle_pct)),
+        )
+    });
     let saturated_buckets = o.low_rate_cut.map_or(0, |cut| {
         pts.iter()
             .filter(|p| p.0 >= cut && p.3 < o.saturated_idle_pct)
@@ -256,7 +324,7 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
         .copied();
     let busiest_rps = busiest.map_or(0.0, |x| x.rate);
     let busiest_cpu_pct = busiest.map_or(0.0, |x| 100.0 - x.idle_pct);
-    let (range, pf) = prediction_fit(&pts, o.low_rate_cut, o.saturated_idle_pct);
+    let (range, pf) = prediction_fit(&pts, &order, o.low_rate_cut, o.saturated_idle_pct);
     let (line, predicted) = (pf.idle, pf.predicted_peak_rps);
     let headroom_pct = predicted
         .filter(|_| busiest_rps > 0.0)
@@ -451,14 +519,28 @@ mod tests {
             p(10647.0, 5.0),
         ];
         assert_eq!(knee_from(&pts, SATURATED_IDLE_PCT), Some(8688.0));
-        let busy = busy_range(&pts, 4000.0, SATURATED_IDLE_PCT);
+        let busy = busy_range(
+            &pts,
+            &served_order(&pts, SATURATED_IDLE_PCT),
+            4000.0,
+            SATURATED_IDLE_PCT,
+        );
         assert_eq!(
             busy.iter().map(|p| p.0).collect::<Vec<_>>(),
             [5645.0, 6670.0, 7673.0]
         );
         // Nothing out of CPU: no knee, every point above the cut.
         assert_eq!(knee_from(&pts[..3], SATURATED_IDLE_PCT), None);
-        assert_eq!(busy_range(&pts[..3], 0.0, SATURATED_IDLE_PCT).len(), 3);
+        assert_eq!(
+            busy_range(
+                &pts[..3],
+                &served_order(&pts[..3], SATURATED_IDLE_PCT),
+                0.0,
+                SATURATED_IDLE_PCT
+            )
+            .len(),
+            3
+        );
         // The split: fewest disagreeing, the lowest of equal ones.
         let s = |v: &[(f64, bool)]| run_out_split(v, Tie::Lowest);
         assert_eq!(s(&[]), None);
@@ -481,7 +563,16 @@ mod tests {
             p(6440.0, 9.0),
         ];
         assert_eq!(knee_from(&ng, SATURATED_IDLE_PCT), Some(5842.0));
-        assert_eq!(busy_range(&ng, 2721.0, SATURATED_IDLE_PCT).len(), 4);
+        assert_eq!(
+            busy_range(
+                &ng,
+                &served_order(&ng, SATURATED_IDLE_PCT),
+                2721.0,
+                SATURATED_IDLE_PCT
+            )
+            .len(),
+            4
+        );
         // An unknown idle share counts as out of CPU.
         let unknown = [p(1.0, 10.0), p(2.0, f64::NAN), p(3.0, 9.0), p(4.0, 8.0)];
         assert_eq!(knee_from(&unknown, SATURATED_IDLE_PCT), None);
@@ -581,6 +672,45 @@ mod tests {
             .iter()
             .any(|w| w.contains("above 20") || w.contains("at or above 20")));
         assert!(text(&a).contains("none (see the warnings)"));
+    }
+
+    #[test]
+    fn a_step_that_served_less_than_an_earlier_one_fell_behind() {
+        // Steps in time order: rising rates with idle falling, then one offered more that
+        // served less than the step before it with idle left (9%): it fell behind, out of
+        // CPU, and ends the fit where the CPU ran out; split by the rate served it would sit
+        // below 3500 with idle left, and the fit would go on through it.
+        let p = |rate: f64, idle: f64| (rate, 0.0, 100.0 - idle, idle);
+        let pts = [
+            p(1000.0, 70.0),
+            p(2000.0, 50.0),
+            p(3000.0, 30.0),
+            p(3500.0, 20.0),
+            p(3200.0, 9.0),
+        ];
+        let order = time_order(&pts, SATURATED_IDLE_PCT);
+        assert_eq!(
+            order,
+            [
+                (0.0, false),
+                (1.0, false),
+                (2.0, false),
+                (3.0, false),
+                (4.0, true)
+            ]
+        );
+        assert_eq!(knee_in_order(&order), Some(4.0));
+        let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);
+        assert_eq!(busy.len(), 4);
+        let by_rate = served_order(&pts, SATURATED_IDLE_PCT);
+        assert_eq!(knee_in_order(&by_rate), None);
+        assert_eq!(busy_range(&pts, &by_rate, 0.0, SATURATED_IDLE_PCT).len(), 5);
+        // Idle under the threshold is out of CPU whatever the order; buckets of a day's
+        // traffic (no steps) are split by their rate.
+        assert_eq!(
+            time_order(&[p(1.0, 2.0)], SATURATED_IDLE_PCT),
+            [(0.0, true)]
+        );
     }
 
     #[test]

@@ -19,7 +19,9 @@ pub struct AnalyzeOpts {
     /// Bucket by the steps of a rate ladder instead of --bucket: each run of whole seconds
     /// whose request counts stay at one rate, at least this long, is one bucket, and the
     /// seconds between steps are left out (for a load test that steps its rate every few
-    /// seconds, so that no bucket mixes two rates).
+    /// seconds, so that no bucket mixes two rates). The ladder must rise: the steps' time order
+    /// is taken for their offered order, and the busy range ends at the first step that ran
+    /// out of CPU or served less than an earlier step (it fell behind).
     #[arg(long, value_name = "MIN", value_parser = units::parse_positive_duration, conflicts_with = "bucket")]
     pub steps: Option<Duration>,
     /// Also fit the busy range, the buckets at or above this many requests/s (seed 002's

@@ -57,8 +57,8 @@ impl RunOut {
     }
 
     /// The split that the fewest runs disagree with (the lowest of equally good ones); `None`
-    /// before any run. The fit's knee splits the ladder's points the same way
-    /// ([`crate::capacity::analyze::knee_from`]).
+    /// before any run. The fit's knee splits the ladder's rates the same way, by the rate
+    /// offered ([`crate::capacity::analyze::knee_in_order`]).
     pub fn split(&self) -> Option<Split> {
         let (below, above, disagreeing) = run_out_split(&self.runs, Tie::Lowest)?;
         Some(Split {

@@ -14,10 +14,10 @@ use serde::Serialize;
 use super::opts::Saturation;
 use super::plan::{Params, Server};
 use super::run::Measured;
-use super::runout::RunOut;
+use super::runout::{ran_out, RunOut};
 use super::search::{SatSearch, Trial};
 use crate::capacity::analyze::{
-    busy_range, fits_of, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
+    bucket_order, busy_range, fits_of, points, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
 };
 use crate::capacity::Bucketing;
 use crate::harness::Env;
@@ -104,7 +104,7 @@ pub struct FitRow {
     /// Over the busy range (Table 5): rates at or above the cut, saturated ones left out.
     pub above_cut: Fits,
     /// Rates at or above the cut left out as saturated (idle below [`KNEE_IDLE_PCT`]) or past
-    /// the knee ([`crate::capacity::analyze::knee_from`]).
+    /// the knee, split by the rate offered ([`crate::capacity::analyze::knee_in_order`]).
     pub saturated_points: usize,
     /// Rates, at any rate, with idle CPU left (at least [`KNEE_IDLE_PCT`]).
     pub unsaturated_points: usize,
@@ -382,6 +382,13 @@ pub fn fit_row(
         .iter()
         .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
         .collect();
+    // The knee splits the rates by the rate offered, out of CPU as the measured crossing
+    // counts a run (idle under the threshold, or not sustained), so the fit and the crossing
+    // read one quantity; `triage capacity` reads the same order off the steps' time order.
+    let order: Vec<(f64, bool)> = rates
+        .iter()
+        .map(|m| (m.target_rps, ran_out(&trial_of(m))))
+        .collect();
     let all = fits_of(&pts);
     let mut search = SatSearch::default();
     let mut runout = RunOut::default();
@@ -408,9 +415,9 @@ pub fn fit_row(
     // The cut is of the ladder's reference, so that the fitted rates are the same whatever
     // the search finds above them.
     let cut = CUT_FRAC * reference;
-    let busy = busy_range(&pts, cut, KNEE_IDLE_PCT);
+    let busy = busy_range(&pts, &order, cut, KNEE_IDLE_PCT);
     let above_cut = fits_of(&busy);
-    let (range, prediction) = prediction_fit(&pts, Some(cut), KNEE_IDLE_PCT);
+    let (range, prediction) = prediction_fit(&pts, &order, Some(cut), KNEE_IDLE_PCT);
     // Fewer than 3 rates with idle CPU left: no line on which a request has a cost (a
     // server on poll with 10000 cold connections has none at any rate). No figure, said so.
     // Nor is a line with |r| under DEFAULT_MIN_R a measurement (`triage capacity` warns "too
@@ -422,7 +429,7 @@ pub fn fit_row(
     let predicted = prediction
         .predicted_peak_rps
         .filter(|_| trusted(range, &prediction));
-    let unsaturated = busy_range(&pts, f64::NEG_INFINITY, KNEE_IDLE_PCT);
+    let unsaturated = busy_range(&pts, &order, f64::NEG_INFINITY, KNEE_IDLE_PCT);
     let in_range = |p: &(f64, f64, f64, f64)| match range {
         Range::Busy => busy.contains(p),
         Range::Unsaturated => unsaturated.contains(p),
@@ -516,10 +523,8 @@ pub fn fit_row(
             match crate::capacity::analyze_files(&sat.access_log, &csv, how, &o) {
                 Ok(a) => {
                     let (tool_range, fits) = prediction_fit(
-                        &a.buckets
-                            .iter()
-                            .map(|b| (b.rate, b.user_pct, b.kernel_pct, b.idle_pct))
-                            .collect::<Vec<_>>(),
+                        &points(&a.buckets),
+                        &bucket_order(&a.buckets, a.steps, KNEE_IDLE_PCT),
                         Some(cut),
                         KNEE_IDLE_PCT,
                     );
@@ -1290,6 +1295,82 @@ mod tests {
         );
         assert_eq!(row.saturated_points, 2);
         assert_eq!(row.all.buckets, 7);
+    }
+
+    /// cap9-quick4's lighttpd-epoll at 0 cold: the ladder's rates as run (offered, served,
+    /// idle %), the last fell behind (3.52 s to serve 3 s of requests).
+    fn lighttpd_epoll_cap9_quick4() -> Vec<Measured> {
+        [
+            (2001.1, 2000.8, 67.48),
+            (6003.3, 5997.1, 44.05),
+            (10005.5, 9988.3, 27.06),
+            (11806.5, 11781.0, 23.69),
+            (13607.5, 13559.2, 25.28),
+            (15408.5, 15371.0, 19.12),
+            (17209.5, 17073.2, 3.37),
+            (19010.5, 16203.5, -0.05),
+        ]
+        .iter()
+        .map(|&(offered, served, idle)| {
+            let mut r = m("rate", served, idle);
+            r.target_rps = offered;
+            r
+        })
+        .collect()
+    }
+
+    #[test]
+    fn the_knee_splits_the_rates_by_the_rate_offered() {
+        // Split by the rate served, the run that fell behind (offered 19010, served 16204, out
+        // of CPU) sits below 17073 (3.37% idle), one point disagrees either way and the lowest
+        // split leaves 17073 out: the line through 9988-15371 runs to 31815 req/s. Split by
+        // the rate offered, as the crossing splits its runs, 17073 is fitted and the line
+        // ends at 20324 (the crossing: 17317, bracket 17210-17425).
+        let rates = lighttpd_epoll_cap9_quick4();
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let sat = m("saturate", 20559.7, -0.09);
+        let mut over = m("overload", 20011.1, 1.13);
+        over.target_rps = 25772.6;
+        let row = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Cpu);
+        assert_eq!(row.prediction_range, Range::Busy);
+        assert_eq!(row.fitted_rps, Some((9988.3, 17073.2)), "{row:?}");
+        let p = row.predicted_rps.expect("a prediction");
+        assert!((p - 20324.3).abs() < 1.0, "{p}");
+        let pts: Vec<(f64, f64, f64, f64)> = rates
+            .iter()
+            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
+            .collect();
+        let (_, served) = prediction_fit(
+            &pts,
+            &crate::capacity::analyze::served_order(&pts, KNEE_IDLE_PCT),
+            Some(row.cut_rps),
+            KNEE_IDLE_PCT,
+        );
+        let q = served.predicted_peak_rps.expect("a line");
+        assert!((q - 31815.2).abs() < 1.0, "{q}");
+    }
+
+    #[test]
+    fn the_tool_reads_the_labs_knee_off_the_steps_time_order() {
+        // The same rates as a log's steps, in the time they were run: the tool has no offered
+        // rate, but its time order is the offered order and the step that served less than
+        // the one before it fell behind, so it fits what the lab fits.
+        let rates = lighttpd_epoll_cap9_quick4();
+        let pts: Vec<(f64, f64, f64, f64)> = rates
+            .iter()
+            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
+            .collect();
+        let lab: Vec<(f64, bool)> = rates
+            .iter()
+            .map(|m| (m.target_rps, ran_out(&trial_of(m))))
+            .collect();
+        let tool = crate::capacity::analyze::time_order(&pts, KNEE_IDLE_PCT);
+        let cut = Some(8004.4);
+        let (lr, lf) = prediction_fit(&pts, &lab, cut, KNEE_IDLE_PCT);
+        let (tr, tf) = prediction_fit(&pts, &tool, cut, KNEE_IDLE_PCT);
+        assert_eq!((lr, lf.buckets), (tr, tf.buckets));
+        assert_eq!(tf.buckets, 5);
+        assert_eq!(lf.predicted_peak_rps, tf.predicted_peak_rps);
     }
 
     #[test]

@@ -21,7 +21,8 @@ errors.\n\nFirst record CPU samples beside the server while it logs:\n  triage c
 --out cpu.csv --cgroup /sys/fs/cgroup/cpuacct/system.slice/nginx.service --interval 1s \
 --duration 1h\nthen:\n  triage capacity --log /var/log/nginx/access.log --cpu cpu.csv --bucket \
 1m --low-rate-cut 20\nA load test stepping its rate every few seconds: --steps 2s instead of --bucket (one \
-bucket per step, read off the log)."
+bucket per step, read off the log; the steps must rise in rate: the fit ends at the first step \
+that ran out of CPU or served less than an earlier one)."
 )]
 pub struct Args {
     #[command(subcommand)]
