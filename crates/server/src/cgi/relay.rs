@@ -179,9 +179,9 @@ impl CgiRelay {
         }
     }
 
-    /// End the body with `err`: the script's process group is killed. The gated body sends
-    /// the chunks produced before the error, and gives hyper a turn to flush them, before it
-    /// fails the response (`crate::body::Gated`).
+    /// End the body with `err`: the script's process group is killed. The server's gated body
+    /// (`Gated`) sends the chunks produced before the error, and gives hyper a turn to flush
+    /// them, before it fails the response.
     fn fail(&mut self, err: io::Error) -> Poll<io::Result<()>> {
         self.kill();
         self.tracker.settle();
