@@ -9,7 +9,8 @@
 #          OUT/gzip/summary.json and OUT/bench.log
 #   CORES  the core counts (default 1,2,4,8)
 # ROUNDS and DURATION (env) set the plain run's rounds and seconds per run (default 2 and 3s),
-# GZIP_ROUNDS the gzip run's rounds (default ROUNDS); TIMEOUT cuts each benchmark off (default
+# GZIP_ROUNDS the gzip run's rounds (default ROUNDS), KINDS which benchmarks run (default
+# "cores gzip"; KINDS=gzip runs the compressed one alone); TIMEOUT cuts each benchmark off (default
 # 170 s: about 4 x 3 x ROUNDS x (DURATION + 1 s) is what one takes at four core counts).
 # The benchmark finds nginx and wrk through PATH (DIR/bin first) and runs the server through
 # TRIAGE_BIN (the wrapper); a layout the machine cannot hold is refused with the reason.
@@ -34,7 +35,7 @@ work=$(mktemp -d /tmp/device-bench.XXXXXX)
 } 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
 rc=0
-for kind in cores gzip; do
+for kind in ${KINDS:-cores gzip}; do
     rounds=${ROUNDS:-2}
     [ "$kind" = gzip ] && rounds=${GZIP_ROUNDS:-$rounds}
     args=(bench static --cores "$cores" --rounds "$rounds" --duration "${DURATION:-3s}" --out "$work/$kind")
