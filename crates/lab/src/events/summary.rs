@@ -357,13 +357,16 @@ pub fn unbracketed(by: Saturation, runout: &RunOut, search: &SatSearch) -> Strin
     match (by, runout.split()) {
         (_, None) => "no open-loop run".into(),
         (Saturation::Cpu, Some(s)) if s.below.is_none() => format!(
-            "not bracketed: every one of its {n} open-loop runs ran out of CPU, down to              {lowest:.0} req/s"
+            "not bracketed: every one of its {n} open-loop runs ran out of CPU, down to \
+             {lowest:.0} req/s"
         ),
         (Saturation::Cpu, Some(_)) => format!(
-            "not bracketed: none of its {n} open-loop runs ran out of CPU, up to {highest:.0}              req/s"
+            "not bracketed: none of its {n} open-loop runs ran out of CPU, up to \
+             {highest:.0} req/s"
         ),
         (Saturation::Sustained, Some(_)) => format!(
-            "not bracketed: none of its {} open-loop runs sustained its rate, down to              {lowest:.0} req/s",
+            "not bracketed: none of its {} open-loop runs sustained its rate, down to \
+             {lowest:.0} req/s",
             search.trials.len()
         ),
     }
@@ -1512,7 +1515,7 @@ mod tests {
             row.not_bracketed.as_deref(),
             Some("not bracketed: none of its 6 open-loop runs ran out of CPU, up to 950 req/s")
         );
-        assert!(!every_row_checked(&[row.clone()]));
+        assert!(!every_row_checked(std::slice::from_ref(&row)));
         // With a run that ran out above it (990 req/s, idle 1%) the row is measured and
         // checked.
         let mut with = rates.clone();
