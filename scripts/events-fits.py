@@ -148,7 +148,7 @@ def estimators(q, ref):
     }, len(busy) >= 3
 
 
-res, unbracketed, fallback = {}, [], {}
+res, unbracketed, fallback, ratios = {}, [], {}, []
 for d in a.dirs:
     rows = list(csv.DictReader(open(os.path.join(d, "raw.csv"))))
     for key in sorted({(r["server"], int(r["cold"]), int(r["rep"])) for r in rows}):
@@ -167,6 +167,7 @@ for d in a.dirs:
             unbracketed.append(f"{name}: {how} {edge(float(r['target_rps']) for r in runs):.0f} req/s")
             continue
         meas = math.sqrt(lo * hi)
+        ratios.append(float(over["rps"]) / meas)
         q = list({id(r): r for r in (min(rates, key=lambda r: abs(float(r["frac"]) - f))
                                       for f in QUICK)}.values())
         est, has_busy = estimators(q, float(over["rps"]))
@@ -193,7 +194,8 @@ def line(n, v):
 print(f"rows not bracketed ({len(unbracketed)}):")
 for u in unbracketed:
     print("  " + u)
-print(f"bracketed rows: {len(res.get('lab', []))}")
+print(f"bracketed rows: {len(res.get('lab', []))}; the overload run served {min(ratios):.2f}-"
+      f"{max(ratios):.2f}x the crossing (median {sorted(ratios)[len(ratios) // 2]:.2f})")
 for n, v in res.items():
     print(line(n, v))
 print("rows with under 3 busy rates (the fallback):")
