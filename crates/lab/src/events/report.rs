@@ -247,7 +247,11 @@ pub fn report(s: &Summary) -> String {
                 f.cold_held.to_string(),
                 f.rep.to_string(),
                 format!("{:.0}", f.wrk_peak_rps),
-                format!("{:.0} ({})", f.measured_rps, f.measured_by.name()),
+                match (f.measured_rps, &f.not_bracketed) {
+                    (Some(m), _) => format!("{m:.0} ({})", f.measured_by.name()),
+                    (None, Some(why)) => format!("none ({}): {why}", f.measured_by.name()),
+                    (None, None) => format!("none ({})", f.measured_by.name()),
+                },
                 format!(
                     "{} [{}, {}] ({} disagree): {}",
                     o(f.cpu_out_rps, 0),
