@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where an HTML request's t1 goes, per variant, from a run of scripts/t1_trace.sh.
 
-Reads OUT/clock.txt, OUT/sched.txt (perf's sched_switch/sched_wakeup, CLOCK_MONOTONIC) and
+Reads OUT/clock.txt, OUT/sched.txt or sched.txt.gz (perf's sched_switch/sched_wakeup,
+CLOCK_MONOTONIC) and
 OUT/runs/<run>/ (`triage lab pos --keep-runs`): the load's html.csv (each HTML request's
 begin, connect, send, first and last byte, its page's start as Unix time), Apache's
 access.log (`%P %{usec}t %D ...`), or nginx's access.log (`$msec $request_time
@@ -38,6 +39,7 @@ import bisect
 import collections
 import csv
 import glob
+import gzip
 import json
 import os
 import re
@@ -68,7 +70,10 @@ class Trace:
         self.refills = {}
         # What a server-side task was doing at an instant (set per run): html, image, ...
         self.who = lambda pid, comm, t: "hog" if comm in HOG_COMMS else comm
-        with open(path, errors="replace") as f:
+        if not os.path.exists(path) and os.path.exists(path + ".gz"):
+            path += ".gz"
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", errors="replace") as f:
             for line in f:
                 m = SW.search(line)
                 if m:
