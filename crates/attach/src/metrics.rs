@@ -76,6 +76,7 @@ impl Snapshot {
         );
         g(&mut o, "budget_lowers_total", p.budget_lowers as f64);
         g(&mut o, "tail_head_raises_total", p.tail_head_raises as f64);
+        g(&mut o, "companions_total", p.companions as f64);
         g(&mut o, "events_total", self.events as f64);
         g(&mut o, "events_per_second", self.events_per_s);
         g(&mut o, "events_dropped_total", self.dropped as f64);

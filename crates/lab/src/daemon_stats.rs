@@ -33,6 +33,8 @@ pub struct DaemonStats {
     pub budget_ms: f64,
     /// Times a task was raised as the tail's head.
     pub tail_head_raises: f64,
+    /// Marked episodes found to be companions (not held raised as text).
+    pub companions: f64,
     /// Transitions received from the kernel.
     pub events: f64,
     /// Transitions the kernel dropped (ring buffer full).
@@ -96,6 +98,7 @@ impl DaemonStats {
             budget_lowers: g("budget_lowers_total").unwrap_or(0.0),
             budget_ms: g("budget_seconds").unwrap_or(0.0) * 1e3,
             tail_head_raises: g("tail_head_raises_total").unwrap_or(0.0),
+            companions: g("companions_total").unwrap_or(0.0),
             events: g("events_total").unwrap_or(0.0),
             dropped: g("events_dropped_total").unwrap_or(0.0),
             lever_errors: g("lever_errors_total").unwrap_or(0.0),
@@ -123,6 +126,7 @@ impl DaemonStats {
             budget_lowers: m(|r| r.budget_lowers),
             budget_ms: m(|r| r.budget_ms),
             tail_head_raises: m(|r| r.tail_head_raises),
+            companions: m(|r| r.companions),
             events: m(|r| r.events),
             dropped: m(|r| r.dropped),
             lever_errors: m(|r| r.lever_errors),

@@ -165,6 +165,9 @@ pub struct Bench<'a> {
     /// A `triage serve` configuration file that holds the site (its CGI script directories):
     /// triage variants get `--config FILE` instead of `--root` (`triage lab pos --site cgi`).
     pub serve_config: Option<PathBuf>,
+    /// Every peer logs its requests with their times (Apache's [`APACHE_ACCESS_LOG`], nginx's
+    /// in front of php-fpm `nginx/access.log`), not only a `+pos` Apache.
+    pub access_logs: bool,
 }
 
 fn os(s: impl Into<OsString>) -> OsString {
@@ -317,10 +320,27 @@ impl Bench<'_> {
                         (Peer::Apache, Some(_)) => crate::peers::apache_access_log(
                             &dir.join(peer.name()).join(APACHE_ACCESS_LOG),
                         ),
+                        (Peer::Apache, None) if self.access_logs => {
+                            crate::peers::apache_access_log(
+                                &dir.join(peer.name()).join(APACHE_ACCESS_LOG),
+                            )
+                        }
                         _ => String::new(),
                     },
                 };
-                let p = peer.prepare(&dir.join(peer.name()), &site, &self.prefork)?;
+                let mut tuning = crate::peers::PeerTuning {
+                    prefork: self.prefork,
+                    ..crate::peers::PeerTuning::default()
+                };
+                if self.access_logs && *peer == Peer::PhpFpm {
+                    // nginx in front of php-fpm, under `<peer dir>/nginx`.
+                    tuning.nginx.access_log = Some(
+                        dir.join(peer.name())
+                            .join("nginx")
+                            .join(crate::peers::NGINX_ACCESS_LOG),
+                    );
+                }
+                let p = peer.prepare_tuned(&dir.join(peer.name()), &site, &tuning)?;
                 let mut server = self.tb.spawn_server_side(
                     peer.name(),
                     &p.program,

@@ -182,8 +182,57 @@ pub fn toml_str(s: &str) -> String {
     o
 }
 
+/// Copy every regular file under `from` (recursively) to the same path under `to`, skipping
+/// files larger than `max` bytes and anything that is not a regular file or a directory
+/// (sockets, pipes, links). Returns how many files were copied.
+pub fn copy_files(
+    from: &std::path::Path,
+    to: &std::path::Path,
+    max: u64,
+) -> crate::error::Result<usize> {
+    use crate::error::LabError;
+    std::fs::create_dir_all(to).map_err(|e| LabError::io("creating", to, e))?;
+    let rd = std::fs::read_dir(from).map_err(|e| LabError::io("reading", from, e))?;
+    let mut n = 0;
+    for entry in rd.flatten() {
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        let dest = to.join(entry.file_name());
+        if meta.is_dir() {
+            n += copy_files(&entry.path(), &dest, max)?;
+        } else if meta.is_file() && meta.len() <= max {
+            std::fs::copy(entry.path(), &dest).map_err(|e| LabError::io("copying", &dest, e))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn copy_files_copies_regular_files_below_the_limit_and_skips_sockets() {
+        let d = tempfile::tempdir().unwrap();
+        let from = d.path().join("run");
+        std::fs::create_dir_all(from.join("load")).unwrap();
+        std::fs::write(from.join("server.log"), "log").unwrap();
+        std::fs::write(from.join("load").join("html.csv"), "a,b").unwrap();
+        std::fs::write(from.join("big"), vec![0u8; 100]).unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(from.join("php-fpm.sock")).unwrap();
+        let to = d.path().join("kept").join("run");
+        assert_eq!(copy_files(&from, &to, 99).unwrap(), 2);
+        assert_eq!(
+            std::fs::read_to_string(to.join("server.log")).unwrap(),
+            "log"
+        );
+        assert_eq!(
+            std::fs::read_to_string(to.join("load").join("html.csv")).unwrap(),
+            "a,b"
+        );
+        assert!(!to.join("big").exists() && !to.join("php-fpm.sock").exists());
+    }
     use super::*;
 
     #[test]

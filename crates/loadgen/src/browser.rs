@@ -14,7 +14,7 @@ use crate::client::{
 };
 use crate::config::{ConnMode, LoadConfig};
 use crate::html::embedded_urls;
-use crate::report::PageRecord;
+use crate::report::{HtmlTiming, PageRecord};
 
 /// State shared by every task of a run.
 pub(crate) struct Ctx {
@@ -22,6 +22,8 @@ pub(crate) struct Ctx {
     pub resolver: Resolver,
     pub opts: ConnOpts,
     pub run_start: Instant,
+    /// `run_start` as Unix time (us), to match the page's times against a server's logs.
+    pub run_start_unix_us: f64,
     /// End of the schedule plus drain: requests still running then are cut (`unfinished`).
     pub hard_deadline: Option<Instant>,
     /// Pages (units) finished so far, for progress.
@@ -133,11 +135,13 @@ pub(crate) async fn send_reusing(
     keep_body: Option<usize>,
 ) -> Result<Response, FetchError> {
     let reused = slot.is_some();
+    let opened = Instant::now();
     let mut conn = match slot.take() {
         Some(c) => c,
         None => client::connect(&ctx.resolver, &t.origin, ctx.opts).await?,
     };
-    let r = match conn.send(&t.request, t.accept, keep_body).await {
+    let mut connected = (!reused).then(|| (opened, Instant::now()));
+    let mut r = match conn.send(&t.request, t.accept, keep_body).await {
         Ok(r) => r,
         Err(e)
             if reused
@@ -147,11 +151,14 @@ pub(crate) async fn send_reusing(
                     ErrorKind::Reset | ErrorKind::Truncated | ErrorKind::Io
                 ) =>
         {
+            let opened = Instant::now();
             conn = client::connect(&ctx.resolver, &t.origin, ctx.opts).await?;
+            connected = Some((opened, Instant::now()));
             conn.send(&t.request, t.accept, keep_body).await?
         }
         Err(e) => return Err(e),
     };
+    r.connected = connected;
     if ctx.cfg.conn_mode == ConnMode::KeepAlive && r.reusable {
         *slot = Some(conn);
     }
@@ -164,6 +171,7 @@ pub(crate) async fn page(ctx: &Ctx, b: &Browser, t: &Target, t0: Instant) -> Pag
     let mut rec = PageRecord::new(b.id, ctx.since_start_ms(t0));
     let keep = (!ctx.cfg.plain).then_some(ctx.cfg.max_html_bytes);
     rec.requests = 1;
+    let begin = Instant::now();
     let r = match fetch(ctx, b, t, keep).await {
         Ok(r) => r,
         Err(e) => {
@@ -174,6 +182,16 @@ pub(crate) async fn page(ctx: &Ctx, b: &Browser, t: &Target, t0: Instant) -> Pag
     };
     rec.t1_first_ms = Some(ms(r.first_byte - t0));
     rec.t1_ms = Some(ms(r.done - t0));
+    let after = |i: Instant| ms(i.saturating_duration_since(t0));
+    rec.html = Some(HtmlTiming {
+        start_unix_us: ctx.run_start_unix_us + rec.start_ms * 1e3,
+        begin_ms: after(begin),
+        connect_ms: r.connected.map(|(a, _)| after(a)),
+        connected_ms: r.connected.map(|(_, b)| after(b)),
+        sent_ms: after(r.sent),
+        first_ms: after(r.first_byte),
+        done_ms: after(r.done),
+    });
     rec.status = r.status;
     rec.bytes = r.body_len;
     rec.bytes_decoded = r.decoded_len;

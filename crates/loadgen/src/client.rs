@@ -301,6 +301,11 @@ async fn connect_one(addr: SocketAddr, opts: ConnOpts) -> io::Result<TcpStream> 
 pub struct Response {
     /// Status code.
     pub status: u16,
+    /// When the request was written (the whole request in the socket).
+    pub sent: Instant,
+    /// When a new connection was opened for it and when the connect completed (`None`: the
+    /// request went on a kept-alive connection).
+    pub connected: Option<(Instant, Instant)>,
     /// When its first byte was read.
     pub first_byte: Instant,
     /// When its last byte was read.
@@ -602,6 +607,7 @@ impl Conn {
         if let Err(e) = self.stream.write_all(req).await {
             return Err(self.io_err(e, "write"));
         }
+        let sent = Instant::now();
         let head = loop {
             let h = self.read_head().await?;
             if (100..200).contains(&h.status) && h.status != 101 {
@@ -643,6 +649,8 @@ impl Conn {
             && head.status != 101;
         Ok(Response {
             status: head.status,
+            sent,
+            connected: None,
             first_byte: self.first_byte.unwrap_or(done),
             done,
             body_len,

@@ -44,6 +44,59 @@ pub struct PageRecord {
     pub error_kind: Option<ErrorKind>,
     /// The first error (and how many more).
     pub error: Option<String>,
+    /// When each step of the HTML's request happened (`None` if it failed). Not in pages.csv;
+    /// written to `html.csv`.
+    pub html: Option<HtmlTiming>,
+}
+
+/// The steps of one page's HTML request, ms after the page's start (its scheduled start in
+/// the open-loop modes), and the start as Unix time, so that they can be matched against a
+/// server's access log and a scheduler trace (`html.csv`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HtmlTiming {
+    /// The page's start, Unix time in microseconds.
+    pub start_unix_us: f64,
+    /// When the browser began the request (later than the start when the client was late).
+    pub begin_ms: f64,
+    /// When a new connection was opened (`None`: a kept-alive one was used).
+    pub connect_ms: Option<f64>,
+    /// When that connection's connect completed.
+    pub connected_ms: Option<f64>,
+    /// When the whole request was written.
+    pub sent_ms: f64,
+    /// When the first byte of the response was read.
+    pub first_ms: f64,
+    /// When the last byte of the response was read (t1).
+    pub done_ms: f64,
+}
+
+/// The header line of `html.csv`.
+pub const HTML_HEADER: &str =
+    "browser,start_ms,start_unix_us,begin_ms,connect_ms,connected_ms,sent_ms,first_ms,done_ms";
+
+/// `html.csv`: one line per page whose HTML arrived ([`HtmlTiming`]; times in ms with three
+/// decimals, the start's Unix time in whole microseconds, empty when unknown).
+pub fn html_csv(pages: &[PageRecord]) -> String {
+    let mut s = String::from(HTML_HEADER);
+    s.push('\n');
+    let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
+    for p in pages {
+        let Some(h) = &p.html else { continue };
+        let _ = writeln!(
+            s,
+            "{},{:.3},{:.0},{:.3},{},{},{:.3},{:.3},{:.3}",
+            p.browser,
+            p.start_ms,
+            h.start_unix_us,
+            h.begin_ms,
+            opt(h.connect_ms),
+            opt(h.connected_ms),
+            h.sent_ms,
+            h.first_ms,
+            h.done_ms
+        );
+    }
+    s
 }
 
 impl From<&PageRecord> for PageRow {
@@ -76,6 +129,7 @@ impl PageRecord {
             failed_requests: 0,
             error_kind: None,
             error: None,
+            html: None,
         }
     }
 
@@ -243,7 +297,8 @@ impl Report {
         crate::pages::write_csv(&rows)
     }
 
-    /// Writes `pages.csv`, `summary.json` and `config.json` into `dir` (created if missing).
+    /// Writes `pages.csv`, `html.csv`, `summary.json` and `config.json` into `dir` (created
+    /// if missing).
     pub fn write_dir(&self, dir: &Path) -> Result<(), LoadError> {
         let w = |name: &str, text: String| {
             let p = dir.join(name);
@@ -251,6 +306,7 @@ impl Report {
         };
         std::fs::create_dir_all(dir).map_err(|e| LoadError::Write(dir.display().to_string(), e))?;
         w("pages.csv", self.pages_csv())?;
+        w("html.csv", html_csv(&self.pages))?;
         w(
             "summary.json",
             serde_json::to_string_pretty(&self.summary).expect("summary serializes") + "\n",
@@ -334,6 +390,39 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn html_csv_has_a_line_per_page_whose_html_arrived() {
+        let mut kept = PageRecord::new(3, 1500.0);
+        kept.html = Some(HtmlTiming {
+            start_unix_us: 1_795_801_181_682_558.0,
+            begin_ms: 0.25,
+            connect_ms: None,
+            connected_ms: None,
+            sent_ms: 0.5,
+            first_ms: 40.125,
+            done_ms: 41.0,
+        });
+        let mut fresh = PageRecord::new(4, 1540.0);
+        fresh.html = Some(HtmlTiming {
+            connect_ms: Some(0.3),
+            connected_ms: Some(0.9),
+            ..kept.html.clone().unwrap()
+        });
+        let failed = PageRecord::new(5, 1580.0);
+        let text = html_csv(&[kept, failed, fresh]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], HTML_HEADER);
+        assert_eq!(
+            lines[1],
+            "3,1500.000,1795801181682558,0.250,,,0.500,40.125,41.000"
+        );
+        assert_eq!(
+            lines[2],
+            "4,1540.000,1795801181682558,0.250,0.300,0.900,0.500,40.125,41.000"
+        );
+        assert_eq!(lines.len(), 3, "the failed page has no line: {text}");
+    }
 
     #[test]
     fn stats_exact_and_percentiles() {

@@ -28,6 +28,9 @@ use crate::LoadError;
 pub async fn run(cfg: LoadConfig) -> Result<Report, LoadError> {
     cfg.validate()?;
     let run_start = Instant::now();
+    let run_start_unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e6);
     let drain = cfg.drain.unwrap_or(cfg.timeout);
     let ctx = Arc::new(Ctx {
         opts: ConnOpts {
@@ -38,6 +41,7 @@ pub async fn run(cfg: LoadConfig) -> Result<Report, LoadError> {
         cfg,
         resolver: Resolver::default(),
         run_start,
+        run_start_unix_us,
         done: AtomicU64::new(0),
         errors: AtomicU64::new(0),
     });

@@ -49,7 +49,16 @@
 //!   after the text), or beside them ([`TailHead::WithText`]: where a CPU-bound competitor
 //!   takes the share the followed tasks do not hold, a head that yields gives its share to the
 //!   competitor rather than to the text). It is lowered when it blocks or when an older one
-//!   becomes runnable (and, after the text, when a text task wakes).
+//!   becomes runnable (and, after the text, when a text task wakes);
+//! - **companions** ([`KposConfig::companion_window`]): characteristic 1 marks every task
+//!   that wakes after a long wait, and on a server whose browsers keep several connections
+//!   alive that is a page's HTML and the first request for an image on each of the other
+//!   connections alike. A browser asks for the HTML alone and for the page's objects
+//!   together, once the HTML has arrived, on all its connections at once: marks that come
+//!   within the window of one another are a page's objects. Such a marked task is not held
+//!   raised as text for that episode (POS's mark stands; the tail's head and the floor order
+//!   it with the other unraised ones); a mark that comes alone is. The first of a cluster is
+//!   raised at its wake and lowered when the second comes.
 
 use crate::config::{PolicyConfig, PolicyError};
 use crate::idhash::IdMap;
@@ -189,6 +198,12 @@ pub struct KposConfig {
     /// yet told apart), not only beside them. Without a budget in force every raised task
     /// is at grade 0.
     pub grades: u32,
+    /// Companions (0: off): a task that POS marks at a wake-up after a long wait within this
+    /// long of another such mark is not held raised as text for that episode, nor is the
+    /// other. A browser asks for a page's objects together, on all its connections at once,
+    /// and for the page's HTML alone: the marks that come in a cluster are a page's images,
+    /// a lone mark is a page's HTML (see the module docs).
+    pub companion_window: Nanos,
 }
 
 impl Default for KposConfig {
@@ -202,6 +217,7 @@ impl Default for KposConfig {
             budget: EpisodeBudget::Off,
             tail_head: TailHead::Off,
             grades: 1,
+            companion_window: 0,
         }
     }
 }
@@ -280,6 +296,9 @@ pub struct KposStats {
     /// Scans that did the work; the others returned at once, nothing being due
     /// ([`Kpos::next_due`]).
     pub full_scans: u64,
+    /// Marked episodes found to be companions ([`KposConfig::companion_window`]) and not
+    /// held raised as text.
+    pub companions: u64,
 }
 
 /// See the module docs.
@@ -315,6 +334,12 @@ pub struct Kpos {
     due: Nanos,
     /// Scans that did the work (not skipped as not due).
     full_scans: u64,
+    /// The marks at a wake-up after a long wait of the last
+    /// [`KposConfig::companion_window`], oldest first.
+    recent_marks: std::collections::VecDeque<(Nanos, WorkerId)>,
+    /// Tasks whose marked episode is a companion's (see [`KposConfig::companion_window`]).
+    companions: IdMap<WorkerId, ()>,
+    companion_episodes: u64,
 }
 
 impl Kpos {
@@ -345,6 +370,9 @@ impl Kpos {
             tail_head_raises: 0,
             due: now,
             full_scans: 0,
+            recent_marks: std::collections::VecDeque::new(),
+            companions: IdMap::default(),
+            companion_episodes: 0,
         })
     }
 
@@ -458,7 +486,9 @@ impl Kpos {
     /// past SLP (its next wake-up begins a new episode).
     fn wants(&self, w: WorkerId, now: Nanos) -> bool {
         (self.cfg.always || self.load.bottleneck)
-            && ((self.pos.marked(w) && !self.over_budget(w, now))
+            && ((self.pos.marked(w)
+                && !self.over_budget(w, now)
+                && !self.companions.contains_key(&w))
                 || self.pos.waiting_past_slp(w, now))
     }
 
@@ -544,6 +574,40 @@ impl Kpos {
         }
     }
 
+    /// `w` was marked at `now` after a long wait: with other such marks within the
+    /// companion window whose episodes go on, all of them are companions (a page's objects,
+    /// asked for together). Returns the others newly found companions (to be lowered).
+    fn companions_of(&mut self, w: WorkerId, now: Nanos) -> Vec<WorkerId> {
+        let window = self.cfg.companion_window;
+        if window == 0 {
+            return Vec::new();
+        }
+        let from = now.saturating_sub(window);
+        while self.recent_marks.front().is_some_and(|(t, _)| *t < from) {
+            self.recent_marks.pop_front();
+        }
+        let others: Vec<WorkerId> = self
+            .recent_marks
+            .iter()
+            .map(|&(_, o)| o)
+            .filter(|&o| o != w && self.pos.marked(o))
+            .collect();
+        self.recent_marks.push_back((now, w));
+        if others.is_empty() {
+            return Vec::new();
+        }
+        let mut newly = Vec::new();
+        for o in others.into_iter().chain(std::iter::once(w)) {
+            if self.companions.insert(o, ()).is_none() {
+                self.companion_episodes += 1;
+                if o != w {
+                    newly.push(o);
+                }
+            }
+        }
+        newly
+    }
+
     /// A marked episode of `t` ended at `now`: its CPU is one observation of the budget.
     fn end_episode(&mut self, t: &mut Task, now: Nanos) {
         if t.in_episode {
@@ -565,6 +629,7 @@ impl Kpos {
                 let ctx = self.ctx(now);
                 self.pos.on_exit(w, &ctx);
             }
+            self.companions.remove(&w);
             if self.raised.remove(&w).is_some() {
                 // Nothing to put back on a task that is gone: the mechanism forgets it.
                 self.lowers += 1;
@@ -629,13 +694,22 @@ impl Kpos {
         }
         if (was_marked && !marked) || (marked && long_wait) {
             self.end_episode(&mut t, now);
+            self.companions.remove(&w);
         }
         if marked && !t.in_episode {
             t.in_episode = true;
             t.episode_cpu = 0;
         }
         self.tasks.insert(w, t);
+        let companions = if marked && long_wait {
+            self.companions_of(w, now)
+        } else {
+            Vec::new()
+        };
         self.decide(w, now, out);
+        for c in companions {
+            self.decide(c, now, out);
+        }
         self.update_head(now, out);
         // What this event makes due without another event: its SLP crossing if it now
         // waits, its budget crossing if it runs raised.
@@ -779,6 +853,7 @@ impl Kpos {
             budget_lowers: self.budget_lowers,
             tail_head_raises: self.tail_head_raises,
             full_scans: self.full_scans,
+            companions: self.companion_episodes,
         }
     }
 }
@@ -802,6 +877,7 @@ mod tests {
             budget: EpisodeBudget::Off,
             tail_head: TailHead::Off,
             grades: 1,
+            companion_window: 0,
         }
     }
 
@@ -883,6 +959,71 @@ mod tests {
         k.event(1, Input::Exit, t + 50 * MS, &mut out);
         assert!(out.iter().all(|a| *a != Action::Lower(1)));
         assert_eq!(k.stats().live, 1);
+    }
+
+    /// A page: its HTML's task wakes alone at `t`; 30 ms later its images' tasks wake within
+    /// 0.3 ms of one another. Returns the actions of the images' wake-ups.
+    fn page_marks(k: &mut Kpos, html: WorkerId, images: &[WorkerId], t: Nanos) -> Vec<Action> {
+        let mut out = Vec::new();
+        k.event(html, Input::Wake, t, &mut out);
+        k.event(html, Input::Run, t + MS / 10, &mut out);
+        assert!(
+            out.is_empty(),
+            "raised before its wake-up, it stays raised: {out:?}"
+        );
+        for (i, &w) in images.iter().enumerate() {
+            k.event(w, Input::Wake, t + 30 * MS + i as Nanos * MS / 10, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn marks_that_come_together_are_companions_and_a_lone_mark_stays_raised() {
+        let mut c = budget_cfg(EpisodeBudget::Off);
+        c.companion_window = 2 * MS;
+        let (mut k, out) = started(c, 5);
+        assert_eq!(
+            out.len(),
+            5,
+            "all five raised while asleep past SLP: {out:?}"
+        );
+        let out = page_marks(&mut k, 1, &[2, 3, 4], 21 * MS);
+        // Task 2 wakes first (raised, as a lone mark so far); task 3 within the window makes
+        // both companions: both lowered; task 4 is one too.
+        assert_eq!(
+            out,
+            vec![Action::Lower(3), Action::Lower(2), Action::Lower(4)],
+            "{out:?}"
+        );
+        assert!(k.raised(1), "the page's HTML, a lone mark, stays raised");
+        for w in [2, 3, 4] {
+            assert!(
+                k.marked(w) && !k.raised(w),
+                "POS's mark stands, not raised: {w}"
+            );
+        }
+        assert_eq!(k.stats().companions, 3);
+        // The HTML's task, alone 40 ms later: raised; the window looks back, not forward.
+        let mut out = Vec::new();
+        k.event(5, Input::Wake, 91 * MS, &mut out);
+        assert!(k.raised(5) && out.is_empty(), "{out:?}");
+        // A companion's next long wait begins a new episode: raised before it wakes, and
+        // kept raised when it wakes alone.
+        k.event(2, Input::Sleep, 92 * MS, &mut out);
+        k.scan(200 * MS, &mut out);
+        assert!(k.raised(2), "asleep past SLP: raised again {out:?}");
+        out.clear();
+        k.event(2, Input::Wake, 300 * MS, &mut out);
+        assert!(k.raised(2) && out.is_empty(), "a lone mark: {out:?}");
+    }
+
+    #[test]
+    fn without_the_window_marks_that_come_together_stay_raised() {
+        let (mut k, _) = started(budget_cfg(EpisodeBudget::Off), 4);
+        let out = page_marks(&mut k, 1, &[2, 3, 4], 21 * MS);
+        assert!(out.is_empty(), "{out:?}");
+        assert!((1..=4).all(|w| k.raised(w)));
+        assert_eq!(k.stats().companions, 0);
     }
 
     #[test]

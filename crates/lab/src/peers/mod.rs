@@ -27,7 +27,7 @@ mod site;
 pub use apache::{apache_access_log, apache_conf, APACHE_ACCESS_FORMAT};
 pub use haproxy::{haproxy_proxy_conf, haproxy_source_policy, nginx_proxy_conf};
 pub use lighttpd::{has_handler, lighttpd_conf, EventHandler, LighttpdTuning};
-pub use nginx::{nginx_conf, NginxTuning};
+pub use nginx::{nginx_conf, NginxTuning, NGINX_ACCESS_FORMAT, NGINX_ACCESS_LOG};
 pub use php_fpm::{
     nginx_fastcgi, php_fpm_conf, php_ini, FpmPool, ACCESS_FORMAT, ACCESS_LOG, IMAGE_SCRIPT,
     PAGE_SCRIPT, PHP_DIR,

@@ -28,7 +28,20 @@ pub struct NginxTuning {
     /// `listen ... reuseport`: one listening socket per worker, the kernel spreading
     /// connections among them (how nginx scales with workers).
     pub reuseport: bool,
+    /// Log every request to this file in [`NGINX_ACCESS_FORMAT`] (`None`: no access log).
+    pub access_log: Option<std::path::PathBuf>,
 }
+
+/// The access log's name in the labs that keep one ([`NginxTuning::access_log`]).
+pub const NGINX_ACCESS_LOG: &str = "access.log";
+
+/// The format of nginx's access log when one is kept: when the response was sent (Unix
+/// seconds with ms), the time since the request's first byte, the upstream's connect, header
+/// and whole response times (s, `-` without one), status, URI, bytes sent, the connection's
+/// serial number and its request count.
+pub const NGINX_ACCESS_FORMAT: &str = "$msec $request_time $upstream_connect_time \
+    $upstream_header_time $upstream_response_time $status $uri $bytes_sent $connection \
+    $connection_requests";
 
 impl Default for NginxTuning {
     fn default() -> Self {
@@ -40,6 +53,7 @@ impl Default for NginxTuning {
             tcp_nopush: false,
             workers: 1,
             reuseport: false,
+            access_log: None,
         }
     }
 }
@@ -78,7 +92,15 @@ pub fn nginx_conf(
     }
     let _ = writeln!(s, "  }}");
     let _ = writeln!(s, "  default_type application/octet-stream;");
-    let _ = writeln!(s, "  access_log off;");
+    match &tuning.access_log {
+        Some(p) => {
+            let _ = writeln!(s, "  log_format triage '{NGINX_ACCESS_FORMAT}';");
+            let _ = writeln!(s, "  access_log {} triage;", q(p));
+        }
+        None => {
+            let _ = writeln!(s, "  access_log off;");
+        }
+    }
     let _ = writeln!(s, "  sendfile on;");
     if tuning.tcp_nopush {
         let _ = writeln!(s, "  tcp_nopush on;");
@@ -147,6 +169,22 @@ mod tests {
         };
         let c = nginx_conf(Path::new("/p"), &plain, &d, true);
         assert!(c.contains("gzip off;") && c.contains("user root root;"));
+    }
+
+    #[test]
+    fn an_access_log_with_the_request_and_upstream_times_when_asked() {
+        let t = NginxTuning {
+            access_log: Some("/p/access.log".into()),
+            ..NginxTuning::default()
+        };
+        let c = nginx_conf(Path::new("/p"), &site(Path::new("/site")), &t, false);
+        assert!(!c.contains("access_log off;"), "{c}");
+        assert!(c.contains("access_log \"/p/access.log\" triage;"), "{c}");
+        assert!(c.contains(
+            "log_format triage '$msec $request_time $upstream_connect_time \
+             $upstream_header_time $upstream_response_time $status $uri $bytes_sent \
+             $connection $connection_requests';"
+        ));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The `+pos` variants of `triage lab pos`: unmodified servers with `triage pos attach`
 //! following them (docs/kpos.md). They run only when `--variants` names them:
 //! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW,
-//!   and the server's chosen options ([`default_pos_kind`]: the tail's head beside the text
-//!   and the floor at -10); `apache+pos-plain`: POS alone;
+//!   and the server's chosen options ([`default_pos_kind`]: the tail's head beside the text,
+//!   the floor at -10 and companions within 2 ms); `apache+pos-plain`: POS alone;
 //! - `<server>+pos-<options>`: any options of [`pos_options`] (budget, tail's head, floor,
 //!   ...), in any order;
 //! - `apache+pos-slice`: POS alone with nice + a 0.1 ms slice;
@@ -196,7 +196,8 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
                     "logger {}, own CPU {:.2}% of one CPU ({:.3} s per run), {:.0} events per \
                      run ({:.0} dropped), {:.0} marks, {:.0} demotions, {:.0} raises ({:.0} \
                      before the wake-up), {:.0} lowered past the episode budget ({:.2} ms at \
-                     the end), {:.0} tail's heads raised, wake-up-to-lever p50 {} p99 {}",
+                     the end), {:.0} tail's heads raised, {:.0} companions, wake-up-to-lever \
+                     p50 {} p99 {}",
                     d.logger,
                     d.cpu_share * 100.0,
                     d.cpu_s,
@@ -209,6 +210,7 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
                     d.budget_lowers,
                     d.budget_ms,
                     d.tail_head_raises,
+                    d.companions,
                     d.wake_to_lever_p50_us
                         .map_or("-".into(), |u| format!("<= {u:.0} us")),
                     d.wake_to_lever_p99_us
@@ -239,6 +241,8 @@ pub struct PosOptions {
 /// - `floor<N>`: `--floor-nice -N`;
 /// - `grades<N>`: `--grades N` (2 to 20: the episode's levels below the budget);
 /// - `batch`: `--event-batch 1ms`;
+/// - `comp<N>`: `--companion-window <N>ms` (marks within N ms of one another are a page's
+///   objects, not raised as text);
 /// - `plain`: nothing (POS alone, when the server's `+pos` runs with options);
 ///
 /// `None` if `kind` is not such a name. What `<server>+pos` itself runs is
@@ -309,6 +313,11 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
                         &["--grades", &n.to_string()],
                         &format!("{n} grades of the episode below the budget"),
                     );
+                } else if let Some(n) = num("comp").filter(|n| *n >= 1) {
+                    add(
+                        &["--companion-window", &format!("{n}ms")],
+                        &format!("marks within {n} ms of one another taken for a page's objects"),
+                    );
                 } else if let Some(n) = num("floor") {
                     add(
                         &["--floor-nice", &format!("-{n}")],
@@ -333,7 +342,7 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
 /// alone.
 pub fn default_pos_kind(peer: Peer) -> &'static str {
     match peer {
-        Peer::Apache => "pos-tailwith-floor10",
+        Peer::Apache => "pos-tailwith-floor10-comp2",
         _ => "pos-budget-tailwith-floor10-front",
     }
 }
@@ -435,6 +444,14 @@ mod tests {
             .unwrap()
             .ends_with(&[default.flags, vec!["--cpus".into(), "1".into()]].concat()));
         assert!(!v[3].attach.as_ref().unwrap().contains(&"--budget".into()));
+        assert!(
+            v[0].attach
+                .as_ref()
+                .unwrap()
+                .windows(2)
+                .any(|w| w == ["--companion-window", "2ms"]),
+            "apache+pos takes a page's objects, asked for together, for companions"
+        );
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
         assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));
@@ -492,6 +509,19 @@ mod tests {
         ] {
             assert_eq!(pos_options(bad), None, "{bad}");
         }
+        let o = pos_options("pos-tailwith-floor10-comp2").unwrap();
+        assert_eq!(
+            o.flags,
+            [
+                "--tail-head",
+                "with-text",
+                "--floor-nice",
+                "-10",
+                "--companion-window",
+                "2ms"
+            ]
+        );
+        assert_eq!(pos_options("pos-comp0"), None);
         let o = pos_options("pos-budget-grades4").unwrap();
         assert_eq!(o.flags, ["--budget", "learn", "--grades", "4"]);
         assert_eq!(pos_options("pos-grades1"), None);

@@ -41,6 +41,9 @@ pub use plan::Params;
 pub use run::PosPoint;
 pub use summary::{Cell, Summary};
 
+/// `--keep-runs`: the largest file of a run's directory copied (logs are far smaller).
+const KEPT_FILE_MAX: u64 = 64 << 20;
+
 /// `triage lab pos` as an [`Experiment`].
 pub struct PosLab {
     o: PosOpts,
@@ -54,6 +57,11 @@ pub struct PosLab {
 impl PosLab {
     /// The lab `o` asks for, its parameters resolved (an error names a bad option).
     pub fn new(o: PosOpts) -> Result<PosLab> {
+        if o.keep_runs && o.out.is_none() {
+            return Err(LabError::Config(
+                "--keep-runs keeps the runs' logs under --out DIR: give --out".into(),
+            ));
+        }
         let p = plan::resolve(&o)?;
         let variants = plan::variants(&p, &o);
         if let Some(only) = &o.only {
@@ -223,7 +231,7 @@ impl Experiment for PosLab {
 
     fn measure(&self, env: &Env<'_>, _: &mut (), pt: &PosPoint, dir: &Path) -> Result<RunOutcome> {
         let site = self.site.as_ref().expect("prepare generates the site");
-        run::measure(
+        let r = run::measure(
             env.tb,
             &self.o,
             &self.p,
@@ -231,7 +239,12 @@ impl Experiment for PosLab {
             self.serve_config.as_deref(),
             pt,
             dir,
-        )
+        );
+        if let (true, Some(out), Some(name)) = (self.o.keep_runs, &self.o.out, dir.file_name()) {
+            // Kept whether the run succeeded or not: a failed run's logs say why.
+            crate::util::copy_files(dir, &out.join("runs").join(name), KEPT_FILE_MAX)?;
+        }
+        r
     }
 
     fn describe(&self, _: &Env<'_>, m: &RunOutcome) -> String {

@@ -125,6 +125,13 @@ pub struct PosOpts {
     /// Results directory [default: results/pos-expN/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Keep every run's logs under `<out>/runs/<run>/` (needs --out): the load's `html.csv`
+    /// (each HTML request's connect, send, first and last byte, with the page's start as Unix
+    /// time), the servers' access logs with their times (Apache's in every Apache variant,
+    /// nginx's in front of php-fpm, php-fpm's) and the daemon's log and decisions, for
+    /// `scripts/t1_parts.py` (where an HTML request's t1 goes).
+    #[arg(long)]
+    pub keep_runs: bool,
     /// The `triage` binary the lab runs as server and load generator.
     #[arg(skip)]
     pub triage_bin: PathBuf,

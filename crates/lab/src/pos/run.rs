@@ -57,6 +57,7 @@ pub fn measure(
         prefork: Prefork::for_connections(p.site.browsers * p.parallel),
         keepalive_s: 15,
         serve_config: serve_config.map(Path::to_path_buf),
+        access_logs: o.keep_runs,
     };
     let load = LoadPlan {
         trace: trace(p, pt.browsers, trace_seed(o.seed, pt.browsers, pt.rep)),

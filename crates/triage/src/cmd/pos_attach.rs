@@ -80,6 +80,11 @@ pub struct Args {
     /// as text is runnable) or `with-text` (beside them).
     #[arg(long, default_value = "off", value_parser = policy::kpos::TailHead::parse)]
     tail_head: policy::kpos::TailHead,
+    /// Companions: a task marked at a wake-up within this long of another such mark is not
+    /// raised as text for that episode, nor is the other (a page's objects are asked for
+    /// together, its HTML alone; 0: off; e.g. 2ms).
+    #[arg(long, default_value = "0ms")]
+    companion_window: Dur,
     /// Nice value of the tail's head (default: the lever's, as the text's; e.g. -10 to keep
     /// it below the text).
     #[arg(long, allow_hyphen_values = true)]
@@ -165,6 +170,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.kpos.budget = a.budget;
     cfg.kpos.tail_head = a.tail_head;
     cfg.kpos.grades = a.grades;
+    cfg.kpos.companion_window = a.companion_window.0.as_nanos() as u64;
     cfg.tail_nice = a.tail_nice;
     cfg.floor_nice = a.floor_nice;
     cfg.event_batch = a.event_batch.0;

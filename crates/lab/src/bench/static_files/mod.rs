@@ -227,6 +227,7 @@ impl StaticBench {
                     tcp_nopush: true,
                     workers: cores,
                     reuseport: cores > 1,
+                    access_log: None,
                 },
                 program: Some(self.nginx.clone()),
                 ..PeerTuning::default()
