@@ -599,7 +599,7 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
         }
     }
     let mut goals = goals(p, &vs);
-    goals.extend(super::attach::goals(&vs));
+    goals.extend(super::attach::goals(&vs, p.quota, p.period_ms));
     if p.exp == 4 {
         goals.push(pooled_goal(p, &vs, cells));
     }
