@@ -50,6 +50,21 @@ pub struct PlLrq {
     pub throttled_s: f64,
     /// Quota periods in which the group hit its quota / periods it was runnable in.
     pub throttled_periods: f64,
+    /// Quota periods the kernel counted for the group during the run (`nr_periods` of its
+    /// `cpu.stat`: the periods in which it had runnable tasks).
+    pub quota_periods: u64,
+    /// How long the run was sampled (s): the span of `quota_periods`.
+    pub sampled_s: f64,
+}
+
+impl PlLrq {
+    /// The quota period the kernel applied, as seen in the run (ms): the sampled span over
+    /// the periods counted. With a task always runnable in the group (exp 1's hog) every
+    /// period counts and this is the period set; `None` without a count.
+    pub fn period_seen_ms(&self) -> Option<f64> {
+        (self.quota_periods > 0 && self.sampled_s > 0.0)
+            .then(|| self.sampled_s * 1e3 / self.quota_periods as f64)
+    }
 }
 
 /// State letters of the threads of `pids` (`os::procfs::thread_states`).
@@ -116,6 +131,7 @@ impl CpuSampler {
                 if let (Some(a), Ok(b)) = (stat0, cg.cpu_stat()) {
                     out.throttled_s = b.throttled.saturating_sub(a.throttled).as_secs_f64();
                     let periods = b.nr_periods.saturating_sub(a.nr_periods);
+                    out.quota_periods = periods;
                     if periods > 0 {
                         out.throttled_periods =
                             b.nr_throttled.saturating_sub(a.nr_throttled) as f64 / periods as f64;
@@ -125,6 +141,7 @@ impl CpuSampler {
                     // Busy share over the whole run (usage / (time x capacity)): robust to
                     // late wake-ups of this thread.
                     let span = (last_t - t_first).as_secs_f64();
+                    out.sampled_s = span;
                     out.pl_mean = if span > 0.0 {
                         (out.cpu_s / (span * capacity)).min(1.0)
                     } else {
@@ -382,6 +399,20 @@ mod tests {
         assert_eq!(lrq_sample(&['R', 'S', 'R', 'R', 'D'], 1), 2);
         assert_eq!(lrq_sample(&['S'], 1), 0);
         assert_eq!(lrq_sample(&[], 1), 0);
+    }
+
+    #[test]
+    fn the_period_seen_is_the_span_over_the_periods_counted() {
+        let run = |quota_periods, sampled_s| PlLrq {
+            quota_periods,
+            sampled_s,
+            ..Default::default()
+        };
+        // 12 s sampled, 120 periods: 100 ms; 1200 periods: 10 ms.
+        assert!((run(120, 12.0).period_seen_ms().unwrap() - 100.0).abs() < 1e-9);
+        assert!((run(1200, 12.0).period_seen_ms().unwrap() - 10.0).abs() < 1e-9);
+        assert_eq!(run(0, 12.0).period_seen_ms(), None);
+        assert_eq!(run(10, 0.0).period_seen_ms(), None);
     }
 
     #[test]

@@ -248,7 +248,14 @@ fn lab_pos_php_fpm_tiny_with_and_without_attach() {
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert!(s["params"]["php_cpu_ms"][1].as_f64().unwrap() > 0.0);
+    // An attach lab's run is in issue 16's budget, a 100 ms quota period, and the kernel
+    // applied it (the server side's cpu.stat: its sampled time over its periods).
+    assert_eq!(s["params"]["period_ms"].as_f64(), Some(100.0));
     let vs = s["variants"].as_array().unwrap();
+    for v in vs {
+        let seen = finite(&v["quota_period_seen_ms"], "quota_period_seen_ms");
+        assert!((seen - 100.0).abs() < 20.0, "{}: {seen} ms", v["name"]);
+    }
     let names: Vec<&str> = vs.iter().map(|v| v["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["php-fpm", "php-fpm+pos"]);
     for v in vs {

@@ -129,10 +129,43 @@ fn ci_text(i: Option<&Improvement>) -> String {
     }
 }
 
-/// The goals of the attach variants measured in `vs`: `<server>+pos` against `<server>`
-/// (mean t1 better by the issue's bound, mean t2 at most 10% worse), and every daemon's own
-/// CPU at most 2% of one CPU with its wake-up-to-lever p99.
-pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
+/// The shortest quota period of the CPU budget issue 16 sets for the attach labs (ms): "a
+/// quota period long enough for the 4 ms tick (100 ms)".
+pub const ISSUE_PERIOD_MS: f64 = 100.0;
+
+/// Whether a run's server-side budget is the one issue 16 sets for the attach labs: the
+/// server, its children and the hog in one cgroup with "a quota period long enough for the 4
+/// ms tick (100 ms) or a whole CPU saturated by the hog" (no quota, or a quota of one CPU or
+/// more on the one CPU the server side is pinned to). The lab's default 10 ms period is not:
+/// at 10% it grants 1 ms per period, which the kernel charges at its 4 ms tick (HZ=250), so
+/// the server side runs in tick-sized lumps (docs/kpos.md "The quota period").
+pub fn issue_budget(quota: Option<f64>, period_ms: f64) -> bool {
+    quota.is_none_or(|q| q >= 1.0) || period_ms >= ISSUE_PERIOD_MS
+}
+
+/// The run's server-side budget in words, and whether it is the issue's.
+fn budget_text(quota: Option<f64>, period_ms: f64) -> String {
+    let budget = match quota {
+        Some(q) => format!("{:.0}% of one CPU per {period_ms} ms period", q * 100.0),
+        None => "a whole CPU, no quota".into(),
+    };
+    if issue_budget(quota, period_ms) {
+        format!("budget {budget}: the issue's")
+    } else {
+        format!(
+            "budget {budget}: NOT the issue's (a period of {ISSUE_PERIOD_MS} ms or more, or a \
+             whole CPU saturated by the hog: --period 100ms or --quota 100%)"
+        )
+    }
+}
+
+/// The goals of the attach variants measured in `vs` in a run with the server-side `quota`
+/// and `period_ms`: `<server>+pos` against `<server>` (mean t1 better by the issue's bound,
+/// mean t2 at most 10% worse, in the issue's CPU budget: [`issue_budget`]), and every
+/// daemon's own CPU at most 2% of one CPU with its wake-up-to-lever p99.
+pub fn goals(vs: &[VariantSummary], quota: Option<f64>, period_ms: f64) -> Vec<Goal> {
+    let in_budget = issue_budget(quota, period_ms);
+    let budget = budget_text(quota, period_ms);
     let mut out = Vec::new();
     for v in vs {
         let Some(base) = baseline_of(&v.name) else {
@@ -157,7 +190,8 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
             let bound = t1_goal(base);
             let goal = format!(
                 "{base} + triage pos attach{how}: mean t1 >= {:.1}% better than {base} alone, \
-                 mean t2 at most 10% worse, same CPU budget",
+                 mean t2 at most 10% worse, same CPU budget, the issue's (a quota period of \
+                 {ISSUE_PERIOD_MS} ms or more, or a whole CPU)",
                 bound * 100.0
             );
             let detail;
@@ -166,10 +200,12 @@ pub fn goals(vs: &[VariantSummary]) -> Vec<Goal> {
                 Some(b) => {
                     let t1 = b.t1_mean_improvement.as_ref().map(|i| i.value);
                     let t2 = b.t2_mean_improvement.as_ref().map(|i| i.value);
-                    met = t1.is_some_and(|x| x >= bound) && t2.is_some_and(|x| x >= -0.10);
+                    met = in_budget
+                        && t1.is_some_and(|x| x >= bound)
+                        && t2.is_some_and(|x| x >= -0.10);
                     detail = format!(
-                        "{}: mean t1 {}, mean t2 {} against {base}; server-side CPU {:.2} s per \
-                         run{}",
+                        "{}: mean t1 {}, mean t2 {} against {base}; {budget}; server-side CPU \
+                         {:.2} s per run{}",
                         v.name,
                         ci_text(b.t1_mean_improvement.as_ref()),
                         ci_text(b.t2_mean_improvement.as_ref()),
@@ -481,6 +517,23 @@ mod tests {
         assert_eq!(baseline_of("apache+all20"), Some("apache"));
         assert_eq!(baseline_of("apache"), None);
         assert_eq!(baseline_of("pos-rw1"), None);
+    }
+
+    #[test]
+    fn the_issues_budget_is_a_long_period_or_a_whole_cpu() {
+        assert!(!issue_budget(Some(0.10), 10.0));
+        assert!(!issue_budget(Some(0.10), 99.0));
+        assert!(issue_budget(Some(0.10), 100.0));
+        assert!(issue_budget(Some(0.10), 200.0));
+        assert!(issue_budget(Some(1.0), 10.0));
+        assert!(issue_budget(None, 10.0));
+        let short = budget_text(Some(0.10), 10.0);
+        assert!(
+            short.contains("10% of one CPU per 10 ms period: NOT"),
+            "{short}"
+        );
+        let long = budget_text(Some(0.10), 100.0);
+        assert!(long.ends_with("per 100 ms period: the issue's"), "{long}");
     }
 
     #[test]

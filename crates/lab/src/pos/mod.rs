@@ -303,6 +303,28 @@ mod tests {
     }
 
     #[test]
+    fn the_period_is_the_attach_labs_or_the_gate_labs_for_every_variant_of_a_run() {
+        let period_ms = |only: Option<&str>, quota: Option<f64>, period: Option<u64>| {
+            let mut o = opts(1);
+            o.quick = true;
+            o.only = only.map(|s| s.split(',').map(String::from).collect());
+            o.quota = quota;
+            o.period = period.map(Duration::from_millis);
+            resolve(&o).unwrap().period_ms
+        };
+        let check = Some("apache,apache+pos,php-fpm,php-fpm+pos");
+        assert_eq!(period_ms(check, None, None), 100.0);
+        assert_eq!(period_ms(Some("php-fpm"), None, None), 100.0);
+        assert_eq!(period_ms(check, None, Some(10)), 10.0);
+        // The gate's lab keeps its 10 ms (Apache as its peer included).
+        assert_eq!(period_ms(None, None, None), 10.0);
+        assert_eq!(period_ms(Some("fifo,pos-rw1,apache"), None, None), 10.0);
+        // The quota's 1 ms per period still lengthens either: 0.5% -> 200 ms.
+        assert!((period_ms(check, Some(0.005), None) - 200.0).abs() < 1e-3);
+        assert!((period_ms(None, Some(0.05), None) - 20.0).abs() < 1e-3);
+    }
+
+    #[test]
     fn defaults_resolve_per_experiment() {
         let p = resolve(&opts(1)).unwrap();
         assert!(p.hog && p.arrivals == "burst");
@@ -818,7 +840,29 @@ mod tests {
             .iter()
             .find(|g| g.goal.starts_with("php-fpm + triage pos attach"))
             .expect("the php-fpm goal");
+        // An attach lab's run defaults to the budget (a 100 ms period): met.
+        assert_eq!(p.period_ms, 100.0);
         assert!(g.met && g.goal.contains("30.0%"), "{g:?}");
+        assert!(
+            g.detail.contains("the issue's") && !g.detail.contains("NOT"),
+            "{g:?}"
+        );
+        // The same figures at 10% per 10 ms period (the gate lab's budget) do not meet it, and
+        // the line says why; a whole CPU does.
+        for (quota, met) in [(None, false), (Some(1.0), true)] {
+            let mut o = o.clone();
+            o.period = Some(Duration::from_millis(10));
+            o.quota = quota;
+            let p = resolve(&o).unwrap();
+            let s = summarize(&o, &p, &env(&tb), &cells);
+            let g = s
+                .goals
+                .iter()
+                .find(|g| g.goal.starts_with("php-fpm + triage pos attach"))
+                .unwrap();
+            assert_eq!(g.met, met, "{g:?}");
+            assert_eq!(g.detail.contains("NOT the issue's"), !met, "{g:?}");
+        }
         assert!(
             !s.goals.iter().any(|g| g.goal.starts_with("exp 1: POS")),
             "no triage variant ran: {:?}",

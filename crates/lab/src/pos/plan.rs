@@ -10,8 +10,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::opts::{
-    default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES, DEFAULT_SLP_FLOOR,
-    DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW,
+    default_period, default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES,
+    DEFAULT_SLP_FLOOR, DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW,
 };
 use crate::error::{LabError, Result};
 use crate::peers::Peer;
@@ -55,7 +55,9 @@ pub struct Params {
     pub rw: Vec<u32>,
     /// Server-side CPU quota (fraction of one CPU).
     pub quota: Option<f64>,
-    /// CFS period of the quota (ms).
+    /// CFS period of the quota (ms), every variant's: `--period`, or 100 ms for a run of the
+    /// attach labs and 10 ms otherwise (`super::opts::default_period`), lengthened to give
+    /// the quota 1 ms per period.
     pub period_ms: f64,
     /// Connections per browser (K).
     pub parallel: usize,
@@ -187,9 +189,7 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         default_quota(o.exp, gzip)
     });
     // The kernel's smallest quota is 1 ms per period: lengthen the period if needed.
-    let period = o
-        .period
-        .max(Duration::from_secs_f64((0.001 / quota).min(1.0)));
+    let period = default_period(o).max(Duration::from_secs_f64((0.001 / quota).min(1.0)));
     let site = SiteSpec {
         browsers: *browser_counts.iter().max().unwrap_or(&1),
         html_bytes: o.html_bytes,

@@ -54,6 +54,37 @@ pub fn report(s: &Summary, cells: &[Cell]) -> String {
     r.to_html()
 }
 
+/// The periods the kernel applied, from the server side's `cpu.stat` in every variant's runs
+/// (its sampled time over its periods), and the share throttled: "-" without a quota.
+fn period_seen_text(s: &Summary) -> String {
+    let range = |v: Vec<f64>| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (!v.is_empty()).then_some((lo, hi))
+    };
+    let seen = range(
+        s.variants
+            .iter()
+            .filter_map(|v| v.quota_period_seen_ms)
+            .collect(),
+    );
+    let throttled = range(
+        s.variants
+            .iter()
+            .map(|v| v.throttled_period_share)
+            .collect(),
+    );
+    match (seen, throttled) {
+        (Some((lo, hi)), Some((tlo, thi))) => format!(
+            "{lo:.1}-{hi:.1} ms (the server side's cpu.stat: sampled time over periods, every \
+             variant), {:.0}-{:.0}% of them throttled",
+            tlo * 100.0,
+            thi * 100.0
+        ),
+        _ => "-".into(),
+    }
+}
+
 /// The conditions of the run, and what it could not do as asked.
 fn conditions(r: &mut Report, s: &Summary) {
     r.h2("Conditions");
@@ -63,6 +94,7 @@ fn conditions(r: &mut Report, s: &Summary) {
         &[
             vec!["CPU quota of the server side".into(), quota_text(s.quota)],
             vec!["quota period".into(), format!("{} ms", s.params.period_ms)],
+            vec!["quota period seen".into(), period_seen_text(s)],
             vec!["load".into(), s.load.clone()],
             vec![
                 "POS tail order".into(),

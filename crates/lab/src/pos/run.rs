@@ -83,13 +83,17 @@ pub fn describe(outcome: &RunOutcome) -> String {
     let s = stats(&ok);
     format!(
         "{} pages, {errs} errors, t1 mean {} ms, PL {:.2}, LRQ {:.2}, throttled {:.2} s in \
-         {:.0}% of periods{}",
+         {:.0}% of periods of {}{}",
         outcome.pages.len(),
         s.map_or("-".into(), |s| format!("{:.1}", s.mean_ms)),
         outcome.cpu.pl_mean,
         outcome.cpu.lrq_mean,
         outcome.cpu.throttled_s,
         outcome.cpu.throttled_periods * 100.0,
+        outcome
+            .cpu
+            .period_seen_ms()
+            .map_or("-".into(), |p| format!("{p:.1} ms")),
         outcome
             .link
             .map(|l| format!(", link drops {}", l.dropped))

@@ -265,6 +265,13 @@ pub struct VariantSummary {
     /// The same, under the name the checks read: the server, its children and the
     /// hog in the server side's one CPU budget (a `+pos` daemon runs on the client side).
     pub server_cpu_s: f64,
+    /// The quota period the kernel applied to the server side, as its `cpu.stat` counted
+    /// them: the runs' sampled time over their periods (ms, mean over repetitions; the
+    /// hog keeps the group runnable, so every period counts). Null without a quota.
+    pub quota_period_seen_ms: Option<f64>,
+    /// Share of those periods in which the server side used its whole quota and was
+    /// throttled (mean over repetitions).
+    pub throttled_period_share: f64,
     /// triage's gate view (mean over repetitions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateStats>,
@@ -495,6 +502,13 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
                 lrq: mean(&cpu.iter().map(|c| c.lrq_mean).collect::<Vec<_>>()),
                 cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
                 server_cpu_s: mean(&cpu.iter().map(|c| c.cpu_s).collect::<Vec<_>>()),
+                quota_period_seen_ms: {
+                    let seen: Vec<f64> = cpu.iter().filter_map(|c| c.period_seen_ms()).collect();
+                    (!seen.is_empty()).then(|| mean(&seen))
+                },
+                throttled_period_share: mean(
+                    &cpu.iter().map(|c| c.throttled_periods).collect::<Vec<_>>(),
+                ),
                 gate: mean_gate(&gates),
                 daemon: crate::daemon_stats::DaemonStats::mean(
                     &c.runs
@@ -585,7 +599,7 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
         }
     }
     let mut goals = goals(p, &vs);
-    goals.extend(super::attach::goals(&vs));
+    goals.extend(super::attach::goals(&vs, p.quota, p.period_ms));
     if p.exp == 4 {
         goals.push(pooled_goal(p, &vs, cells));
     }
