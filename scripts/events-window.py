@@ -13,13 +13,14 @@ reading is white at the scale of seconds, the spread of the errors falls as 1/sq
 """
 import argparse, collections, csv, datetime, math, os, subprocess
 
+from events_fitlib import SAT, ranout, split
+
 ap = argparse.ArgumentParser()
 ap.add_argument("dirs", nargs="+")
 ap.add_argument("--cache", default="/tmp/events-window-counts")
 ap.add_argument("--seconds", action="store_true",
                 help="print each fitted rate's seconds: requests and idle %% of each")
 a = ap.parse_args()
-SAT = 3.0
 
 
 def counts(d, srv):
@@ -65,19 +66,6 @@ def seconds(d, srv, cold, quota):
     return runs
 
 
-def split(runs):
-    v = sorted(runs)
-    ob, la = 0, sum(1 for r in v if not r[1])
-    best = (la, 0)
-    for i, r in enumerate(v):
-        ob += r[1]
-        la -= not r[1]
-        if ob + la < best[0]:
-            best = (ob + la, i + 1)
-    i = best[1]
-    return (v[i - 1][0] if i > 0 else None, v[i][0] if i < len(v) else None)
-
-
 def xint(pts):
     n = len(pts)
     mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
@@ -86,7 +74,6 @@ def xint(pts):
     return -(my - m * mx) / m if m < 0 else None
 
 
-ranout = lambda r: r["sustained"] != "true" or float(r["idle_pct"]) < SAT
 agg = collections.defaultdict(list)
 for d in a.dirs:
     rows = list(csv.DictReader(open(os.path.join(d, "raw.csv"))))

@@ -1,0 +1,42 @@
+"""What the offline events scripts (events-fits.py, events-window.py) share: the lab's
+saturation reading of a raw.csv row, the fewest-disagreeing split of runs by rate (as
+`events::runout`), and the (weighted) least-squares line of idle on rate."""
+import math
+
+SAT = 3.0
+
+
+def ranout(r):
+    """A raw.csv row out of CPU: not sustained, or idle under the 3% threshold."""
+    return r["sustained"] != "true" or float(r["idle_pct"]) < SAT
+
+
+def split(runs):
+    """(rate, out) -> (highest rate below, lowest above): fewest disagreeing, lowest of ties."""
+    v = sorted(runs, key=lambda r: (r[0], r[1]))
+    out_below, left_above = 0, sum(1 for r in v if not r[1])
+    best = (left_above, 0)
+    for i, r in enumerate(v):
+        out_below += r[1]
+        left_above -= not r[1]
+        if out_below + left_above < best[0]:
+            best = (out_below + left_above, i + 1)
+    i = best[1]
+    return (v[i - 1][0] if i > 0 else None, v[i][0] if i < len(v) else None)
+
+
+def fit(pts, w=None):
+    """Weighted OLS of idle on rate: (X-intercept or None, Pearson r) or None."""
+    if len(pts) < 3:
+        return None
+    w = w or [1.0] * len(pts)
+    W = sum(w)
+    mx = sum(wi * p[0] for wi, p in zip(w, pts)) / W
+    my = sum(wi * p[1] for wi, p in zip(w, pts)) / W
+    sxx = sum(wi * (p[0] - mx) ** 2 for wi, p in zip(w, pts))
+    syy = sum(wi * (p[1] - my) ** 2 for wi, p in zip(w, pts))
+    sxy = sum(wi * (p[0] - mx) * (p[1] - my) for wi, p in zip(w, pts))
+    if sxx <= 0:
+        return None
+    m = sxy / sxx
+    return ((-(my - m * mx) / m) if m < 0 else None, sxy / math.sqrt(sxx * syy) if syy > 0 else 0.0)
