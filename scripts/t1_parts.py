@@ -372,7 +372,9 @@ def nearest(cands, t, lo, hi):
     return best
 
 
-def apache_parts(tr, h, log):
+def way_in(h):
+    """An HTML request's start: its parts so far (the client's own delay, the connect), the
+    page's start t0, the request's begin, the moment it could be sent (x) and its end."""
     t0 = h["start"]
     acc = collections.Counter()
     begin = t0 + h["begin_ms"]
@@ -381,7 +383,11 @@ def apache_parts(tr, h, log):
     if h["connect_ms"] is not None:
         acc["connect"] += h["connected_ms"] - h["begin_ms"]
         x = t0 + h["connected_ms"]
-    done = t0 + h["done_ms"]
+    return acc, t0, begin, x, t0 + h["done_ms"]
+
+
+def apache_parts(tr, h, log):
+    acc, t0, begin, x, done = way_in(h)
     cands = [(s, pid, d) for pid, s, d, b in log if b == h["browser"]]
     m = nearest(cands, t0 + h["sent_ms"], begin - 0.005, done)
     if m is None:
@@ -396,15 +402,7 @@ def apache_parts(tr, h, log):
 
 
 def php_parts(tr, h, ngx, fpm, nginx_tids):
-    t0 = h["start"]
-    acc = collections.Counter()
-    begin = t0 + h["begin_ms"]
-    acc["client"] += h["begin_ms"]
-    x = begin
-    if h["connect_ms"] is not None:
-        acc["connect"] += h["connected_ms"] - h["begin_ms"]
-        x = t0 + h["connected_ms"]
-    done = t0 + h["done_ms"]
+    acc, t0, begin, x, done = way_in(h)
     n = nearest([(e, rt, c, hd, rs, b) for e, rt, c, hd, rs, b in ngx if b == h["browser"]],
                 done, begin, done + 0.002)
     if n is None:
