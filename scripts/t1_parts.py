@@ -379,9 +379,10 @@ def held(path, variant):
 
 
 def grant_view(tr, pid, x, end, level):
-    """Where the HTML's serving child met the quota: the grant it woke in (or the gap), the
-    grants that came and went before it first ran, how far into the grant it ran, and the
-    daemon's hold on it at its wake and at its first run (`lowered`: a lower in between, the
+    """Where the HTML's serving child met the quota: whether it woke inside a grant (or in
+    the gap), the grants that came and went from its first chance until the one it finished
+    in (`missed`: whole grants spent on others), how far into that grant it first ran, and
+    the daemon's hold on it at its wake and at that run (`lowered`: a lower in between, the
     companion rule or the tail's head passing on)."""
     woke = tr.first_wake(pid, x, end)
     if woke is None:
@@ -389,36 +390,37 @@ def grant_view(tr, pid, x, end, level):
     # The CPU it woke on: its state at the wake-up (a wake-up names its target CPU).
     cpu = tr.state_at(pid, woke)[1] or 0
     chance = tr.first_chance(cpu, woke, tr.ran(pid, woke, end))
-    # Its first run at or after its first chance: a task woken while the cgroup is
-    # throttled may be picked for a few microseconds and throttled again.
+    # The grant it finished in (its service's end), and its first real run in it: a task
+    # runnable when the grant runs out is picked for a few microseconds to be throttled
+    # (it returns to user space), which is no run.
+    spans, starts = tr.refill_spans(cpu)
+    j = bisect.bisect_right(starts, end) - 1
+    if j < 0:
+        return None
+    g_end = spans[j]
     ks = tr.keys.get(pid, [])
-    i = bisect.bisect_left(ks, min(chance, end) - 1e-6)
+    i = bisect.bisect_left(ks, max(woke, g_end[0]) - 1e-6)
     first_run = None
     while i < len(ks) and ks[i] <= end:
-        if tr.tr[pid][i][1] == "X":
-            first_run = ks[i]
+        t, st, _ = tr.tr[pid][i]
+        nxt = tr.tr[pid][i + 1] if i + 1 < len(ks) else None
+        if st == "X" and (nxt is None or nxt[0] - t >= 0.00008 or nxt[1] == "S"):
+            first_run = t
             break
         i += 1
     if first_run is None:
-        s0, _ = tr.state_at(pid, chance)
-        first_run = chance if s0 == "X" else None
-    if first_run is None:
-        return None
+        first_run = max(woke, g_end[0])
     in_grant = chance == woke
-    spans, starts = tr.refill_spans(cpu)
-    ran_in = tr.grant_at(cpu, first_run)
-    g0 = ran_in[0] if ran_in else first_run
-    # Grants that began at or after its first chance and before the one it ran in, and
-    # the one it woke in if it did not run there.
-    missed = max(0, bisect.bisect_left(starts, g0) - bisect.bisect_left(starts, chance))
-    if in_grant and tr.grant_at(cpu, woke) != ran_in:
+    # Grants that began at or after its first chance and before the one it finished in, and
+    # the one it woke in if it did not finish there: whole grants spent on others.
+    missed = max(0, bisect.bisect_left(starts, g_end[0]) - bisect.bisect_left(starts, chance))
+    if in_grant and tr.grant_at(cpu, woke) != g_end:
         missed += 1
-    # Whether it finished in the grant it first ran in.
-    done_in_grant = ran_in is not None and end <= ran_in[1] + 0.0005
+    done_in_grant = missed == 0
     ev = getattr(level, "events", {}).get(pid, [])
     lowered = any(a == "low" and woke - 0.0005 <= t <= first_run for t, a in ev)
     return {"woke_in_grant": in_grant, "missed": missed, "finished_in_grant": done_in_grant,
-            "into_grant_ms": 1e3 * (first_run - max(g0, woke)),
+            "into_grant_ms": 1e3 * (first_run - max(g_end[0], woke)),
             "wait_ms": 1e3 * (first_run - woke), "chance_ms": 1e3 * (chance - woke),
             "at_wake": level(pid, woke), "at_run": level(pid, first_run), "lowered": lowered}
 
@@ -695,8 +697,8 @@ def main():
         win = 1 - r["unorderable_ms"] / base["t1_ms"] if base and base["t1_ms"] else 0.0
         print(f"  {v}: t1 {r['t1_ms']:.1f}, unorderable {r['unorderable_ms']:.1f}"
               f" (most an order wins against {next(iter(result))}: {100 * win:+.1f}%)")
-    print("the HTML's child and the quota's grants (from its wake-up for the request to its first"
-          " run):")
+    print("the HTML's child and the quota's grants (grants missed: from its first chance to the"
+          " grant it finished in; its first run in that grant):")
     for v, r in result.items():
         g = r.get("grants")
         if not g:
@@ -706,8 +708,7 @@ def main():
         print(f"  {v}: woke inside a grant {100 * g['woke_in_grant']:.0f}%; grants missed mean "
               f"{g['missed_mean']:.2f} [{miss}]; wake to first run {g['wait_ms_mean']:.1f} ms "
               f"(of which to its first chance {g['chance_ms_mean']:.1f}); first run "
-              f"{g['into_grant_ms_mean']:.2f} ms into its grant, finished in that grant "
-              f"{100 * g['finished_in_grant']:.0f}%; held at wake {g['at_wake']}, at "
+              f"{g['into_grant_ms_mean']:.2f} ms into its grant; held at wake {g['at_wake']}, at "
               f"first run {g['at_run']}, lowered in between {g['lowered_before_run']}")
     print("refills of the quota on the server CPU during the HTML requests of each burst:")
     for v, r in result.items():
