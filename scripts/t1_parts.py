@@ -17,10 +17,11 @@ parts that add up to it:
 - Apache: from the browser's send (or connect) to the end of the child's service (the access
   log's start + %D), the serving child's state at each instant:
   asleep before its request was read (`net`: the request on its way, the accept),
-  running (`run`), runnable while its CPU runs nothing: before the first refill of the quota
-  after it woke for this request (`throttled`: the quota's own wait, which no order can
-  shorten) or after it (`throttled_after`: the quota spent on others while it waited: the
-  order's part), runnable behind the hog (`behind_hog`), behind another server process
+  running (`run`), runnable while its CPU runs nothing: before its first chance
+  (`throttled`: the quota's own wait, which no order can shorten; the first chance is its
+  wake-up when it woke inside a grant of the quota with at least its own CPU left in it, else
+  the next refill) or after it (`throttled_after`: the quota spent on others while it waited:
+  the order's part), runnable behind the hog (`behind_hog`), behind another server process
   (`behind_server`: another child, nginx, php-fpm), behind anything else (`behind_other`),
   asleep after its request was read (`blocked`: a full socket, a lock);
 - php-fpm: the same states, of nginx's worker until it hands the request over (nginx's
@@ -32,7 +33,15 @@ parts that add up to it:
   (a cached clock, stale while it is starved of CPU): its writing ends at the end of its last
   run before the HTML's first byte arrived, when that is later.
 
-Prints a table per variant (mean ms and share of mean t1) and writes OUT/t1_parts.json.
+Prints a table per variant (mean ms and share of mean t1); who had the CPU while the HTML
+waited, by what they served and by the daemon's hold on them then (from each run's
+actions.log: `text` raised, `head` the tail's head, `low` lowered or never raised: the floor
+or the task's own value); what no order can remove (t1 less the CPU others got while the
+HTML was runnable and the idle after its first chance) and so the most any order could win;
+for Apache, the HTML's child against the quota's grants (whether it woke inside one, the
+grants spent on others from its first chance to the grant it finished in, how far into that
+grant it first ran, the daemon's hold on it at its wake-up and at that run); the quota's
+refills during the bursts. Writes OUT/t1_parts.json.
 Usage: scripts/t1_parts.py OUT [--csv FILE]  (one line per HTML request into FILE)
 """
 import bisect
@@ -293,10 +302,10 @@ class Trace:
         return None
 
 
-def stretches(tr, cpu, a, b, bridge=0.0005):
+def stretches(tr, cpu, a, b, bridge=0.0005, least=0.0002):
     """The server side's busy stretches on its CPU that begin in [a, b]: [(start, length s,
     gap before it s, comm of the first task)]; spells of other tasks (kernel threads) shorter
-    than `bridge` inside a stretch are bridged. In exp 1 the hog never sleeps, so a gap is a
+    than `bridge` inside a stretch are bridged, stretches shorter than `least` left out. In exp 1 the hog never sleeps, so a gap is a
     throttled cgroup and a stretch is what one refill of the quota ran."""
     occ, ks = tr.occ.get(cpu, []), tr.okeys.get(cpu, [])
     i = max(0, bisect.bisect_left(ks, a) - 1)
@@ -310,6 +319,9 @@ def stretches(tr, cpu, a, b, bridge=0.0005):
             else:
                 spans.append([t, end, comm])
         i += 1
+    # A task picked for a few microseconds while the cgroup is throttled (to be throttled
+    # on its way back to user space) is no stretch.
+    spans = [sp for sp in spans if sp[1] - sp[0] >= least]
     out = []
     for k in range(1, len(spans)):
         st, en, comm = spans[k]
