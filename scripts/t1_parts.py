@@ -17,10 +17,11 @@ parts that add up to it:
 - Apache: from the browser's send (or connect) to the end of the child's service (the access
   log's start + %D), the serving child's state at each instant:
   asleep before its request was read (`net`: the request on its way, the accept),
-  running (`run`), runnable while its CPU runs nothing: before the first refill of the quota
-  after it woke for this request (`throttled`: the quota's own wait, which no order can
-  shorten) or after it (`throttled_after`: the quota spent on others while it waited: the
-  order's part), runnable behind the hog (`behind_hog`), behind another server process
+  running (`run`), runnable while its CPU runs nothing: before its first chance
+  (`throttled`: the quota's own wait, which no order can shorten; the first chance is its
+  wake-up when it woke inside a grant of the quota with at least its own CPU left in it, else
+  the next refill) or after it (`throttled_after`: the quota spent on others while it waited:
+  the order's part), runnable behind the hog (`behind_hog`), behind another server process
   (`behind_server`: another child, nginx, php-fpm), behind anything else (`behind_other`),
   asleep after its request was read (`blocked`: a full socket, a lock);
 - php-fpm: the same states, of nginx's worker until it hands the request over (nginx's
@@ -32,7 +33,15 @@ parts that add up to it:
   (a cached clock, stale while it is starved of CPU): its writing ends at the end of its last
   run before the HTML's first byte arrived, when that is later.
 
-Prints a table per variant (mean ms and share of mean t1) and writes OUT/t1_parts.json.
+Prints a table per variant (mean ms and share of mean t1); who had the CPU while the HTML
+waited, by what they served and by the daemon's hold on them then (from each run's
+actions.log: `text` raised, `head` the tail's head, `low` lowered or never raised: the floor
+or the task's own value); what no order can remove (t1 less the CPU others got while the
+HTML was runnable and the idle after its first chance) and so the most any order could win;
+for Apache, the HTML's child against the quota's grants (whether it woke inside one, the
+grants spent on others from its first chance to the grant it finished in, how far into that
+grant it first ran, the daemon's hold on it at its wake-up and at that run); the quota's
+refills during the bursts. Writes OUT/t1_parts.json.
 Usage: scripts/t1_parts.py OUT [--csv FILE]  (one line per HTML request into FILE)
 """
 import bisect
@@ -70,6 +79,8 @@ class Trace:
         self.refills = {}
         # What a server-side task was doing at an instant (set per run): html, image, ...
         self.who = lambda pid, comm, t: "hog" if comm in HOG_COMMS else comm
+        # The daemon's hold on a task at an instant (set per run, `held`): text, head, low.
+        self.level = lambda pid, t: "-"
         if not os.path.exists(path) and os.path.exists(path + ".gz"):
             path += ".gz"
         opener = gzip.open if path.endswith(".gz") else open
@@ -123,11 +134,13 @@ class Trace:
         out.append((x, b, s, c))
         return out
 
-    def refill_starts(self, cpu, bridge=0.0005, least=0.0002):
-        """Instants at which the server side starts running on `cpu` for at least `least`
-        after at least `bridge` without running there (cached): with the hog always
-        runnable, the quota's refills (a task run for a few microseconds while the cgroup is
-        throttled, and picked only to be throttled again, is no refill)."""
+    def refill_spans(self, cpu, bridge=0.0005, least=0.0002):
+        """[(start, end)] of the stretches in which the server side runs on `cpu` for at
+        least `least` after at least `bridge` without running there (cached): with the hog
+        always runnable, one grant of the quota each (a task run for a few microseconds while
+        the cgroup is throttled, and picked only to be throttled again, is no grant). At a
+        100 ms period with a 10% quota a grant is about 10 ms every 100 ms; at 10 ms about
+        1 ms (charged at the 4 ms tick: longer stretches, longer gaps)."""
         if cpu not in self.refills:
             spans = []
             occ, ks = self.occ.get(cpu, []), self.okeys.get(cpu, [])
@@ -139,13 +152,35 @@ class Trace:
                         spans[-1][2] += end - t
                     else:
                         spans.append([t, end, end - t])
-            self.refills[cpu] = [sp[0] for sp in spans if sp[2] >= least]
+            kept = [(sp[0], sp[1]) for sp in spans if sp[2] >= least]
+            self.refills[cpu] = (kept, [sp[0] for sp in kept])
         return self.refills[cpu]
 
-    def first_chance(self, cpu, t):
-        """The first refill of the quota on `cpu` after `t`: a task that wakes while the
-        cgroup runs may get a few microseconds before the quota runs out, and then waits for
-        this refill whatever the order."""
+    def refill_starts(self, cpu):
+        """The starts of [`refill_spans`]: the quota's refills on `cpu`."""
+        return self.refill_spans(cpu)[1]
+
+    def grant_at(self, cpu, t):
+        """The grant (start, end) of the quota running on `cpu` at `t`, or None (throttled)."""
+        spans, starts = self.refill_spans(cpu)
+        j = bisect.bisect_right(starts, t) - 1
+        if j >= 0 and spans[j][0] <= t < spans[j][1]:
+            return spans[j]
+        return None
+
+    def ran(self, tid, a, b):
+        """CPU `tid` ran in [a, b] (s)."""
+        return sum(y - x for x, y, s, _ in self.pieces(tid, a, b) if s == "X")
+
+    def first_chance(self, cpu, t, need=0.0):
+        """The first moment after `t` at which the quota lets a task that woke at `t` and
+        needs `need` of CPU run on `cpu` to its end: `t` itself when it woke inside a grant
+        with at least that much of it left (and at least 0.2 ms: an order that put it first
+        would run it at once; the rest of that grant spent on others is the order's part),
+        else the next refill (the wait until then is the quota's own, whatever the order)."""
+        g = self.grant_at(cpu, t)
+        if g is not None and g[1] - t >= max(0.0002, need):
+            return t
         rs = self.refill_starts(cpu)
         j = bisect.bisect_right(rs, t)
         return rs[j] if j < len(rs) else float("inf")
@@ -179,6 +214,7 @@ class Trace:
                 acc[k] += max(0.0, y - x)
             if k and k.startswith("behind") and y > x:
                 acc["to_" + self.who(pid, comm, x)] += y - x
+                acc["at_" + self.tag(pid, comm, x)] += y - x
             elif pid == 0 and y > max(x, first_refill):
                 self.blame(cpu, max(x, first_refill), y, acc)
             if y >= b:
@@ -200,20 +236,28 @@ class Trace:
             t, pid, comm = occ[i]
             end = min(x, ks[i + 1] if i + 1 < len(ks) else x)
             if comm in SERVER_COMMS or comm in HOG_COMMS:
-                ran[self.who(pid, comm, t)] += end - t
+                ran["to_" + self.who(pid, comm, t)] += end - t
+                ran["at_" + self.tag(pid, comm, t)] += end - t
             i += 1
-        total = sum(ran.values())
+        total = sum(d for k, d in ran.items() if k.startswith("to_"))
         if total <= 0:
             acc["to_unknown"] += y - x
+            acc["at_unknown"] += y - x
             return
         for k, d in ran.items():
-            acc["to_" + k] += (y - x) * d / total
+            acc[k] += (y - x) * d / total
+
+    def tag(self, pid, comm, t):
+        """What a task served at `t` and the daemon's hold on it then: `image@head`, ..."""
+        w = self.who(pid, comm, t)
+        return w if w in ("hog", "nginx") else f"{w}@{self.level(pid, t)}"
 
     def account(self, tid, a, b, acc, served_from=None):
         """Add `tid`'s states over [a, b] to acc: asleep before `served_from` is `net`."""
         if b <= a:
             return
         woke = self.first_wake(tid, a, b)
+        need = self.ran(tid, a, b)
         chance = None
         for x, y, s, c in self.pieces(tid, a, b):
             d = y - x
@@ -224,7 +268,7 @@ class Trace:
             elif s == "R":
                 cpu = c if c is not None else 0
                 if chance is None:
-                    chance = self.first_chance(cpu, woke if woke is not None else x)
+                    chance = self.first_chance(cpu, woke if woke is not None else x, need)
                 self.waiting(cpu, x, y, acc, chance)
             elif served_from is not None and y <= served_from:
                 acc["net"] += d
@@ -258,10 +302,10 @@ class Trace:
         return None
 
 
-def stretches(tr, cpu, a, b, bridge=0.0005):
+def stretches(tr, cpu, a, b, bridge=0.0005, least=0.0002):
     """The server side's busy stretches on its CPU that begin in [a, b]: [(start, length s,
     gap before it s, comm of the first task)]; spells of other tasks (kernel threads) shorter
-    than `bridge` inside a stretch are bridged. In exp 1 the hog never sleeps, so a gap is a
+    than `bridge` inside a stretch are bridged, stretches shorter than `least` left out. In exp 1 the hog never sleeps, so a gap is a
     throttled cgroup and a stretch is what one refill of the quota ran."""
     occ, ks = tr.occ.get(cpu, []), tr.okeys.get(cpu, [])
     i = max(0, bisect.bisect_left(ks, a) - 1)
@@ -275,6 +319,9 @@ def stretches(tr, cpu, a, b, bridge=0.0005):
             else:
                 spans.append([t, end, comm])
         i += 1
+    # A task picked for a few microseconds while the cgroup is throttled (to be throttled
+    # on its way back to user space) is no stretch.
+    spans = [sp for sp in spans if sp[1] - sp[0] >= least]
     out = []
     for k in range(1, len(spans)):
         st, en, comm = spans[k]
@@ -316,6 +363,78 @@ def serving(path, t_scale, d_scale):
         return "idle_child"
 
     return who
+
+
+def held(path, variant):
+    """level(pid, t) for a run, from the daemon's actions log (`<Unix ns> raise|head|lower
+    <tid>`): `text` after a raise, `head` after a head, `low` after a lower or before the
+    first action (the floor where the variant has one, else the task's own value); `all20`
+    in `+all20` variants, `-` without a daemon."""
+    if "+all20" in variant:
+        return lambda pid, t: "all20"
+    if not os.path.exists(path):
+        return lambda pid, t: "-"
+    ev = collections.defaultdict(list)
+    name = {"raise": "text", "head": "head", "lower": "low"}
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) == 3 and f[1] in name:
+            ev[int(f[2])].append((int(f[0]) / 1e9, name[f[1]]))
+    keys = {p: [x[0] for x in v] for p, v in ev.items()}
+
+    def level(pid, t):
+        i = bisect.bisect_right(keys.get(pid, []), t) - 1
+        return ev[pid][i][1] if i >= 0 else "low"
+
+    level.events = ev
+    return level
+
+
+def grant_view(tr, pid, x, end, level):
+    """Where the HTML's serving child met the quota: whether it woke inside a grant (or in
+    the gap), the grants that came and went from its first chance until the one it finished
+    in (`missed`: whole grants spent on others), how far into that grant it first ran, and
+    the daemon's hold on it at its wake and at that run (`lowered`: a lower in between, the
+    companion rule or the tail's head passing on)."""
+    woke = tr.first_wake(pid, x, end)
+    if woke is None:
+        return None
+    # The CPU it woke on: its state at the wake-up (a wake-up names its target CPU).
+    cpu = tr.state_at(pid, woke)[1] or 0
+    chance = tr.first_chance(cpu, woke, tr.ran(pid, woke, end))
+    # The grant it finished in (its service's end), and its first real run in it: a task
+    # runnable when the grant runs out is picked for a few microseconds to be throttled
+    # (it returns to user space), which is no run.
+    spans, starts = tr.refill_spans(cpu)
+    j = bisect.bisect_right(starts, end) - 1
+    if j < 0:
+        return None
+    g_end = spans[j]
+    ks = tr.keys.get(pid, [])
+    i = bisect.bisect_left(ks, max(woke, g_end[0]) - 1e-6)
+    first_run = None
+    while i < len(ks) and ks[i] <= end:
+        t, st, _ = tr.tr[pid][i]
+        nxt = tr.tr[pid][i + 1] if i + 1 < len(ks) else None
+        if st == "X" and (nxt is None or nxt[0] - t >= 0.00008 or nxt[1] == "S"):
+            first_run = t
+            break
+        i += 1
+    if first_run is None:
+        first_run = max(woke, g_end[0])
+    in_grant = chance == woke
+    # Grants that began at or after its first chance and before the one it finished in, and
+    # the one it woke in if it did not finish there: whole grants spent on others.
+    missed = max(0, bisect.bisect_left(starts, g_end[0]) - bisect.bisect_left(starts, chance))
+    if in_grant and tr.grant_at(cpu, woke) != g_end:
+        missed += 1
+    done_in_grant = missed == 0
+    ev = getattr(level, "events", {}).get(pid, [])
+    lowered = any(a == "low" and woke - 0.0005 <= t <= first_run for t, a in ev)
+    return {"woke_in_grant": in_grant, "missed": missed, "finished_in_grant": done_in_grant,
+            "into_grant_ms": 1e3 * (first_run - max(g_end[0], woke)),
+            "wait_ms": 1e3 * (first_run - woke), "chance_ms": 1e3 * (chance - woke),
+            "at_wake": level(pid, woke), "at_run": level(pid, first_run), "lowered": lowered}
 
 
 def read_html(run):
@@ -398,6 +517,7 @@ def apache_parts(tr, h, log):
         return None
     tr.account(pid, x, max(x, end), acc, served_from=start)
     acc["link"] += done - max(x, end)
+    acc["grant"] = grant_view(tr, pid, x, max(x, end), tr.level)
     return acc
 
 
@@ -472,16 +592,27 @@ def main():
             f = lambda h: php_parts(tr, h, ngx, fpm, nts)
         else:
             continue
+        tr.level = held(os.path.join(run, "actions.log"), variant)
         for h in rows:
             acc = f(h)
             if acc is None:
                 per[variant].append(None)
                 continue
-            acc = {k: acc.get(k, 0.0) * 1e3 for k in PARTS + [k for k in acc if k.startswith("to_")]}
+            grant = acc.pop("grant", None)
+            acc = {k: acc.get(k, 0.0) * 1e3
+                   for k in PARTS + [k for k in acc if k.startswith(("to_", "at_"))]}
             acc["t1"] = h["done_ms"] * 1e3
             acc["reused"] = h["connect_ms"] is None
+            # What no order of the server side's tasks can remove: t1 less the CPU others
+            # got while the HTML was runnable and the idle after its first chance.
+            acc["unorderable"] = acc["t1"] - acc["throttled_after"] - sum(
+                acc[k] for k in PARTS if k.startswith("behind"))
             per[variant].append(acc)
-            lines.append(dict(run_dir=base, variant=variant, browser=h["browser"], **acc))
+            if grant:
+                acc["grant"] = grant
+            flat = {k: v for k, v in acc.items() if k != "grant"}
+            flat.update({"g_" + k: v for k, v in (grant or {}).items()})
+            lines.append(dict(run_dir=base, variant=variant, browser=h["browser"], **flat))
     # The server CPU's refills of the quota during each variant's bursts.
     cpus = collections.Counter(c for v in tr.tr.values() for _, st, c in v if st == "X")
     server_cpu = cpus.most_common(1)[0][0] if cpus else 0
@@ -511,7 +642,33 @@ def main():
         parts = {k: sum(a[k] for a in got) / len(got) for k in PARTS}
         tos = sorted({k for a in got for k in a if k.startswith("to_")})
         lost = {k: sum(a.get(k, 0.0) for a in got) / len(got) for k in tos}
+        ats = sorted({k for a in got for k in a if k.startswith("at_")})
+        held_by = {k: sum(a.get(k, 0.0) for a in got) / len(got) for k in ats}
+        unorderable = sum(a["unorderable"] for a in got) / len(got)
+        gs = [a["grant"] for a in got if "grant" in a]
+        grants = None
+        if gs:
+            miss = collections.Counter(min(g["missed"], 3) for g in gs)
+            t1_by_miss = collections.defaultdict(list)
+            for a in got:
+                if "grant" in a:
+                    t1_by_miss[min(a["grant"]["missed"], 3)].append(a["t1"])
+            grants = {
+                "n": len(gs),
+                "woke_in_grant": sum(g["woke_in_grant"] for g in gs) / len(gs),
+                "missed_mean": sum(g["missed"] for g in gs) / len(gs),
+                "missed_share": {str(k): miss[k] / len(gs) for k in sorted(miss)},
+                "t1_ms_by_missed": {str(k): sum(x) / len(x) for k, x in sorted(t1_by_miss.items())},
+                "into_grant_ms_mean": sum(g["into_grant_ms"] for g in gs) / len(gs),
+                "wait_ms_mean": sum(g["wait_ms"] for g in gs) / len(gs),
+                "chance_ms_mean": sum(g["chance_ms"] for g in gs) / len(gs),
+                "at_wake": dict(collections.Counter(g["at_wake"] for g in gs)),
+                "at_run": dict(collections.Counter(g["at_run"] for g in gs)),
+                "lowered_before_run": sum(g["lowered"] for g in gs),
+                "finished_in_grant": sum(g["finished_in_grant"] for g in gs) / len(gs),
+            }
         result[v] = {"n": len(got), "unmatched": len(per[v]) - len(got), "t1_ms": t1,
+                     "unorderable_ms": unorderable, "held_by_ms": held_by, "grants": grants,
                      "lost_to_ms": lost,
                      "parts_ms": parts,
                      "share": {k: (parts[k] / t1 if t1 else 0.0) for k in PARTS},
@@ -539,6 +696,32 @@ def main():
     print("who had the CPU (in the stretch, or the stretch before an idle spell) while the HTML waited, ms:")
     for v, r in result.items():
         print(f"  {v}: " + ", ".join(f"{k[3:]} {x:.1f}" for k, x in sorted(r["lost_to_ms"].items())))
+    print("the same, by what the daemon held each of them at (text, head, low: the floor or its"
+          " own value; all20; - without a daemon), ms:")
+    for v, r in result.items():
+        print(f"  {v}: " + ", ".join(f"{k[3:]} {x:.1f}" for k, x in sorted(r["held_by_ms"].items())
+                                     if x >= 0.05))
+    base = next(iter(result.values()), None)
+    print("what no order can remove (t1 less the CPU others got while the HTML was runnable and"
+          " the idle after its first chance), ms, and the most an order could win against the"
+          " first variant:")
+    for v, r in result.items():
+        win = 1 - r["unorderable_ms"] / base["t1_ms"] if base and base["t1_ms"] else 0.0
+        print(f"  {v}: t1 {r['t1_ms']:.1f}, unorderable {r['unorderable_ms']:.1f}"
+              f" (most an order wins against {next(iter(result))}: {100 * win:+.1f}%)")
+    print("the HTML's child and the quota's grants (grants missed: from its first chance to the"
+          " grant it finished in; its first run in that grant):")
+    for v, r in result.items():
+        g = r.get("grants")
+        if not g:
+            continue
+        miss = ", ".join(f"{k}{'+' if k == '3' else ''}: {100 * x:.0f}% (t1 {g['t1_ms_by_missed'][k]:.0f})"
+                         for k, x in g["missed_share"].items())
+        print(f"  {v}: woke inside a grant {100 * g['woke_in_grant']:.0f}%; grants missed mean "
+              f"{g['missed_mean']:.2f} [{miss}]; wake to first run {g['wait_ms_mean']:.1f} ms "
+              f"(of which to its first chance {g['chance_ms_mean']:.1f}); first run "
+              f"{g['into_grant_ms_mean']:.2f} ms into its grant; held at wake {g['at_wake']}, at "
+              f"first run {g['at_run']}, lowered in between {g['lowered_before_run']}")
     print("refills of the quota on the server CPU during the HTML requests of each burst:")
     for v, r in result.items():
         f = r.get("refills")
@@ -551,8 +734,9 @@ def main():
     json.dump(result, open(os.path.join(out, "t1_parts.json"), "w"), indent=1)
     if csv_out:
         with open(csv_out, "w", newline="") as fh:
-            tos = sorted({k for l in lines for k in l if k.startswith("to_")})
-            w = csv.DictWriter(fh, fieldnames=["run_dir", "variant", "browser", "t1", "reused"] + PARTS + tos,
+            tos = sorted({k for l in lines for k in l if k.startswith(("to_", "at_", "g_"))})
+            w = csv.DictWriter(fh, fieldnames=["run_dir", "variant", "browser", "t1", "reused",
+                                               "unorderable"] + PARTS + tos,
                                restval=0.0)
             w.writeheader()
             for l in lines:

@@ -1,7 +1,7 @@
 //! The `+pos` variants of `triage lab pos`: unmodified servers with `triage pos attach`
 //! following them (docs/kpos.md). They run only when `--variants` names them:
 //! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW,
-//!   and the server's chosen options ([`default_pos_kind`]: the tail's head beside the text,
+//!   and the server's chosen options ([`default_pos_kind`]: the tail's head after the text,
 //!   the floor at -10 and companions within 2 ms); `apache+pos-plain`: POS alone;
 //! - `<server>+pos-<options>`: any options of [`pos_options`] (budget, tail's head, floor,
 //!   ...), in any order;
@@ -378,7 +378,7 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
 /// alone.
 pub fn default_pos_kind(peer: Peer) -> &'static str {
     match peer {
-        Peer::Apache => "pos-tailwith-floor10-comp2",
+        Peer::Apache => "pos-tail-floor10-comp2",
         _ => "pos-budget-tailwith-floor10-front",
     }
 }
@@ -487,6 +487,14 @@ mod tests {
                 .windows(2)
                 .any(|w| w == ["--companion-window", "2ms"]),
             "apache+pos takes a page's objects, asked for together, for companions"
+        );
+        assert!(
+            v[0].attach
+                .as_ref()
+                .unwrap()
+                .windows(2)
+                .any(|w| w == ["--tail-head", "after-text"]),
+            "apache+pos raises the tail's head only while no text task is runnable"
         );
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
