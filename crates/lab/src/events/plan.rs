@@ -190,13 +190,17 @@ impl Params {
     pub fn page_and_budget(&self) -> String {
         let page = match self.gzip_level {
             Some(l) => format!(
-                "{} ({} bytes of seeded text, compressed per request at gzip level {l},                  Accept-Encoding: gzip)",
+                "{} ({} bytes of seeded text, compressed per request at gzip level {l}, \
+                 Accept-Encoding: gzip)",
                 self.page_path, self.page_bytes
             ),
-            None => format!("{} ({} bytes, sent as it is)", self.page_path, self.page_bytes),
+            None => format!(
+                "{} ({} bytes, sent as it is)",
+                self.page_path, self.page_bytes
+            ),
         };
         format!(
-            "page {} {page}, server CPU {}; pairs on {SMALL_PATH} ({SMALL_BYTES} bytes), server              CPU {}",
+            "page {}: {page}, on {}; pairs on {SMALL_PATH} ({SMALL_BYTES} bytes), on {}",
             self.page.name(),
             budget(self.quota, self.period_ms),
             budget(self.pairs_quota, self.period_ms)
@@ -204,11 +208,11 @@ impl Params {
     }
 }
 
-/// A CPU budget in words: `20% quota of 5 ms periods`, or `whole CPU, no quota`.
+/// A CPU budget in words: `a 20% quota of 5 ms periods`, or `the whole CPU, no quota`.
 pub fn budget(quota: Option<f64>, period_ms: f64) -> String {
     match quota {
-        Some(q) => format!("{:.0}% quota of {period_ms} ms periods", q * 100.0),
-        None => "whole CPU, no quota".into(),
+        Some(q) => format!("a {:.0}% quota of {period_ms} ms periods", q * 100.0),
+        None => "the whole CPU, no quota".into(),
     }
 }
 
@@ -468,7 +472,7 @@ mod tests {
         );
         assert!(d
             .page_and_budget()
-            .contains("whole CPU, no quota; pairs on /file.html"));
+            .contains("on the whole CPU, no quota; pairs on /file.html"));
         // 20% of 4 ms is 0.8 ms: under the kernel's 1 ms quota; 5 ms gives 1 ms. Both
         // quotas are checked.
         o.quota = Some(0.2);

@@ -147,7 +147,7 @@ pub fn report(s: &Summary) -> String {
         s.testbed.server_cpu.map_or("any".into(), |c| c.to_string()),
         match p.quota {
             Some(_) => format!(
-                "with a CPU quota of {}: a slower CPU the client side can saturate",
+                "on {}: a slower CPU the client side can saturate",
                 super::plan::budget(p.quota, p.period_ms)
             ),
             None => "on the whole CPU, no quota: the page's compression is the work the client \
@@ -433,6 +433,7 @@ pub fn report(s: &Summary) -> String {
                 x.rss_before_kib.to_string(),
                 x.rss_after_kib.to_string(),
                 format!("{:.2}", x.kib_per_conn),
+                format!("{:.2}", x.kib_per_conn_soon),
             ]
         })
         .collect();
@@ -442,8 +443,9 @@ pub fn report(s: &Summary) -> String {
             "held",
             "added",
             "RSS before KiB",
-            "RSS after KiB",
+            "RSS after KiB (3.5 s)",
             "KiB per conn",
+            "KiB per conn at 0.3 s",
         ],
         &rows,
     );

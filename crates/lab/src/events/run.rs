@@ -398,16 +398,32 @@ fn spawn(
 }
 
 /// One growth of the cold connections: how many were added and the server's resident memory
-/// just before and just after (no hot load in between).
+/// just before and after (no hot load in between).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ColdStep {
     /// Connections added.
     pub added: usize,
     /// RSS before (KiB).
     pub rss_before_kib: u64,
-    /// RSS after (KiB).
+    /// RSS [`COLD_SETTLE`] after the last connection was served and left idle (KiB): what the
+    /// idle connections hold, once the server has handed back what serving their first
+    /// requests left free.
     pub rss_after_kib: u64,
+    /// RSS [`COLD_SOON`] after it (KiB): the reading until cap12, which can still hold that
+    /// free memory (triage hands it back on its trimmer's next check, within a second, and
+    /// twice more a second apart).
+    pub rss_soon_kib: u64,
 }
+
+/// How soon after growing the cold connections the first RSS is read (lighttpd and nginx grow
+/// their tables lazily).
+pub const COLD_SOON: Duration = Duration::from_millis(300);
+/// How long after growing them the RSS the lab reports is read: past triage's trimmer, which
+/// checks every second and, once 256 or more connections have gone idle, hands free memory
+/// back to the kernel three times a second apart (`server::spawn_trimmer`). At 300 ms the
+/// reading held the free memory of serving the cold connections' first requests: 5.38 KiB
+/// per connection in `cap12-quick1`, where the same server held 2.17 KiB by the next point.
+pub const COLD_SETTLE: Duration = Duration::from_millis(3500);
 
 impl ColdStep {
     /// KiB per added connection.
@@ -616,12 +632,14 @@ fn ensure_cold(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<()> {
         if let Some(short) = &r.cold.short {
             r.limit_note = Some(format!("{}: {short}", r.server.name()));
         }
-        // Let the server settle (lighttpd and nginx grow their tables lazily).
-        crate::signals::sleep(Duration::from_millis(300))?;
+        crate::signals::sleep(COLD_SOON)?;
+        let soon = rss(r)?;
+        crate::signals::sleep(COLD_SETTLE.saturating_sub(COLD_SOON))?;
         r.cold_step = Some(ColdStep {
             added: r.cold.held() - before.0,
             rss_before_kib: before.1,
             rss_after_kib: rss(r)?,
+            rss_soon_kib: soon,
         });
     }
     Ok(())

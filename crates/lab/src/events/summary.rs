@@ -245,10 +245,13 @@ pub struct RssRow {
     pub added: usize,
     /// Resident memory before it (KiB).
     pub rss_before_kib: u64,
-    /// After it (KiB).
+    /// After it, settled (KiB; [`super::run::COLD_SETTLE`]).
     pub rss_after_kib: u64,
     /// The difference per added connection (KiB).
     pub kib_per_conn: f64,
+    /// The same from the RSS read [`super::run::COLD_SOON`] after the growth, the reading
+    /// until cap12 (KiB per connection).
+    pub kib_per_conn_soon: f64,
 }
 
 /// `summary.json`.
@@ -716,6 +719,8 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                     rss_before_kib: c.rss_before_kib,
                     rss_after_kib: c.rss_after_kib,
                     kib_per_conn: c.kib_per_conn(),
+                    kib_per_conn_soon: (c.rss_soon_kib as f64 - c.rss_before_kib as f64)
+                        / c.added.max(1) as f64,
                 });
             }
         }
