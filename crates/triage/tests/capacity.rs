@@ -329,6 +329,35 @@ fn lab_events_tiny_writes_the_summary_keys() {
         assert!(s.get(k).is_some(), "{k} missing");
     }
     assert_eq!(s["idle_conns_held"], 200, "{}", s["notes"]);
+    // The capacity runs on the gzip page with no quota, compressed by every server; the pairs
+    // on the 1 KiB file on a quota. Said in summary.json.
+    assert_eq!(s["params"]["page"], "gzip");
+    assert!(s["params"]["quota"].is_null() && s["params"]["pairs_quota"].is_number());
+    let said = s["page_and_budget"].as_str().unwrap();
+    assert!(
+        said.contains("no quota") && said.contains("pairs on /file.html"),
+        "{said}"
+    );
+    for m in s["points"].as_array().unwrap() {
+        if m["step"] == "rate" {
+            assert_eq!(m["page"], "gzip");
+            let (wire, decoded) = (
+                m["body_bytes_per_req"].as_f64().unwrap(),
+                m["decoded_bytes_per_req"].as_f64().unwrap(),
+            );
+            assert!(
+                decoded > 2.0 * wire,
+                "{} sent it uncompressed: {m}",
+                m["server"]
+            );
+        }
+        if m["step"] == "pairs" {
+            assert_eq!(
+                (m["page"].as_str(), m["quota_pct"].as_f64()),
+                (Some("small"), Some(20.0))
+            );
+        }
+    }
     assert!(s["triage_cpu_per_req_ratio_max"].as_f64().unwrap() > 0.0);
     let lighttpd = have("lighttpd");
     assert_eq!(

@@ -4,8 +4,12 @@
 //! rate can be predicted from how its CPU time grows with the request rate (the idle line's
 //! X-intercept).
 //!
-//! Setup: each server runs alone on the server CPU in a cgroup with a CPU quota (a slower CPU
-//! the client CPU can saturate, whose accounting gives user and kernel time); the lab itself
+//! Setup: each server runs alone on the server CPU in a cgroup (whose accounting gives user and
+//! kernel time). The capacity runs request a 64 KiB page every server compresses per request
+//! (`--page gzip`, the default: about 2 ms of work each, so the client CPU saturates the whole
+//! server CPU, without a quota) or the 1 KiB file on a CPU quota (`--page small`: a slower
+//! CPU the client CPU can saturate); the cold connections and the pairs always request the
+//! 1 KiB file, the pairs on the small file's quota (`--pairs-quota`). The lab itself
 //! (cold connections, loadgen) and wrk run on the client CPU, on loopback. Servers: triage
 //! (epoll through tokio), nginx (epoll, one process), lighttpd on `linux-sysepoll` and on
 //! `poll` (and `select` up to FD_SETSIZE when the build has it): the same server on the new and
@@ -123,7 +127,7 @@ impl Experiment for EventsLab {
     fn testbed(&self) -> TestbedConfig {
         TestbedConfig {
             tag: "events".into(),
-            quota: Some(self.p.quota),
+            quota: self.p.quota,
             period: std::time::Duration::from_micros((self.p.period_ms * 1e3).round() as u64),
             net: NetMode::Loopback,
             ..Default::default()
@@ -213,6 +217,9 @@ impl Experiment for EventsLab {
             .collect();
         let file = root.join(run::FILE.trim_start_matches('/'));
         std::fs::write(&file, data).map_err(|e| LabError::io("writing", &file, e))?;
+        let page = root.join(plan::GZIP_PATH.trim_start_matches('/'));
+        std::fs::write(&page, run::gzip_page(plan::GZIP_BYTES, run::PAGE_SEED))
+            .map_err(|e| LabError::io("writing", &page, e))?;
         // Absolute: the peers resolve relative paths against their own prefix.
         let out = self.out_dir(&env.started_utc);
         let out = if out.is_absolute() {

@@ -39,6 +39,43 @@ impl Saturation {
     }
 }
 
+/// What the capacity runs request (`--page`): wrk's peak, the overload run, the ladder and the
+/// probes. The cold connections and the pairs always ask for the small file.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Page {
+    /// A 64 KiB text page (seeded words in HTML) that every server compresses per request
+    /// (`Accept-Encoding: gzip`, the same zlib level for all): about 2 ms of work per request,
+    /// which dwarfs a wake-up, on a whole CPU without a quota by default.
+    Gzip,
+    /// The 1 KiB file sent as it is: 10-30 us per request, less than a wake-up, on a 20%
+    /// quota of 5 ms periods by default (the lab's set-up until 2026-11-27).
+    Small,
+}
+
+impl Page {
+    /// The name the command line and summary.json use (`gzip`, `small`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Page::Gzip => "gzip",
+            Page::Small => "small",
+        }
+    }
+
+    /// The server side's CPU quota for the capacity runs when `--quota` is not given
+    /// (`None`: the whole server CPU, no quota).
+    pub fn default_quota(self) -> Option<f64> {
+        match self {
+            Page::Gzip => None,
+            Page::Small => Some(SMALL_FILE_QUOTA),
+        }
+    }
+}
+
+/// The quota of the small file's budget (20% of `--period`): the capacity runs' default with
+/// `--page small`, and the pairs' default whatever the page.
+pub const SMALL_FILE_QUOTA: f64 = 0.2;
+
 /// What `triage lab events` was asked for.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EventsOpts {
@@ -94,19 +131,35 @@ pub struct EventsOpts {
     /// fails the sustained test with 7-26% of its quota unused; docs/events.md).
     #[arg(long = "client-sched", value_enum, default_value_t = ClientSched::Fifo)]
     pub client_sched: ClientSched,
-    /// CPU quota of the server side, a fraction or percent of one CPU: a slower CPU that one
-    /// client CPU can saturate (at 25% wrk and loadgen could not saturate triage, nginx or
-    /// lighttpd on this machine: 13-20% idle left), and shares that other processes on the CPU
-    /// do not disturb. 20% of a 5 ms period rather than 10% of 10 ms: the server waits 4 ms
-    /// after each period it exhausts its quota in, not 9, so a request past the knee is not
-    /// served as part of a 9 ms batch that made it cheaper than at the fitted rates (the
-    /// idle line's X-intercept then leaned below the saturation: mean error -8% and -15% in
-    /// two quick runs, against +5% and +1% at 20% of 5 ms; docs/events.md).
-    #[arg(long, value_parser = parse_quota, default_value = "20%")]
-    pub quota: f64,
-    /// CFS period of the quota: the server runs `quota x period` of each period, then waits
-    /// out the rest (a gap in which requests queue and are then served as one batch). The
-    /// kernel takes 1 ms to 1 s, and a quota of at least 1 ms per period.
+    /// What the capacity runs request: `gzip`, a 64 KiB text page every server compresses
+    /// per request (about 2 ms of CPU each, so one client CPU saturates a whole server CPU),
+    /// or `small`, the 1 KiB file as it is (10-30 us each, less than waking the server, so the
+    /// cost per request falls with the rate; it needs a quota for the client to saturate the
+    /// server). The cold connections and the pairs ask for the small file either way.
+    #[arg(long, value_enum, default_value_t = Page::Gzip)]
+    pub page: Page,
+    /// zlib level every server compresses the gzip page at (nginx `gzip_comp_level`, lighttpd
+    /// `deflate.compression-level`, `triage serve --gzip-level`).
+    #[arg(long = "gzip-level", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub gzip_level: u32,
+    /// CPU quota of the server side for the capacity runs, a fraction or percent of one CPU
+    /// (100% or more: no quota, the whole server CPU) [default: none with `--page gzip`, 20%
+    /// with `--page small`]. With the small file a quota makes a slower CPU that one client
+    /// CPU can saturate (at 25% wrk and loadgen could not saturate triage, nginx or lighttpd
+    /// on this machine: 13-20% idle left); 20% of a 5 ms period rather than 10% of 10 ms: the
+    /// server waits 4 ms after each period it exhausts its quota in, not 9, so a request past
+    /// the knee is not served as part of a 9 ms batch that made it cheaper than at the fitted
+    /// rates (docs/events.md).
+    #[arg(long, value_parser = parse_quota)]
+    pub quota: Option<f64>,
+    /// CPU quota of the server side during the pairs (the small file, wrk saturating the
+    /// server and its twin in turn), whatever the page; 100% or more: none.
+    #[arg(long = "pairs-quota", value_parser = parse_quota, default_value = "20%")]
+    pub pairs_quota: f64,
+    /// CFS period of the quotas (`--quota`, `--pairs-quota`): the server runs `quota x
+    /// period` of each period, then waits out the rest (a gap in which requests queue and are
+    /// then served as one batch). The kernel takes 1 ms to 1 s, and a quota of at least 1 ms
+    /// per period.
     #[arg(long, value_parser = units::parse_positive_duration, default_value = "5ms")]
     pub period: Duration,
     /// Results directory [default: results/events/YYYYMMDDTHHMMSSZ, the UTC time].
@@ -149,9 +202,26 @@ mod tests {
         assert_eq!(o.period, Duration::from_millis(4));
         assert_eq!(o.cold, Some(vec![0, 500]));
         assert_eq!(o.window, Some(Duration::from_secs(1)));
-        assert!((o.quota - 0.3).abs() < 1e-12);
+        assert!((o.quota.unwrap() - 0.3).abs() < 1e-12);
         let d = EventsOpts::new(PathBuf::from("/bin/true"));
-        assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, 0.2, 8, 3));
+        assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, None, 8, 3));
+        assert_eq!((d.page, d.gzip_level, d.pairs_quota), (Page::Gzip, 6, 0.2));
+        assert_eq!(Page::Gzip.default_quota(), None);
+        assert_eq!(Page::Small.default_quota(), Some(0.2));
+        let s = p(&[
+            "--page",
+            "small",
+            "--gzip-level",
+            "1",
+            "--pairs-quota",
+            "10%",
+        ]);
+        assert_eq!((s.page, s.gzip_level, s.pairs_quota), (Page::Small, 1, 0.1));
+        assert!(cmd
+            .clone()
+            .try_get_matches_from(["--gzip-level", "0"])
+            .is_err());
+        assert!(cmd.clone().try_get_matches_from(["--page", "big"]).is_err());
         assert_eq!(d.client_sched, ClientSched::Fifo);
         assert_eq!(d.saturation, Saturation::Cpu);
         assert_eq!(

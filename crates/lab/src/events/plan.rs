@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::opts::EventsOpts;
+use super::opts::{EventsOpts, Page};
 use crate::error::{LabError, Result};
 use crate::harness::Session;
 use crate::peers::{EventHandler, Peer};
@@ -143,9 +143,21 @@ pub struct Params {
     /// Whether the client side runs real-time (`SCHED_FIFO`) while it measures: asked for
     /// with `--client-sched fifo`, and refused (not root) turned off with a note.
     pub client_fifo: bool,
-    /// CPU quota of the server side (fraction of one CPU).
-    pub quota: f64,
-    /// CFS period of the quota (ms): the server is throttled for `(1 - quota) x period` of
+    /// What the capacity runs request (`gzip` or `small`); the cold connections and the
+    /// pairs ask for the small file.
+    pub page: Page,
+    /// The path the capacity runs request.
+    pub page_path: &'static str,
+    /// Its size (bytes, as stored).
+    pub page_bytes: usize,
+    /// The zlib level every server compresses it at (the gzip page only).
+    pub gzip_level: Option<u32>,
+    /// CPU quota of the server side in the capacity runs (fraction of one CPU; `None`: no
+    /// quota, the whole server CPU).
+    pub quota: Option<f64>,
+    /// CPU quota of the server side during the pairs (the small file; `None`: none).
+    pub pairs_quota: Option<f64>,
+    /// CFS period of the quotas (ms): the server is throttled for `(1 - quota) x period` of
     /// each period it exhausts its quota in.
     pub period_ms: f64,
     /// The servers asked for, in order.
@@ -162,6 +174,61 @@ impl Params {
     pub fn max_cold(&self) -> usize {
         self.cold.last().copied().unwrap_or(0)
     }
+
+    /// The server side's capacity in the capacity runs (CPUs): its quota, or the whole CPU.
+    /// Idle shares are of it.
+    pub fn capacity(&self) -> f64 {
+        self.quota.unwrap_or(1.0)
+    }
+
+    /// The server side's capacity during the pairs (CPUs).
+    pub fn pairs_capacity(&self) -> f64 {
+        self.pairs_quota.unwrap_or(1.0)
+    }
+
+    /// The capacity runs' page and budget in words, for the report and the table.
+    pub fn page_and_budget(&self) -> String {
+        let page = match self.gzip_level {
+            Some(l) => format!(
+                "{} ({} bytes of seeded text, compressed per request at gzip level {l}, \
+                 Accept-Encoding: gzip)",
+                self.page_path, self.page_bytes
+            ),
+            None => format!(
+                "{} ({} bytes, sent as it is)",
+                self.page_path, self.page_bytes
+            ),
+        };
+        format!(
+            "page {}: {page}, on {}; pairs on {SMALL_PATH} ({SMALL_BYTES} bytes), on {}",
+            self.page.name(),
+            budget(self.quota, self.period_ms),
+            budget(self.pairs_quota, self.period_ms)
+        )
+    }
+}
+
+/// A CPU budget in words: `a 20% quota of 5 ms periods`, or `the whole CPU, no quota`.
+pub fn budget(quota: Option<f64>, period_ms: f64) -> String {
+    match quota {
+        Some(q) => format!("a {:.0}% quota of {period_ms} ms periods", q * 100.0),
+        None => "the whole CPU, no quota".into(),
+    }
+}
+
+/// The small file: what the cold connections and the pairs request, and the capacity runs
+/// with `--page small` (1 KiB of HTML).
+pub const SMALL_PATH: &str = "/file.html";
+/// Its size.
+pub const SMALL_BYTES: usize = 1024;
+/// The gzip page: what the capacity runs request with `--page gzip`.
+pub const GZIP_PATH: &str = "/page.html";
+/// Its size: 64 KiB of text, about 2 ms of zlib level 6 per request here.
+pub const GZIP_BYTES: usize = 64 * 1024;
+
+/// A quota as the kernel gets it: 100% of a CPU or more is none (the server has its CPU).
+fn applied(q: f64) -> Option<f64> {
+    (q < 1.0).then_some(q)
 }
 
 /// Lowest and highest rate, as fractions of the measured saturation.
@@ -257,15 +324,25 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
         return bad("--servers names none".into());
     }
     let period_us = o.period.as_micros() as f64;
-    if !(1_000.0..=1_000_000.0).contains(&period_us) || o.quota * period_us < 1_000.0 {
-        return bad(format!(
-            "--quota {:.0}% of --period {:?}: the kernel takes periods of 1 ms to 1 s and a \
-             quota of at least 1 ms per period (at this quota: a period of at least {:.2} ms)",
-            o.quota * 100.0,
-            o.period,
-            1.0 / o.quota
-        ));
+    let quota = o.quota.map_or(o.page.default_quota(), applied);
+    let pairs_quota = applied(o.pairs_quota);
+    for (flag, q) in [("--quota", quota), ("--pairs-quota", pairs_quota)] {
+        let Some(q) = q else { continue };
+        if !(1_000.0..=1_000_000.0).contains(&period_us) || q * period_us < 1_000.0 {
+            return bad(format!(
+                "{flag} {:.0}% of --period {:?}: the kernel takes periods of 1 ms to 1 s and a \
+                 quota of at least 1 ms per period (at this quota: a period of at least {:.2} \
+                 ms)",
+                q * 100.0,
+                o.period,
+                1.0 / q
+            ));
+        }
     }
+    let (page_path, page_bytes, gzip_level) = match o.page {
+        Page::Gzip => (GZIP_PATH, GZIP_BYTES, Some(o.gzip_level)),
+        Page::Small => (SMALL_PATH, SMALL_BYTES, None),
+    };
     Ok(Params {
         cold,
         fracs: fracs(rates),
@@ -277,7 +354,12 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
         saturation: o.saturation,
         hot_conns: o.hot_conns,
         client_fifo: o.client_sched == super::opts::ClientSched::Fifo,
-        quota: o.quota,
+        page: o.page,
+        page_path,
+        page_bytes,
+        gzip_level,
+        quota,
+        pairs_quota,
         period_ms: period_us / 1e3,
         servers,
     })
@@ -378,14 +460,48 @@ mod tests {
         o.rates = None;
         o.cold = Some(vec![10, 0, 10]);
         assert_eq!(resolve(&o).unwrap().cold, [0, 10]);
-        // 20% of 4 ms is 0.8 ms: under the kernel's 1 ms quota; 5 ms gives 1 ms.
-        o.quota = 0.2;
+        // The gzip page by default: no quota on the capacity runs, 20% on the pairs.
+        let d = resolve(&o).unwrap();
+        assert_eq!(
+            (d.page_path, d.page_bytes, d.gzip_level),
+            ("/page.html", 65536, Some(6))
+        );
+        assert_eq!(
+            (d.quota, d.pairs_quota, d.capacity()),
+            (None, Some(0.2), 1.0)
+        );
+        assert!(d
+            .page_and_budget()
+            .contains("on the whole CPU, no quota; pairs on /file.html"));
+        // 20% of 4 ms is 0.8 ms: under the kernel's 1 ms quota; 5 ms gives 1 ms. Both
+        // quotas are checked.
+        o.quota = Some(0.2);
         o.period = Duration::from_millis(4);
-        assert!(resolve(&o)
-            .unwrap_err()
-            .to_string()
-            .contains("at least 5.00 ms"));
+        let e = resolve(&o).unwrap_err().to_string();
+        assert!(
+            e.contains("--quota 20%") && e.contains("at least 5.00 ms"),
+            "{e}"
+        );
+        o.quota = Some(1.0);
+        let e = resolve(&o).unwrap_err().to_string();
+        assert!(e.contains("--pairs-quota 20%"), "{e}");
+        o.pairs_quota = 1.0;
+        let w = resolve(&o).unwrap();
+        assert_eq!(
+            (w.quota, w.pairs_quota, w.pairs_capacity()),
+            (None, None, 1.0)
+        );
         o.period = Duration::from_millis(5);
+        o.pairs_quota = 0.2;
         assert_eq!(resolve(&o).unwrap().period_ms, 5.0);
+        // The small file takes the 20% quota unless told otherwise.
+        o.quota = None;
+        o.page = Page::Small;
+        let sm = resolve(&o).unwrap();
+        assert_eq!(
+            (sm.page_path, sm.gzip_level, sm.quota),
+            ("/file.html", None, Some(0.2))
+        );
+        assert!(sm.page_and_budget().contains("20% quota of 5 ms periods"));
     }
 }

@@ -135,9 +135,9 @@ pub fn report(s: &Summary) -> String {
     r.h2("Conditions");
     let p = &s.params;
     r.p(&format!(
-        "Each server runs alone on CPU {} in a cgroup with a CPU quota of {:.0}% of that CPU per \
-         {} ms CFS period (a slower CPU the client side can saturate; CPU shares below are of that capacity, from \
-         the cgroup's accounting). Per cold count (connected keep-alive connections, each served \
+        "Each server runs alone on CPU {} in a cgroup, {} (CPU shares below are of that \
+         capacity, from the cgroup's accounting). What was requested and on what budget: {}. \
+         Per cold count (connected keep-alive connections, each served \
          one request, then idle), wrk measures the peak with {} connections (closed loop, {} s), \
          loadgen's open loop (coordinated omission corrected) offered 1.25x that peak measures \
          the saturation of its own traffic, then runs {} rates from {:.0}% to {:.0}% of that \
@@ -145,8 +145,16 @@ pub fn report(s: &Summary) -> String {
          between the server and its twin (same configuration, same cgroup, no cold \
          connection). Servers: {}. Figures are noisy: other jobs share the machine.",
         s.testbed.server_cpu.map_or("any".into(), |c| c.to_string()),
-        p.quota * 100.0,
-        p.period_ms,
+        match p.quota {
+            Some(_) => format!(
+                "on {}: a slower CPU the client side can saturate",
+                super::plan::budget(p.quota, p.period_ms)
+            ),
+            None => "on the whole CPU, no quota: the page's compression is the work the client \
+                     side saturates it with"
+                .to_string(),
+        },
+        p.page_and_budget(),
         p.hot_conns,
         p.window_s,
         p.fracs.len(),
@@ -425,6 +433,7 @@ pub fn report(s: &Summary) -> String {
                 x.rss_before_kib.to_string(),
                 x.rss_after_kib.to_string(),
                 format!("{:.2}", x.kib_per_conn),
+                format!("{:.2}", x.kib_per_conn_soon),
             ]
         })
         .collect();
@@ -434,8 +443,9 @@ pub fn report(s: &Summary) -> String {
             "held",
             "added",
             "RSS before KiB",
-            "RSS after KiB",
+            "RSS after KiB (3.5 s)",
             "KiB per conn",
+            "KiB per conn at 0.3 s",
         ],
         &rows,
     );

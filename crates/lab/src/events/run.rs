@@ -24,15 +24,144 @@ use super::runout::RunOut;
 use super::search::{SatSearch, Trial};
 use crate::capacity::sample::{record_while, Reader, Source};
 use crate::error::{LabError, Result};
-use crate::peers::{LighttpdTuning, NginxTuning, Peer, PeerSite, PeerTuning};
+use crate::peers::{Gzip, LighttpdTuning, NginxTuning, Peer, PeerSite, PeerTuning};
 use crate::process::Managed;
 use crate::testbed::Testbed;
 use crate::wrk::{Wrk, WrkSpec};
 
-/// The file every request asks for (1 KB of HTML).
-pub const FILE: &str = "/file.html";
+/// The small file: what the cold connections and the pairs ask for (1 KiB of HTML).
+pub const FILE: &str = super::plan::SMALL_PATH;
 /// Its size.
-pub const FILE_BYTES: usize = 1024;
+pub const FILE_BYTES: usize = super::plan::SMALL_BYTES;
+/// The seed of the gzip page's words.
+pub const PAGE_SEED: u64 = 2;
+
+/// The gzip page's content: `bytes` bytes of HTML paragraphs of words drawn from a fixed
+/// vocabulary by a generator seeded with `seed` (the same page on every run). Text that
+/// compresses about as prose does (4-5x at level 6), so that zlib does its full work per
+/// request: matches to find, literals to code.
+pub fn gzip_page(bytes: usize, seed: u64) -> Vec<u8> {
+    use rand::{Rng, SeedableRng};
+    const WORDS: &[&str] = &[
+        "the",
+        "server",
+        "request",
+        "of",
+        "and",
+        "a",
+        "to",
+        "in",
+        "idle",
+        "connection",
+        "kernel",
+        "rate",
+        "is",
+        "that",
+        "for",
+        "event",
+        "with",
+        "time",
+        "as",
+        "cost",
+        "on",
+        "proxy",
+        "select",
+        "poll",
+        "descriptor",
+        "by",
+        "was",
+        "load",
+        "peak",
+        "capacity",
+        "which",
+        "from",
+        "each",
+        "busy",
+        "line",
+        "when",
+        "more",
+        "than",
+        "at",
+        "it",
+        "client",
+        "response",
+        "file",
+        "cache",
+        "system",
+        "user",
+        "network",
+        "slow",
+        "many",
+        "thousand",
+        "second",
+        "quarter",
+        "hour",
+        "measured",
+        "predicted",
+        "regression",
+        "intercept",
+        "scalable",
+        "performance",
+        "internet",
+        "realistic",
+        "loads",
+        "interface",
+        "readiness",
+        "hundreds",
+        "wide",
+        "area",
+        "delay",
+        "packet",
+        "buffer",
+        "process",
+        "thread",
+        "queue",
+        "latency",
+        "throughput",
+        "bandwidth",
+        "memory",
+        "page",
+        "table",
+        "hash",
+        "list",
+        "scan",
+        "set",
+        "bit",
+        "call",
+        "return",
+        "wait",
+        "wake",
+        "sleep",
+        "work",
+        "done",
+    ];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let head = "<!DOCTYPE html>\n<html><head><title>events lab page</title></head><body>\n";
+    let tail = "</body></html>\n";
+    let mut out = String::with_capacity(bytes + 64);
+    out.push_str(head);
+    while out.len() + tail.len() < bytes {
+        out.push_str("<p>");
+        let n = rng.gen_range(20..80);
+        for i in 0..n {
+            let w = WORDS[rng.gen_range(0..WORDS.len())];
+            if i == 0 {
+                out.push_str(&w[..1].to_uppercase());
+                out.push_str(&w[1..]);
+            } else {
+                out.push(' ');
+                out.push_str(w);
+            }
+            if rng.gen_range(0..12) == 0 {
+                out.push_str(&format!(" {}", rng.gen_range(0..100_000)));
+            }
+        }
+        out.push_str(".</p>\n");
+    }
+    out.truncate(bytes.saturating_sub(tail.len()));
+    out.push_str(tail);
+    out.into_bytes()
+}
 /// Connections beyond the hot and cold ones every server is configured for.
 const SPARE: usize = 64;
 
@@ -211,6 +340,11 @@ fn spawn(
             .iter()
             .map(OsString::from)
             .collect();
+            let mut args = args;
+            if let Some(l) = s.p.gzip_level {
+                // Compresses text/html per response when the client accepts gzip.
+                args.extend(["--gzip-level".into(), l.to_string().into()]);
+            }
             tb.spawn_server_side(&format!("triage{tag}"), s.triage_bin, &args, log)?
         }
         Some(peer) => {
@@ -221,7 +355,10 @@ fn spawn(
             let site = PeerSite {
                 root: s.root.to_owned(),
                 listen: addr,
-                gzip: None,
+                gzip: s.p.gzip_level.map(|level| Gzip {
+                    level,
+                    types: vec!["text/html".into()],
+                }),
                 keepalive_s: 3600,
                 extra,
             };
@@ -261,16 +398,32 @@ fn spawn(
 }
 
 /// One growth of the cold connections: how many were added and the server's resident memory
-/// just before and just after (no hot load in between).
+/// just before and after (no hot load in between).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ColdStep {
     /// Connections added.
     pub added: usize,
     /// RSS before (KiB).
     pub rss_before_kib: u64,
-    /// RSS after (KiB).
+    /// RSS [`COLD_SETTLE`] after the last connection was served and left idle (KiB): what the
+    /// idle connections hold, once the server has handed back what serving their first
+    /// requests left free.
     pub rss_after_kib: u64,
+    /// RSS [`COLD_SOON`] after it (KiB): the reading until cap12, which can still hold that
+    /// free memory (triage hands it back on its trimmer's next check, within a second, and
+    /// twice more a second apart).
+    pub rss_soon_kib: u64,
 }
+
+/// How soon after growing the cold connections the first RSS is read (lighttpd and nginx grow
+/// their tables lazily).
+pub const COLD_SOON: Duration = Duration::from_millis(300);
+/// How long after growing them the RSS the lab reports is read: past triage's trimmer, which
+/// checks every second and, once 256 or more connections have gone idle, hands free memory
+/// back to the kernel three times a second apart (`server::spawn_trimmer`). At 300 ms the
+/// reading held the free memory of serving the cold connections' first requests: 5.38 KiB
+/// per connection in `cap12-quick1`, where the same server held 2.17 KiB by the next point.
+pub const COLD_SETTLE: Duration = Duration::from_millis(3500);
 
 impl ColdStep {
     /// KiB per added connection.
@@ -359,6 +512,17 @@ pub struct Measured {
     pub pairs: Vec<(f64, f64)>,
     /// Why fewer cold connections are held than asked, if so.
     pub note: Option<String>,
+    /// What the point requested: `gzip` (the page compressed per request) or `small` (the
+    /// 1 KiB file; the pairs always).
+    pub page: &'static str,
+    /// The server side's CPU quota during the point (% of one CPU; `None`: none).
+    pub quota_pct: Option<f64>,
+    /// Mean body bytes per response as received (open-loop runs): compressed when the
+    /// server compressed.
+    pub body_bytes_per_req: Option<f64>,
+    /// The same decoded (gunzipped): above `body_bytes_per_req` when the responses were
+    /// compressed.
+    pub decoded_bytes_per_req: Option<f64>,
 }
 
 /// The client side's real-time scheduling for one measuring run (`--client-sched fifo`): the
@@ -468,12 +632,14 @@ fn ensure_cold(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<()> {
         if let Some(short) = &r.cold.short {
             r.limit_note = Some(format!("{}: {short}", r.server.name()));
         }
-        // Let the server settle (lighttpd and nginx grow their tables lazily).
-        crate::signals::sleep(Duration::from_millis(300))?;
+        crate::signals::sleep(COLD_SOON)?;
+        let soon = rss(r)?;
+        crate::signals::sleep(COLD_SETTLE.saturating_sub(COLD_SOON))?;
         r.cold_step = Some(ColdStep {
             added: r.cold.held() - before.0,
             rss_before_kib: before.1,
             rss_after_kib: rss(r)?,
+            rss_soon_kib: soon,
         });
     }
     Ok(())
@@ -499,8 +665,9 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         return measure_pairs(s, r, pt);
     }
     let window = s.p.window();
-    let cap = s.p.quota;
-    let url = format!("http://{}{FILE}", r.addr);
+    let cap = s.p.capacity();
+    let url = format!("http://{}{}", r.addr, s.p.page_path);
+    let gzip = s.p.gzip_level.is_some();
     if let Step::Rate { idx, .. } = pt.step {
         if idx == 0 {
             let dir =
@@ -529,10 +696,13 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     let client0 = CpuAtStart::now(s.tb.info().client_cpu);
     let server_cpu0 = CpuAtStart::now(s.tb.info().server_cpu);
     let t0 = Instant::now();
-    let (target, requests, errors, p50, p90, p99, frac, load_s) = match pt.step {
+    let (target, requests, errors, p50, p90, p99, frac, load_s, bodies) = match pt.step {
         Step::Saturate => {
             let mut spec = WrkSpec::new(url, s.p.hot_conns, window);
             spec.timeout = Some(Duration::from_secs(5));
+            if gzip {
+                spec.headers.push("Accept-Encoding: gzip".into());
+            }
             let w = Wrk::run(s.tb, &format!("wrk-{}", r.server.name()), &spec)?;
             r.peak = w.rps;
             (
@@ -542,6 +712,7 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 w.latency_p50_ms,
                 w.latency_p90_ms,
                 w.latency_p99_ms,
+                None,
                 None,
                 None,
             )
@@ -580,6 +751,9 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
             });
             cfg.progress = false;
             cfg.seed = 2 + pt.rep as u64;
+            if gzip {
+                cfg.accept_encoding = loadgen::AcceptEncoding::Gzip;
+            }
             let rep = loadgen::run_blocking(cfg, 1).map_err(|e| LabError::Process {
                 name: "loadgen".into(),
                 msg: e.to_string(),
@@ -595,6 +769,10 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
                 pct(m.t1.p99_ms),
                 frac,
                 Some(m.duration_s),
+                (m.requests > 0).then(|| Bodies {
+                    wire: m.bytes as f64 / m.requests as f64,
+                    decoded: m.bytes_decoded as f64 / m.requests as f64,
+                }),
             )
         }
         Step::Pairs => unreachable!("measured above"),
@@ -685,7 +863,18 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         access_log: r.access_log.clone(),
         pairs: Vec::new(),
         note: r.limit_note.clone(),
+        page: s.p.page.name(),
+        quota_pct: s.p.quota.map(|q| q * 100.0),
+        body_bytes_per_req: bodies.map(|b| b.wire),
+        decoded_bytes_per_req: bodies.map(|b| b.decoded),
     })
+}
+
+/// Mean body bytes per response of an open-loop run: as on the wire, and decoded.
+#[derive(Debug, Clone, Copy)]
+struct Bodies {
+    wire: f64,
+    decoded: f64,
 }
 
 /// The window a run's rate and CPU shares are read over (s): the load generator's own run,
@@ -746,10 +935,45 @@ fn wrk_cpu(s: &Setup<'_>, addr: SocketAddr, label: &str) -> Result<(u64, f64, f6
     Ok((w.requests, c1.total - c0.total, dt))
 }
 
+/// The server side's CPU quota set to `quota` (`None`: none) for as long as it lives, and set
+/// back to `back` after. The pairs run on the small file's budget whatever the page.
+struct QuotaFor<'a> {
+    cg: &'a os::Cgroup,
+    back: Option<f64>,
+    period: Duration,
+}
+
+impl<'a> QuotaFor<'a> {
+    fn set(s: &'a Setup<'_>, quota: Option<f64>, back: Option<f64>) -> Result<QuotaFor<'a>> {
+        let cg =
+            s.tb.server_cgroup()
+                .ok_or_else(|| LabError::Os("the server side has no cgroup".into()))?;
+        let period = Duration::from_micros((s.p.period_ms * 1e3).round() as u64);
+        cg.set_cpu_max(quota, period)
+            .map_err(|e| LabError::Os(format!("setting the pairs' CPU quota: {e}")))?;
+        Ok(QuotaFor { cg, back, period })
+    }
+}
+
+impl Drop for QuotaFor<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.cg.set_cpu_max(self.back, self.period) {
+            tracing::warn!("setting the server side's CPU quota back after the pairs: {e}");
+        }
+    }
+}
+
 /// The pairs: per pair one short wrk run against the server (its cold connections held) and
 /// one against its twin (none), in alternating order (ABBA), so that what changes on the
 /// machine over seconds falls on both alike. The point's own figures are the server's side.
+/// They request the small file on the pairs' quota (`--pairs-quota`), whatever the capacity
+/// runs' page and quota: a request of the gzip page costs about 2 ms, against which what the
+/// cold connections add to a request (tens of microseconds on poll, a few on epoll) would
+/// vanish in the noise.
 fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured> {
+    let _quota = (s.p.pairs_quota != s.p.quota)
+        .then(|| QuotaFor::set(s, s.p.pairs_quota, s.p.quota))
+        .transpose()?;
     let twin = r
         .twin
         .as_ref()
@@ -781,7 +1005,7 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
         }
         pairs.push((got[0], got[1]));
     }
-    let busy_pct = 100.0 * cpu_s / (s.p.quota * window_s);
+    let busy_pct = 100.0 * cpu_s / (s.p.pairs_capacity() * window_s);
     // Both processes' CPU over the whole step against the server CPU's busy time, in ticks.
     let side1 = cpu_now(s.tb)?;
     let side_s = (side1.user - side0.user) + (side1.system - side0.system);
@@ -821,6 +1045,10 @@ fn measure_pairs(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measure
         access_log: r.access_log.clone(),
         pairs,
         note: r.limit_note.clone(),
+        page: super::opts::Page::Small.name(),
+        quota_pct: s.p.pairs_quota.map(|q| q * 100.0),
+        body_bytes_per_req: None,
+        decoded_bytes_per_req: None,
     })
 }
 
@@ -861,6 +1089,21 @@ mod tests {
         assert_eq!(run_window_s(3.02, None), 3.02);
         assert_eq!(run_window_s(3.02, Some(3.5)), 3.02);
         assert_eq!(run_window_s(3.02, Some(0.0)), 3.02);
+    }
+
+    #[test]
+    fn the_gzip_page_is_the_same_text_every_time_and_compresses_as_prose() {
+        use std::io::Write as _;
+        let a = gzip_page(64 * 1024, PAGE_SEED);
+        assert_eq!(a.len(), 64 * 1024);
+        assert_eq!(a, gzip_page(64 * 1024, PAGE_SEED), "seeded: the same page");
+        assert_ne!(a, gzip_page(64 * 1024, PAGE_SEED + 1));
+        let text = std::str::from_utf8(&a).unwrap();
+        assert!(text.starts_with("<!DOCTYPE html>") && text.ends_with("</body></html>\n"));
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        z.write_all(&a).unwrap();
+        let ratio = a.len() as f64 / z.finish().unwrap().len() as f64;
+        assert!((3.0..8.0).contains(&ratio), "compresses {ratio:.2}x");
     }
 
     #[test]

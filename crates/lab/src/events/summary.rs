@@ -245,10 +245,13 @@ pub struct RssRow {
     pub added: usize,
     /// Resident memory before it (KiB).
     pub rss_before_kib: u64,
-    /// After it (KiB).
+    /// After it, settled (KiB; [`super::run::COLD_SETTLE`]).
     pub rss_after_kib: u64,
     /// The difference per added connection (KiB).
     pub kib_per_conn: f64,
+    /// The same from the RSS read [`super::run::COLD_SOON`] after the growth, the reading
+    /// until cap12 (KiB per connection).
+    pub kib_per_conn_soon: f64,
 }
 
 /// `summary.json`.
@@ -264,6 +267,8 @@ pub struct Summary {
     pub started_utc: String,
     /// How long it took (s).
     pub duration_s: f64,
+    /// What the capacity runs and the pairs requested, and on what CPU budget, in words.
+    pub page_and_budget: String,
     /// The parameters.
     pub params: Params,
     /// The testbed.
@@ -581,6 +586,31 @@ pub fn fit_row(
     row
 }
 
+/// The gzip page's open-loop runs whose responses were not compressed (decoded no larger than
+/// 90% more than received), one line per server and cold count: their CPU is not the page's.
+pub fn uncompressed(points: &[Measured]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for m in points
+        .iter()
+        .filter(|m| m.page == super::opts::Page::Gzip.name())
+    {
+        let (Some(wire), Some(decoded)) = (m.body_bytes_per_req, m.decoded_bytes_per_req) else {
+            continue;
+        };
+        if decoded > 0.0 && wire > decoded / 1.9 {
+            let n = format!(
+                "{} at cold {}: the gzip page was not compressed ({wire:.0} bytes per response \
+                 received, {decoded:.0} decoded): its CPU per request is not the page's",
+                m.server, m.cold
+            );
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
 /// Summarize everything measured.
 pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>) -> Summary {
     // Group: (server, rep, cold) -> saturation + rates.
@@ -689,6 +719,8 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
                     rss_before_kib: c.rss_before_kib,
                     rss_after_kib: c.rss_after_kib,
                     kib_per_conn: c.kib_per_conn(),
+                    kib_per_conn_soon: (c.rss_soon_kib as f64 - c.rss_before_kib as f64)
+                        / c.added.max(1) as f64,
                 });
             }
         }
@@ -812,6 +844,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
             "{errors} requests failed over the run (see raw.csv)"
         ));
     }
+    notes.extend(uncompressed(&points));
     notes.extend(no_prediction.iter().cloned());
     notes.extend(not_bracketed.iter().cloned());
     let mut s = Summary {
@@ -820,6 +853,7 @@ pub fn summarize(p: &Params, command: &str, env: &Env<'_>, points: Vec<Measured>
         command: command.to_owned(),
         started_utc: env.started_utc.clone(),
         duration_s: env.started.elapsed().as_secs_f64(),
+        page_and_budget: p.page_and_budget(),
         params: p.clone(),
         testbed: env.tb.info().clone(),
         triage_cpu_per_req_ratio_max: ratio_max.get(triage).copied(),
@@ -953,12 +987,13 @@ pub fn raw_csv(points: &[Measured]) -> String {
         "server,rep,cold,cold_held,step,frac,target_rps,rps,requests,errors,window_s,cpu_s,\
          user_pct,kernel_pct,idle_pct,cpu_per_req_us,p50_ms,p90_ms,p99_ms,rss_kib,\
          throttled_pct,sustained,failed_on,client_cpu_pct,client_cpu_busy_pct,client_fifo,\
-         server_cpu_others_pct\n",
+         server_cpu_others_pct,page,quota_pct,body_bytes_per_req,decoded_bytes_per_req\n",
     );
+    let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.0}"));
     for m in points {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{:.1},{:.1},{},{},{:.3},{:.4},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{}",
             m.server,
             m.rep,
             m.cold,
@@ -986,7 +1021,11 @@ pub fn raw_csv(points: &[Measured]) -> String {
             m.client_cpu_busy_pct.map_or(String::new(), |c| format!("{c:.1}")),
             m.client_fifo,
             m.server_cpu_others_pct
-                .map_or(String::new(), |c| format!("{c:.1}"))
+                .map_or(String::new(), |c| format!("{c:.1}")),
+            m.page,
+            o(m.quota_pct),
+            o(m.body_bytes_per_req),
+            o(m.decoded_bytes_per_req)
         );
     }
     s
@@ -1026,6 +1065,7 @@ pub fn search_line(r: &FitRow) -> String {
 
 /// The results table on stdout.
 pub fn print_table(s: &Summary) {
+    println!("{}", s.params.page_and_budget());
     println!(
         "{:<16} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
         "server",
@@ -1153,7 +1193,30 @@ mod tests {
             access_log: PathBuf::from("/nonexistent"),
             pairs: Vec::new(),
             note: None,
+            page: "small",
+            quota_pct: Some(20.0),
+            body_bytes_per_req: None,
+            decoded_bytes_per_req: None,
         }
+    }
+
+    #[test]
+    fn a_gzip_page_served_uncompressed_is_said() {
+        let mut a = m("rate", 500.0, 50.0);
+        a.page = "gzip";
+        a.body_bytes_per_req = Some(14_000.0);
+        a.decoded_bytes_per_req = Some(65_536.0);
+        let mut b = a.clone();
+        b.server = "lighttpd-epoll".into();
+        b.body_bytes_per_req = Some(65_536.0);
+        // The small file, and wrk's runs (no body counts), are not checked.
+        let c = m("rate", 500.0, 50.0);
+        let mut d = m("saturate", 500.0, 0.0);
+        d.page = "gzip";
+        let notes = uncompressed(&[a.clone(), b, c, d]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("lighttpd-epoll") && notes[0].contains("not compressed"));
+        assert!(uncompressed(&[a]).is_empty());
     }
 
     #[test]
@@ -1454,6 +1517,12 @@ mod tests {
         assert_eq!((ra.len(), rb.len()), (head.len(), head.len()));
         assert_eq!(ra[col], "31.2");
         assert_eq!(rb[col], "", "not measured: empty, not 0");
+        // Which page and budget each row ran on.
+        let at = |n: &str| head.iter().position(|h| *h == n).expect(n);
+        assert_eq!(
+            (ra[at("page")].as_str(), ra[at("quota_pct")].as_str()),
+            ("small", "20")
+        );
     }
 
     #[test]

@@ -100,8 +100,25 @@ pub fn lighttpd_conf(prefix: &Path, site: &PeerSite, t: &LighttpdTuning) -> Stri
     let _ = writeln!(s, "server.max-keep-alive-idle = {}", site.keepalive_s);
     let _ = writeln!(s, "server.max-read-idle = {}", site.keepalive_s);
     let _ = writeln!(s, "server.network-backend = \"sendfile\"");
+    let mut modules = Vec::new();
+    if site.gzip.is_some() {
+        modules.push("\"mod_deflate\"");
+    }
+    if t.access_log.is_some() {
+        modules.push("\"mod_accesslog\"");
+    }
+    if !modules.is_empty() {
+        let _ = writeln!(s, "server.modules = ({})", modules.join(", "));
+    }
+    if let Some(g) = &site.gzip {
+        // Compressed per response: no `deflate.cache-dir`, which would keep each file's
+        // compressed copy and serve it from then on.
+        let types: Vec<String> = g.types.iter().map(|t| format!("\"{t}\"")).collect();
+        let _ = writeln!(s, "deflate.mimetypes = ({})", types.join(", "));
+        let _ = writeln!(s, "deflate.allowed-encodings = (\"gzip\")");
+        let _ = writeln!(s, "deflate.compression-level = {}", g.level);
+    }
     if let Some(p) = &t.access_log {
-        let _ = writeln!(s, "server.modules = (\"mod_accesslog\")");
         let _ = writeln!(s, "accesslog.filename = {}", q(p));
         // Combined Log Format, with the time taken when the request began from the clock
         // itself: plain `%t` prints a time lighttpd updates once a second, a fraction of a
@@ -158,6 +175,21 @@ mod tests {
             &LighttpdTuning::default(),
         );
         assert!(d.contains("\"linux-sysepoll\"") && !d.contains("accesslog"));
+        // The test site asks for gzip at level 6: mod_deflate, compressing every response
+        // (no cache directory), before the access log's module.
+        for want in [
+            "server.modules = (\"mod_deflate\", \"mod_accesslog\")",
+            "deflate.mimetypes = (\"text/html\", \"image/bmp\")",
+            "deflate.allowed-encodings = (\"gzip\")",
+            "deflate.compression-level = 6",
+        ] {
+            assert!(c.contains(want), "{want} in\n{c}");
+        }
+        assert!(!c.contains("cache-dir"));
+        let mut plain = site(Path::new("/s"));
+        plain.gzip = None;
+        let e = lighttpd_conf(Path::new("/p"), &plain, &LighttpdTuning::default());
+        assert!(!e.contains("deflate") && !e.contains("server.modules"));
     }
 
     #[test]
