@@ -304,6 +304,8 @@ fn lab_events_tiny_writes_the_summary_keys() {
                 "1",
                 "--pairs",
                 "2",
+                "--pairs-quota",
+                "20%",
                 "--probes",
                 "1",
                 "--servers",
@@ -330,12 +332,14 @@ fn lab_events_tiny_writes_the_summary_keys() {
     }
     assert_eq!(s["idle_conns_held"], 200, "{}", s["notes"]);
     // The capacity runs on the gzip page with no quota, compressed by every server; the pairs
-    // on the 1 KiB file on a quota. Said in summary.json.
+    // on the 1 KiB file, here on a quota (`--pairs-quota 20%`: put on and taken off around
+    // them). Said in summary.json.
     assert_eq!(s["params"]["page"], "gzip");
     assert!(s["params"]["quota"].is_null() && s["params"]["pairs_quota"].is_number());
     let said = s["page_and_budget"].as_str().unwrap();
     assert!(
-        said.contains("no quota") && said.contains("pairs on /file.html"),
+        said.contains("no quota")
+            && said.contains("pairs on /file.html (1024 bytes), on a 20% quota"),
         "{said}"
     );
     for m in s["points"].as_array().unwrap() {

@@ -460,16 +460,13 @@ mod tests {
         o.rates = None;
         o.cold = Some(vec![10, 0, 10]);
         assert_eq!(resolve(&o).unwrap().cold, [0, 10]);
-        // The gzip page by default: no quota on the capacity runs, 20% on the pairs.
+        // The gzip page by default: no quota on the capacity runs nor on the pairs.
         let d = resolve(&o).unwrap();
         assert_eq!(
             (d.page_path, d.page_bytes, d.gzip_level),
             ("/page.html", 65536, Some(6))
         );
-        assert_eq!(
-            (d.quota, d.pairs_quota, d.capacity()),
-            (None, Some(0.2), 1.0)
-        );
+        assert_eq!((d.quota, d.pairs_quota, d.capacity()), (None, None, 1.0));
         assert!(d
             .page_and_budget()
             .contains("on the whole CPU, no quota; pairs on /file.html"));
@@ -483,6 +480,7 @@ mod tests {
             "{e}"
         );
         o.quota = Some(1.0);
+        o.pairs_quota = 0.2;
         let e = resolve(&o).unwrap_err().to_string();
         assert!(e.contains("--pairs-quota 20%"), "{e}");
         o.pairs_quota = 1.0;

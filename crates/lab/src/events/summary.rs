@@ -913,7 +913,8 @@ pub fn goals(s: &Summary) -> Vec<Goal> {
         })
         .and_then(|c| c.ci95.map(|x| (x, c.pairs)));
     g.push(Goal {
-        goal: "triage's CPU per request at every cold count <= 1.05x at 0 (the largest ratio)".into(),
+        goal: "triage's CPU per request at every cold count <= 1.05x at 0 (the largest ratio)"
+            .into(),
         met: s.triage_cpu_per_req_ratio_max.is_some_and(|r| r <= 1.05),
         detail: format!(
             "triage x{}{}, lighttpd-poll x{}, by server {:?}",
