@@ -9,7 +9,14 @@ a run out of CPU when idle < 3 % or not sustained, the lowest of equal splits; t
 at or above the cut, else every unsaturated rate; no prediction with |r| < 0.8), with its error
 against the run's measured crossing (cpu_out_rps).
 
+With --drain-share P the tool's prediction is recomputed from the steps it printed (`--json`) as
+`capacity::analyze` makes it, a step out of CPU for the knee when its drain is more than P% of
+its requests (`capacity::steps::fell_behind`; the binary's own threshold is DRAIN_SHARE_MAX), so
+that thresholds can be compared without a build per value; --cache DIR keeps the tool's output
+per row so that a second pass does not run it again.
+
   scripts/events-tool-vs-lab.py target/ci/triage results/DIR [results/DIR2 ...] [--all] [--refit]
+      [--knee-out ranout|idle|served|served-behind|main] [--drain-share P] [--cache DIR]
 """
 import argparse, csv, json, math, os, subprocess
 
@@ -48,25 +55,58 @@ def lab_refit(rates, cut, knee_out="ranout"):
     """The lab's prediction from its raw.csv rows of step "rate" on the current method; with
     knee_out "idle" the knee counts a rate out of CPU on idle alone, with "served" on idle or
     served under 97 % of offered (what a log can show, p99 left out); with "main" the knee
-    splits by the rate served, out on idle alone (the method until cap10)."""
-    out = lambda r: (not float(r["idle_pct"]) >= SAT or {
+    splits by the rate served, out on idle alone (the method until cap10); with
+    "served-behind" on idle, served under 97 %, or served less than a lower rate offered did
+    (what a log's steps show: `triage capacity`'s time order)."""
+    served_before = []
+    for r in rates:
+        served_before.append(max([float(q["rps"]) for q in rates
+                                  if float(q["target_rps"]) < float(r["target_rps"])],
+                                 default=-math.inf))
+    out = lambda r, hi: (not float(r["idle_pct"]) >= SAT or {
         "ranout": r["sustained"] != "true",
         "idle": False,
         "main": False,
-        "served": float(r["rps"]) < 0.97 * float(r["target_rps"])}[knee_out])
+        "served": float(r["rps"]) < 0.97 * float(r["target_rps"]),
+        "served-behind": float(r["rps"]) < 0.97 * float(r["target_rps"])
+        or float(r["rps"]) < hi}[knee_out])
     key = "rps" if knee_out == "main" else "target_rps"
-    knee = split_above([(float(r[key]), out(r)) for r in rates])
+    knee = split_above([(float(r[key]), out(r, hi)) for r, hi in zip(rates, served_before)])
     keep = [(float(r["rps"]), float(r["idle_pct"])) for r in rates
             if float(r[key]) < knee and float(r["idle_pct"]) >= SAT]
     f = line([p for p in keep if p[0] >= cut]) or line(keep)
     return f[0] if f and f[0] is not None and abs(f[1]) >= MIN_R else None
+
+
+def tool_refit(buckets, cut, share):
+    """The tool's prediction (`predicted_peak_rps`, not filtered on r) from its steps in time
+    order, a step out of CPU when its idle is under 3 %, it served less than an earlier step,
+    or its drain is more than `share` % of its requests; and whether it is trusted (a busy-range
+    or unsaturated fit with |r| >= 0.8)."""
+    hi, order = -math.inf, []
+    for i, b in enumerate(buckets):
+        behind = b["rate"] < hi or b.get("drain_requests", 0) > share / 100 * b["requests"]
+        hi = max(hi, b["rate"])
+        order.append((i, behind or not b["idle_pct"] >= SAT))
+    knee = split_above(order)
+    pts = [(b["rate"], b["idle_pct"]) for b in buckets]
+    keep = [p for i, p in enumerate(pts) if i < knee and p[1] >= SAT]
+    f = line([p for p in keep if p[0] >= cut]) or line(keep)
+    if f:
+        return f[0], abs(f[1]) >= MIN_R
+    f = line(pts)
+    return f and f[0], False
 
 ap = argparse.ArgumentParser()
 ap.add_argument("triage")
 ap.add_argument("dirs", nargs="+")
 ap.add_argument("--all", action="store_true", help="print every row, not only those over 1%")
 ap.add_argument("--refit", action="store_true", help="the lab's prediction on the current method")
-ap.add_argument("--knee-out", default="ranout", choices=["ranout", "idle", "served", "main"],
+ap.add_argument("--drain-share", type=float, help="recompute the tool's prediction with this "
+                "threshold (%%) on a step's drain")
+ap.add_argument("--cache", help="a directory keeping the tool's --json output per row")
+ap.add_argument("--knee-out", default="ranout",
+                choices=["ranout", "idle", "served", "served-behind", "main"],
                 help="with --refit: what counts a rate out of CPU for the knee (the lab: ranout)")
 a = ap.parse_args()
 errs, allw, terrs = [], [], []
@@ -79,11 +119,21 @@ for d in a.dirs:
         cpu = os.path.join(d, "cpu", f"{srv}-r{rep}-cold{cold}.csv")
         if not (os.path.exists(log) and os.path.exists(cpu)):
             continue
-        r = subprocess.run([a.triage, "capacity", "--log", log, "--cpu", cpu, "--steps", "2s",
-                            "--low-rate-cut", str(f["cut_rps"]), "--json"],
-                           capture_output=True, text=True)
-        t = json.loads(r.stdout) if r.returncode == 0 else None
+        cached = a.cache and os.path.join(
+            a.cache, f"{os.path.basename(d.rstrip('/'))}-{srv}-r{rep}-cold{cold}.json")
+        if cached and os.path.exists(cached):
+            t = json.load(open(cached))
+        else:
+            r = subprocess.run([a.triage, "capacity", "--log", log, "--cpu", cpu, "--steps",
+                                "2s", "--low-rate-cut", str(f["cut_rps"]), "--json"],
+                               capture_output=True, text=True)
+            t = json.loads(r.stdout) if r.returncode == 0 else None
+            if cached:
+                os.makedirs(a.cache, exist_ok=True)
+                json.dump(t, open(cached, "w"))
         tool = t and t["predicted_peak_rps"]
+        if t and a.drain_share is not None:
+            tool, trusted = tool_refit(t["buckets"], f["cut_rps"], a.drain_share)
         lab = f.get("predicted_rps")
         m = f.get("cpu_out_rps")
         if a.refit:
@@ -93,8 +143,9 @@ for d in a.dirs:
             errs.append(None if lab is None or not m else (lab - m) / m * 100)
         # The tool's own error: its prediction where it is trusted as the lab trusts its own
         # (a busy-range or unsaturated fit, |r| >= 0.8: no "too weak" warning).
-        trusted = t and t["prediction_range"] != "all" and not any(
-            "too weak" in w for w in t["warnings"])
+        if not (t and a.drain_share is not None):
+            trusted = t and t["prediction_range"] != "all" and not any(
+                "too weak" in w for w in t["warnings"])
         terrs.append(None if not (tool and trusted) or not m else (tool - m) / m * 100)
         diff = abs(tool - lab) / lab * 100 if tool and lab else None
         if diff is not None:

@@ -24,6 +24,11 @@ pub struct Bucket {
     pub edge_s: f64,
     /// Requests logged in it.
     pub requests: u64,
+    /// A step's drain (`--steps`; 0 for fixed buckets): the requests logged in the second
+    /// after it, beyond what its own partial last second would hold. An open-loop step the
+    /// server kept up with ends with its rate; one it fell behind leaves a queue that is
+    /// served after the rate ended ([`super::steps::fell_behind`]).
+    pub drain_requests: u64,
     /// `requests` per second of the bucket (over `width_s + edge_s`).
     pub rate: f64,
     /// User-mode share of the CPU (%).
@@ -166,6 +171,7 @@ pub fn bucketize(
             width_s,
             edge_s: 0.0,
             requests: counts[k],
+            drain_requests: 0,
             rate: counts[k] as f64 / width_s as f64,
             user_pct: pct(d.user_s),
             kernel_pct: pct(d.system_s),

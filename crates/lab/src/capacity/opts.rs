@@ -21,7 +21,9 @@ pub struct AnalyzeOpts {
     /// seconds between steps are left out (for a load test that steps its rate every few
     /// seconds, so that no bucket mixes two rates). The ladder must rise: the steps' time order
     /// is taken for their offered order, and the busy range ends at the first step that ran
-    /// out of CPU or served less than an earlier step (it fell behind).
+    /// out of CPU or fell behind its rate: served less than an earlier step, or left a queue
+    /// (the second after it held more than 2% of its requests beyond its own partial last
+    /// second, which for a step that starts inside a second is taken to end as far into one).
     #[arg(long, value_name = "MIN", value_parser = units::parse_positive_duration, conflicts_with = "bucket")]
     pub steps: Option<Duration>,
     /// Also fit the busy range, the buckets at or above this many requests/s (seed 002's

@@ -46,6 +46,22 @@ pub const STEP_REL: f64 = 0.05;
 /// from its neighbours' rate is a whole second of their step, not a partial one.
 pub const FRAGMENT_REL: f64 = 0.10;
 
+/// A step fell behind when its drain ([`Bucket::drain_requests`]) is more than this share of
+/// its requests. The lab counts an open-loop run as not sustained when it served under 97% of
+/// its rate over its window (from its start to its last response): a 3 s run whose last
+/// response came more than 0.093 s after its rate ended. Its drain is smaller than that time
+/// at the rate served (the last responses of a queue come sparser): the threshold is chosen
+/// on the lab's saved ladders, where it catches most of the rates that failed on "served"
+/// with idle left and few of the sustained ones (docs/events.md, cap13).
+pub const DRAIN_SHARE_MAX: f64 = 0.02;
+
+/// Whether the step `b` fell behind its rate: its drain is more than [`DRAIN_SHARE_MAX`] of
+/// its requests. Out of CPU for the knee (`super::analyze::time_order`), as the lab counts a
+/// run not sustained.
+pub fn fell_behind(b: &Bucket) -> bool {
+    b.drain_requests as f64 > DRAIN_SHARE_MAX * b.requests as f64
+}
+
 /// The runs of [`steps_of`] with the fragments joined: a run shorter than `min_s` seconds
 /// joins its neighbour (itself a fragment or a step) when every second of the two lies within
 /// [`FRAGMENT_REL`] (or [`STEP_SIGMAS`] Poisson standard deviations) of their joint mean. Two
@@ -102,8 +118,10 @@ pub fn bucketize_steps(
         }
     }
     let runs = merge_fragments(&counts, &steps_of(&counts), min_s as usize);
+    // First the steps and the partial seconds they claim, then each step's drain: the second
+    // after a step is its drain unless the next step claimed it as its partial first second.
     let mut claimed = vec![false; runs.len()];
-    let mut buckets = Vec::new();
+    let mut steps = Vec::new();
     for (i, &(a, len)) in runs.iter().enumerate() {
         if (len as u64) < min_s {
             continue;
@@ -133,8 +151,37 @@ pub fn bucketize_steps(
             None
         };
         claimed[i] = true;
+        steps.push((i, full, rate, head, tail));
+    }
+    let mut buckets = Vec::new();
+    for &(i, full, rate, head, tail) in &steps {
+        let (a, len) = runs[i];
         let (hc, hf) = head.unwrap_or((0, 0.0));
         let (tc, tf) = tail.unwrap_or((0, 0.0));
+        // The second after the step (after its partial last second), when it holds less than
+        // a partial second would: what it holds was served after the step's rate ended, its
+        // drain. A second holding more (a step that caught up, the next step's first second)
+        // is not a drain. When the step started inside a second (a claimed partial first
+        // second: a ladder not aligned on whole seconds), its last second holds the rest of
+        // that second of its own (a step of whole seconds that started 0.4 s into one ends
+        // 0.4 s into another): the drain is what its last second and the one after hold
+        // beyond that.
+        let next = i + 1 + usize::from(tail.is_some());
+        let after = match runs.get(next) {
+            Some(&(b, l))
+                if (l as u64) < min_s
+                    && !claimed[next]
+                    && (counts[b] as f64) < PARTIAL_MIN * rate =>
+            {
+                counts[b]
+            }
+            _ => 0,
+        };
+        let drain = if head.is_some() {
+            ((tc + after) as f64 - (1.0 - hf) * rate).max(0.0).round() as u64
+        } else {
+            after
+        };
         // The CPU of the whole seconds, partial ones included: the rest of a partial second
         // is the pause beside the step, where the server used next to nothing, and CPU within
         // a second is not spread evenly (a drain comes first), so it is not interpolated.
@@ -160,6 +207,7 @@ pub fn bucketize_steps(
             width_s: len as u64,
             edge_s: hf + tf,
             requests: reqs,
+            drain_requests: drain,
             rate: reqs as f64 / span,
             user_pct,
             kernel_pct,
@@ -350,5 +398,93 @@ mod tests {
             }
         }
         assert_eq!(b.requests_outside, 0);
+    }
+
+    #[test]
+    fn a_step_that_fell_behind_leaves_its_queue_in_the_next_second() {
+        // Per-second counts of the lab's own log (cap11-quick2, nginx at 10000 cold), its
+        // steps starting on whole seconds: offered 5662 and 6526 req/s, both sustained (6 and
+        // 20 requests in the second after them, 0.04 and 0.1% of theirs), then 7390, which
+        // fell behind (served 7049 over its window: 848 requests after its rate ended, 3.98%).
+        let counts = [
+            5651usize, 5663, 5668, 6, 6520, 6506, 6533, 20, 7187, 7542, 6593, 848, 0,
+        ];
+        let (times, s) = per_second(1000, counts.map(|n| (n, 0.3, 0.3)));
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        let got: Vec<(u64, u64, u64, bool)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.width_s, x.requests, x.drain_requests, fell_behind(x)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (3, 16982, 6, false),
+                (3, 19559, 20, false),
+                (3, 21322, 848, true)
+            ]
+        );
+        // The threshold: just over it is behind, at it is not.
+        let mut x = b.buckets[2];
+        x.drain_requests = (DRAIN_SHARE_MAX * x.requests as f64).floor() as u64;
+        assert!(!fell_behind(&x));
+        x.drain_requests += 1;
+        assert!(fell_behind(&x));
+        // A second after the step holding more than a partial one would (a step that caught
+        // up, a burst) is no drain: 15372 after 12970 and 12961 (cap11-quick2, lighttpd-poll
+        // at 0 cold).
+        let (times, s) = per_second(
+            1000,
+            [
+                11000usize, 11000, 11000, 10, 12144, 12156, 12145, 24, 12970, 12961, 15372, 729, 0,
+            ]
+            .map(|n| (n, 0.4, 0.4)),
+        );
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        let drains: Vec<u64> = b.buckets.iter().map(|x| x.drain_requests).collect();
+        assert_eq!(drains, [10, 24, 0], "{:?}", b.buckets);
+    }
+
+    #[test]
+    fn a_ladder_not_aligned_on_whole_seconds_has_partial_last_seconds_not_drains() {
+        // Steps of 3 s starting 0.4 s into a second, 1 s apart: 1000, 2000 and 3000 req/s.
+        // Each step's first second holds 0.6 of its rate (its partial first second), its last
+        // 0.4 (the rest of its third second): the step's own, not a drain.
+        let sustained = [
+            0usize, 600, 1000, 1000, 400, 0, 1200, 2000, 2000, 800, 0, 1800, 3000, 3000, 1200, 0,
+        ];
+        let (times, s) = per_second(1000, sustained.map(|n| (n, 0.3, 0.3)));
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        let got: Vec<(u64, u64, bool)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.requests, x.drain_requests, fell_behind(x)))
+            .collect();
+        assert_eq!(
+            got,
+            [(2600, 0, false), (5200, 0, false), (7800, 0, false)],
+            "{:?}",
+            b.buckets
+        );
+        // The third step offered 3000 req/s, served at 2700: of its 9000 requests 1620, 2700
+        // and 2700 fall in its first three seconds, 1080 in the 0.4 s of its rate left and the
+        // 900 queued after it in the next 0.33 s, 1980 in all (a partial last second of 0.73):
+        // 900 beyond its own 0.4 s, 10% of its requests.
+        let behind = [
+            0usize, 600, 1000, 1000, 400, 0, 1200, 2000, 2000, 800, 0, 1620, 2700, 2700, 1980, 0,
+        ];
+        let (times, s) = per_second(1000, behind.map(|n| (n, 0.3, 0.3)));
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        let got: Vec<(u64, u64, bool)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.requests, x.drain_requests, fell_behind(x)))
+            .collect();
+        assert_eq!(
+            got,
+            [(2600, 0, false), (5200, 0, false), (9000, 900, true)],
+            "{:?}",
+            b.buckets
+        );
     }
 }

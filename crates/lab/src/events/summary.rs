@@ -1492,7 +1492,8 @@ mod tests {
             .iter()
             .map(|m| (m.target_rps, ran_out(&trial_of(m))))
             .collect();
-        let tool = crate::capacity::analyze::time_order(&pts, KNEE_IDLE_PCT);
+        let tool =
+            crate::capacity::analyze::time_order(&pts, &vec![false; pts.len()], KNEE_IDLE_PCT);
         let cut = Some(8004.4);
         let (lr, lf) = prediction_fit(&pts, &lab, cut, KNEE_IDLE_PCT);
         let (tr, tf) = prediction_fit(&pts, &tool, cut, KNEE_IDLE_PCT);
