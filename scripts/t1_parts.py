@@ -448,6 +448,22 @@ def read_html(run):
     return rows
 
 
+def kept_runs(out, names):
+    """Every kept run of the lab under OUT with its directory's name, its variant's name (a
+    run named `variant<N>` takes the summary's N-th name) and its HTML rows; runs without a
+    load's html.csv are left out."""
+    for run in sorted(glob.glob(os.path.join(out, "runs", "*"))):
+        base = os.path.basename(run)
+        variant = base.rsplit("-b", 1)[0]
+        if variant.startswith("variant") and variant[7:].isdigit():
+            variant = names[int(variant[7:])]
+        try:
+            rows = read_html(run)
+        except OSError:
+            continue
+        yield run, base, variant, rows
+
+
 def html_lines(path, t_scale, d_scale):
     """[(pid, start s, duration s, browser)] of the HTML lines of an access log (browser -1:
     php-fpm's, which names the script, not the page: matched by time)."""
@@ -571,15 +587,7 @@ def main():
     names = [v["name"] for v in summary["variants"]]
     per = collections.defaultdict(list)
     lines = []
-    for run in sorted(glob.glob(os.path.join(out, "runs", "*"))):
-        base = os.path.basename(run)
-        variant = base.rsplit("-b", 1)[0]
-        if variant.startswith("variant") and variant[7:].isdigit():
-            variant = names[int(variant[7:])]
-        try:
-            rows = read_html(run)
-        except OSError:
-            continue
+    for run, base, variant, rows in kept_runs(out, names):
         if os.path.isdir(os.path.join(run, "apache")):
             log = html_lines(os.path.join(run, "apache", "access.log"), 1e6, 1e6)
             tr.who = serving(os.path.join(run, "apache", "access.log"), 1e6, 1e6)
@@ -617,15 +625,7 @@ def main():
     cpus = collections.Counter(c for v in tr.tr.values() for _, st, c in v if st == "X")
     server_cpu = cpus.most_common(1)[0][0] if cpus else 0
     refills = collections.defaultdict(list)
-    for run in sorted(glob.glob(os.path.join(out, "runs", "*"))):
-        base = os.path.basename(run)
-        variant = base.rsplit("-b", 1)[0]
-        if variant.startswith("variant") and variant[7:].isdigit():
-            variant = names[int(variant[7:])]
-        try:
-            rows = read_html(run)
-        except OSError:
-            continue
+    for run, base, variant, rows in kept_runs(out, names):
         by_start = collections.defaultdict(list)
         for h in rows:
             by_start[round(h["start"] - h["browser"] * 0.04, 1)].append(h)
