@@ -11,17 +11,15 @@ served (its window ran on past the schedule: served < 97%) from the sustained on
 """
 import csv, json, os, subprocess, sys
 
+from events_fitlib import fit_inputs
+
 binary, dirs = sys.argv[1], sys.argv[2:]
 res = []
 for d in dirs:
     name = os.path.basename(d.rstrip("/"))
     raw = list(csv.DictReader(open(os.path.join(d, "raw.csv"))))
-    for f in json.load(open(os.path.join(d, "summary.json")))["fits"]:
+    for f, log, cpu in fit_inputs(d):
         srv, cold, rep = f["server"], f["cold"], f["rep"]
-        log = os.path.join(d, "logs", f"{srv}-r{rep}.access.log")
-        cpu = os.path.join(d, "cpu", f"{srv}-r{rep}-cold{cold}.csv")
-        if not (os.path.exists(log) and os.path.exists(cpu)):
-            continue
         r = subprocess.run([binary, "capacity", "--log", log, "--cpu", cpu, "--steps", "2s",
                             "--low-rate-cut", str(f["cut_rps"]), "--json"],
                            capture_output=True, text=True)

@@ -20,20 +20,15 @@ per row so that a second pass does not run it again.
 """
 import argparse, csv, json, math, os, subprocess
 
-SAT, MIN_R = 3.0, 0.8
+from events_fitlib import SAT, fit_inputs, split
+
+MIN_R = 0.8
 
 
 def split_above(runs):
     """The lowest (key, out) above the fewest-disagreeing split, the lowest of ties."""
-    v = sorted(runs)
-    out_below, left_above = 0, sum(1 for r in v if not r[1])
-    best = (left_above, 0)
-    for i, r in enumerate(v):
-        out_below += r[1]
-        left_above -= not r[1]
-        if out_below + left_above < best[0]:
-            best = (out_below + left_above, i + 1)
-    return v[best[1]][0] if best[1] < len(v) else math.inf
+    above = split(runs)[1]
+    return math.inf if above is None else above
 
 
 def line(pts):
@@ -113,12 +108,8 @@ errs, allw, terrs = [], [], []
 for d in a.dirs:
     worst = None
     raw = list(csv.DictReader(open(os.path.join(d, "raw.csv")))) if a.refit else []
-    for f in json.load(open(os.path.join(d, "summary.json")))["fits"]:
+    for f, log, cpu in fit_inputs(d):
         srv, cold, rep = f["server"], f["cold"], f["rep"]
-        log = os.path.join(d, "logs", f"{srv}-r{rep}.access.log")
-        cpu = os.path.join(d, "cpu", f"{srv}-r{rep}-cold{cold}.csv")
-        if not (os.path.exists(log) and os.path.exists(cpu)):
-            continue
         cached = a.cache and os.path.join(
             a.cache, f"{os.path.basename(d.rstrip('/'))}-{srv}-r{rep}-cold{cold}.json")
         if cached and os.path.exists(cached):

@@ -1,7 +1,8 @@
-"""What the offline events scripts (events-fits.py, events-window.py) share: the lab's
-saturation reading of a raw.csv row, the fewest-disagreeing split of runs by rate (as
-`events::runout`), and the (weighted) least-squares line of idle on rate."""
-import math
+"""What the offline events scripts (events-fits.py, events-window.py, events-tool-vs-lab.py,
+events-drain.py) share: the lab's saturation reading of a raw.csv row, the fewest-disagreeing
+split of runs by rate (as `events::runout`), the (weighted) least-squares line of idle on
+rate, and where a run keeps each fit's access log and CPU samples."""
+import json, math, os
 
 SAT = 3.0
 
@@ -40,3 +41,14 @@ def fit(pts, w=None):
         return None
     m = sxy / sxx
     return ((-(my - m * mx) / m) if m < 0 else None, sxy / math.sqrt(sxx * syy) if syy > 0 else 0.0)
+
+
+def fit_inputs(d):
+    """(fit, access log, CPU samples) for every fit in DIR's summary.json whose server's log
+    and CPU samples the run kept: what `triage capacity` reads for that row."""
+    for f in json.load(open(os.path.join(d, "summary.json")))["fits"]:
+        srv, cold, rep = f["server"], f["cold"], f["rep"]
+        log = os.path.join(d, "logs", f"{srv}-r{rep}.access.log")
+        cpu = os.path.join(d, "cpu", f"{srv}-r{rep}-cold{cold}.csv")
+        if os.path.exists(log) and os.path.exists(cpu):
+            yield f, log, cpu
