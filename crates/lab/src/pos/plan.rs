@@ -134,8 +134,8 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     });
     // Exp 1's quick form is the check (the attach variants, `--site cgi`): a page's
     // t1 there is a count of the quota's 100 ms grants, and 2 repetitions left one run's mean
-    // t1 improvement about 7 points of standard error; 6 bring it to about 4 (the mean does
-    // not move, the spread of single runs narrows) at about 4 minutes for the four attach
+    // t1 improvement about 10 points of standard error; 6 bring it to about 6 (the mean does
+    // not move, the spread of single runs narrows) in about 4 minutes for the four attach
     // variants (docs/kpos.md).
     let reps = o.reps.unwrap_or(match (tiny, o.quick, o.exp) {
         (true, _, _) => 1,
