@@ -3,9 +3,12 @@
 # compiler, linker or cargo process and each niced (nice > 0) user process that is running
 # (those running when it starts, and those started later: another build beside the
 # measurement ran on the server's CPU too, 20-45% of CPU 0 in runs of 2026-11-27,
-# docs/events.md); resume them all when CMD ends. The watch itself runs on the last CPU (the
-# lab's client CPU), not on the server's. On a machine shared by several measurers, take a
-# lock around it:
+# docs/events.md); resume them all when CMD ends. CMD's own descendants are never paused: a
+# lab lowers some of its own processes below nice 0 (`triage lab pos --site cgi` puts scripts
+# and the server's threads at the back of the ready queue, nice 19), and a CMD that builds
+# before it measures (scripts/run.sh) must not stop its own cargo. The watch itself runs on
+# the last CPU (the lab's client CPU), not on the server's. On a machine shared by several
+# measurers, take a lock around it:
 #   flock /tmp/lab.lock scripts/keep-cpu-quiet.sh target/ci/triage lab events ...
 set -u
 paused=()
@@ -19,8 +22,15 @@ trap 'kill -TERM "$cmd" 2>/dev/null' INT TERM
 taskset -pc "$(($(nproc) - 1))" $$ >/dev/null
 names=" rustc cargo cc1 cc1plus ld ld.lld collect2 clang clippy-driver rust-lld cc rustdoc "
 while kill -0 "$cmd" 2>/dev/null; do
+  # CMD's descendants (each process's ancestry walked up to CMD or to init).
+  own=" $(ps -eo pid=,ppid= | awk -v root="$cmd" '{ up[$1] = $2 }
+    END { for (p in up) { q = p; while (q != root && (q in up) && q > 1) q = up[q];
+          if (q == root) printf "%s ", p } }')"
   while read -r pid ppid ni stat comm; do
     if [ "$pid" = "$$" ] || [ "$pid" = "$cmd" ] || [ "$pid" = 2 ] || [ "$ppid" = 2 ]; then
+      continue
+    fi
+    if [[ "$own" == *" $pid "* ]]; then
       continue
     fi
     case "$stat" in T*) continue ;; esac

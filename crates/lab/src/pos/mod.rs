@@ -352,7 +352,14 @@ mod tests {
         let mut q = opts(1);
         q.quick = true;
         let pq = resolve(&q).unwrap();
-        assert_eq!((pq.reps, pq.rw.clone()), (2, vec![1]));
+        assert_eq!((pq.reps, pq.rw.clone()), (6, vec![1]));
+        let mut q2 = opts(2);
+        q2.quick = true;
+        assert_eq!(
+            resolve(&q2).unwrap().reps,
+            2,
+            "only exp 1's quick form runs 6"
+        );
         // Exp 1's bursts leave every worker idle longer than SLP after the slowest page (t2 up
         // to ~3.4 s measured), default and quick alike.
         for p in [&p, &pq] {

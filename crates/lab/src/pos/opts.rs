@@ -21,7 +21,7 @@ pub struct PosOpts {
     /// Scale of the time parameters (tiny: 3 browsers, 2 pages each, 1 repetition).
     #[arg(long = "seconds-scale", value_enum, default_value = "normal")]
     pub scale: Scale,
-    /// Repetitions per variant (interleaved) [default: 5; --quick 2; tiny 1].
+    /// Repetitions per variant (interleaved) [default: 5; --quick: exp 1 6, others 2; tiny 1].
     #[arg(long)]
     pub reps: Option<usize>,
     /// Simultaneous browsers (exp 1-3) [default: 9; tiny 3].
@@ -258,6 +258,10 @@ pub fn default_period(o: &PosOpts) -> Duration {
 /// nothing to reorder (docs/lab.md); the simulator's calibration of the paper's exp 1 found
 /// clicks spread over about 300 ms (docs/sim.md).
 pub const DEFAULT_STAGGER: Duration = Duration::from_millis(40);
+
+/// Repetitions of `--exp 1 --quick` (the issue's checks; the other experiments' quick form
+/// runs 2): see [`super::plan::resolve`].
+pub const QUICK_EXP1_REPS: usize = 6;
 
 /// Default floor of the predicted SLP of exp 3-4 (`--slp-floor`). Seed 001's rule sets SLP to
 /// the smallest of the workers' longest waits of each 500 ms period, meant to find "the process
