@@ -21,11 +21,12 @@
 //! One 3 s run in twenty costs 5-13% more CPU per request than its neighbours (the host's
 //! noise; docs/events.md, cap14), enough to read out of CPU 10% below the crossing, so no
 //! single run may set the bracket: before the probes bisect it, a probe runs again a rate
-//! without a verdict, then an edge of the bracket that rests on one run (the rate above; the
-//! rate below unless its idle was at least [`CLEAR_IDLE_PCT`], where a run that much dearer
-//! would still have had idle left). The overload run is a vote but is never repeated: it was
-//! offered far above the crossing. Pure: tested on a model server, and on a seeded model with
-//! the measured noise against the method before the repeats.
+//! without a verdict, then an edge of the bracket that rests on one run (the rate above, then
+//! the rate below), unless that run was *clear*: a run about 8% dearer or cheaper would have
+//! read the same (idle at least [`CLEAR_IDLE_PCT`], or served under [`CLEAR_SERVED_FRAC`] of
+//! its rate). The overload run is a vote but is never repeated: it was offered far above the
+//! crossing. Pure: tested on a model server, and on a seeded model with the measured noise
+//! against the method before the repeats.
 
 use serde::Serialize;
 
@@ -38,10 +39,14 @@ pub fn ran_out(t: &Trial) -> bool {
     !t.sustained() || t.idle_pct.is_nan() || t.idle_pct < SATURATED_IDLE_PCT
 }
 
-/// A run whose rate sets the lower edge of the bracket needs no second run when its idle
-/// share was at least this (%): to have read out of CPU (idle under 3%) it would have had to
-/// cost about 8% more CPU per request, which one run in fifty does (docs/events.md, cap14).
+/// A run with idle left is clear (its rate needs no second run at the bracket's edge) when its
+/// idle share was at least this (%): to have read out of CPU (idle under 3%) it would have had
+/// to cost about 8% more CPU per request, which one run in fifty does (docs/events.md, cap14).
 pub const CLEAR_IDLE_PCT: f64 = 10.0;
+
+/// A run out of CPU is clear when it served under this share of the rate offered: its server
+/// needed over 1/0.95 of its CPU, and a run 8% cheaper would have run out as well.
+pub const CLEAR_SERVED_FRAC: f64 = 0.95;
 
 /// One open-loop run: its vote at the rate it was offered.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -50,8 +55,10 @@ pub struct Vote {
     pub rate: f64,
     /// Whether it ran out of CPU ([`ran_out`]).
     pub out: bool,
-    /// Its idle share (%; NaN: not measured).
-    pub idle_pct: f64,
+    /// Whether a run about 8% dearer or cheaper would have read the same: idle at least
+    /// [`CLEAR_IDLE_PCT`] with idle left, served under [`CLEAR_SERVED_FRAC`] of the rate out
+    /// of CPU. Its rate needs no second run at the bracket's edge.
+    pub clear: bool,
     /// Whether a probe may run its rate again: every run but the overload run.
     pub repeatable: bool,
 }
@@ -104,10 +111,16 @@ impl RunOut {
 
     fn push(&mut self, t: &Trial, repeatable: bool) {
         if t.offered.is_finite() && t.offered > 0.0 {
+            let out = ran_out(t);
+            let clear = if out {
+                t.served < CLEAR_SERVED_FRAC * t.offered
+            } else {
+                t.idle_pct >= CLEAR_IDLE_PCT
+            };
             self.runs.push(Vote {
                 rate: t.offered,
-                out: ran_out(t),
-                idle_pct: t.idle_pct,
+                out,
+                clear,
                 repeatable,
             });
         }
@@ -176,9 +189,9 @@ impl RunOut {
     }
 
     /// The next rate to try. First a rate without a verdict (as many runs each way; the one
-    /// nearest the bracket), then, with a rate on each side, an edge that rests on one run:
-    /// the rate above, then the rate below unless its idle was at least [`CLEAR_IDLE_PCT`].
-    /// Else the bracket's geometric midpoint; [`GROW`] times the highest rate with nothing
+    /// nearest the bracket), then, with a rate on each side, an edge that rests on one run
+    /// that was not clear ([`Vote::clear`]): the rate above, then the rate below. Else the
+    /// bracket's geometric midpoint; [`GROW`] times the highest rate with nothing
     /// ran out; the lowest rate over [`GROW`] with everything ran out. `None` before any run.
     pub fn next(&self) -> Option<f64> {
         let rates = self.rates();
@@ -199,22 +212,17 @@ impl RunOut {
             return Some(t.rate);
         }
         let s = split?;
-        let one_run = |rate: f64| {
-            rates
-                .iter()
-                .find(|r| r.rate == rate)
-                .is_some_and(|r| r.repeatable && r.left + r.out == 1)
+        // An edge whose rate has one run, which may be run again and was not clear.
+        let doubtful = |rate: f64| {
+            let mut at = self.runs.iter().filter(|r| r.rate == rate);
+            match (at.next(), at.next()) {
+                (Some(r), None) => r.repeatable && !r.clear,
+                _ => false,
+            }
         };
-        let idle_of = |rate: f64| {
-            self.runs
-                .iter()
-                .find(|r| r.rate == rate)
-                .map_or(f64::NAN, |r| r.idle_pct)
-        };
-        let clear = |idle: f64| idle >= CLEAR_IDLE_PCT;
         Some(match (s.below, s.above) {
-            (Some(_), Some(hi)) if one_run(hi) => hi,
-            (Some(lo), Some(_)) if one_run(lo) && !clear(idle_of(lo)) => lo,
+            (Some(_), Some(hi)) if doubtful(hi) => hi,
+            (Some(lo), Some(_)) if doubtful(lo) => lo,
             (Some(lo), Some(hi)) => (lo * hi).sqrt(),
             (Some(lo), None) => lo * GROW,
             (None, Some(hi)) => hi / GROW,
@@ -396,6 +404,44 @@ mod tests {
         });
         s.record(&run(325.0, 12.0));
         assert_eq!(s.next(), Some((325.0f64 * 430.1).sqrt()));
+    }
+
+    #[test]
+    fn a_run_that_fell_far_behind_is_clear() {
+        // `cap14-quick1`'s triage at 0 cold: the ladder's top, 602.2 req/s, left 3.70% idle
+        // and nothing above it ran out but the overload run (never repeated): 602.2 is run
+        // again. The next probe, 695.2 req/s, served 629.7 (90.6%): out of CPU even 8%
+        // cheaper, so the probes bisect on.
+        let mut s = RunOut::default();
+        s.record_overload(&Trial {
+            offered: 802.5,
+            served: 633.9,
+            p99_ms: 644.1,
+            idle_pct: 0.1,
+        });
+        s.record(&run(545.2, 10.83));
+        s.record(&run(602.2, 3.70));
+        assert_eq!(s.next(), Some(602.2));
+        s.record(&run(602.2, 4.67));
+        let mid = (602.2f64 * 802.5).sqrt();
+        assert_eq!(s.next(), Some(mid));
+        s.record(&Trial {
+            offered: mid,
+            served: 629.7,
+            p99_ms: 302.8,
+            idle_pct: 0.07,
+        });
+        assert!(s.runs.last().unwrap().clear);
+        assert_eq!(s.next(), Some((602.2 * mid).sqrt()));
+        // Served at 95.7% of its rate it would not have been clear (`lead-quick-final`'s
+        // lighttpd on poll at 324.6 req/s, 310.5 served).
+        s.record(&Trial {
+            offered: 324.6,
+            served: 310.5,
+            p99_ms: 1147.9,
+            idle_pct: 0.08,
+        });
+        assert!(!s.runs.last().unwrap().clear);
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! the probes bisect). Tests only: how the method was chosen (docs/events.md, cap14).
 //!
 //! The model: the CPU runs out (idle under 3%) at `KNEE` req/s, the CPU per request falling
-//! 4% through the ladder as it does on the servers measured; past the knee the server
-//! sustains up to 1.0-1.25x the knee (what the overload run serves, the ladder's reference).
+//! 4% through the ladder as it does on the servers measured; the overload run, the ladder's
+//! reference, serves 0.97-1.15x the knee (56 gzip-page rows: 0.97-1.31, median 1.06); a run
+//! offered more than its CPU holds serves what it holds.
 //! Each 3 s run costs its rate's CPU per request times `1 + e`, `e` drawn from [`noise`]: the
 //! residuals of 393 runs against their neighbours in seven gzip-page quick runs
 //! (`scripts/events-run-noise.py`: 8.4% of runs 5% or more dearer, 1.3% 10% or more, 6.1%
@@ -62,7 +63,7 @@ fn noise(g: &mut Rng) -> f64 {
     }
 }
 
-/// A model server: sustains up to `held` req/s, its CPU runs out at [`KNEE`].
+/// A model server: its CPU runs out at [`KNEE`]; overloaded, it serves `held` req/s.
 struct Model {
     held: f64,
     g: Rng,
@@ -71,7 +72,7 @@ struct Model {
 impl Model {
     fn new(seed: u64) -> Model {
         let mut g = Rng(seed);
-        let held = KNEE * g.uniform(1.0, 1.25);
+        let held = KNEE * g.uniform(0.97, 1.15);
         Model { held, g }
     }
 
@@ -225,23 +226,24 @@ fn repeating_one_run_edges_cuts_the_rows_measured_far_off() {
             100.0 * (1.0 - t.missed).powi(7)
         );
     }
-    // With the same five probes the repeats take the rows measured far off from 2.0% to
-    // 1.1%, those measured more than 5% low (the side the prediction's lean makes a miss of)
-    // from 3.8% to 1.6%, the rows missing 10% from 3.1% to 1.2%; bisecting with two more
-    // probes does less (3 probes: 3.1%, 4.8%, 3.7%).
+    // Against the lab until now (3 probes, bisecting only) the repeats with 5 probes take
+    // the rows measured more than 7% off from 3.2% to 1.2%, those measured more than 5% low
+    // (the side the prediction's lean makes a miss of) from 4.1% to 1.8%, the rows missing
+    // 10% from 3.1% to 1.4%; two more probes bisecting do less (2.0%, 3.2%, 2.5%).
     assert!(
         before.far > 0.025 && before5.far > 0.018,
         "{} {}",
         before.far,
         before5.far
     );
-    assert!(now.far < 0.6 * before5.far, "{} {}", now.far, before5.far);
-    assert!(now.low < 0.5 * before5.low, "{} {}", now.low, before5.low);
+    assert!(now.far < 0.7 * before5.far, "{} {}", now.far, before5.far);
+    assert!(now.low < 0.6 * before5.low, "{} {}", now.low, before5.low);
     assert!(
-        now.missed < 0.5 * before5.missed,
-        "{} {}",
+        now.missed < 0.6 * before5.missed && now.missed < 0.5 * before.missed,
+        "{} {} {}",
         now.missed,
-        before5.missed
+        before5.missed,
+        before.missed
     );
     assert!((1.0 - now.missed).powi(7) > 0.88, "{}", now.missed);
 }
