@@ -103,8 +103,9 @@ pub struct EventsOpts {
     /// Probes of the saturation search after each cold count's ladder: open-loop runs
     /// bisecting the bracket of what `--saturation` measures (with `sustained` and 0 probes:
     /// the overload run's served rate, the old reading). With `cpu` a probe first runs again
-    /// a rate whose runs split evenly, then an edge of the bracket that rests on one run (the
-    /// one below only with under 10% idle), so that no single run sets the crossing.
+    /// a rate whose runs split evenly, then an edge of the bracket that rests on one run
+    /// unless that run was clear (10% idle or more; out of CPU having served under 95% of its
+    /// rate), so that no single run sets the crossing.
     #[arg(long, default_value_t = 5)]
     pub probes: usize,
     /// The measured saturation the prediction is checked against: `cpu`, the lowest rate at
