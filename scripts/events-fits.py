@@ -25,7 +25,7 @@ Also lists the rows whose runs do not bracket the crossing (every run out of CPU
 """
 import argparse, csv, math, os, statistics
 
-from events_fitlib import SAT, fit, ranout, split
+from events_fitlib import SAT, crossing, fit, ranout, split
 
 ap = argparse.ArgumentParser()
 ap.add_argument("dirs", nargs="+")
@@ -127,7 +127,7 @@ for d in a.dirs:
             continue
         name = f"{os.path.basename(d.rstrip('/'))}:{key[0]}@{key[1]}r{key[2]}"
         runs = [over] + rates + probes
-        lo, hi = split([(float(r["target_rps"]), ranout(r)) for r in runs])
+        lo, hi = crossing([(float(r["target_rps"]), ranout(r)) for r in runs])
         if not (lo and hi):
             how = "every run out of CPU, down to" if hi else "no run out of CPU, up to"
             edge = min if hi else max

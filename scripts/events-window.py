@@ -13,7 +13,7 @@ reading is white at the scale of seconds, the spread of the errors falls as 1/sq
 """
 import argparse, collections, csv, datetime, math, os, subprocess
 
-from events_fitlib import SAT, ranout, split
+from events_fitlib import SAT, crossing, ranout, split
 
 ap = argparse.ArgumentParser()
 ap.add_argument("dirs", nargs="+")
@@ -88,8 +88,8 @@ for d in a.dirs:
         rates = [r for r in g if r["step"] == "rate"]
         if over is None or len(rates) != 8:
             continue
-        lo, hi = split([(float(r["target_rps"]), ranout(r)) for r in [over] + rates +
-                        [r for r in g if r["step"] == "probe"]])
+        lo, hi = crossing([(float(r["target_rps"]), ranout(r)) for r in [over] + rates +
+                          [r for r in g if r["step"] == "probe"]])
         if not (lo and hi):
             continue
         meas = math.sqrt(lo * hi)

@@ -1,6 +1,6 @@
 """What the offline events scripts (events-fits.py, events-window.py, events-tool-vs-lab.py,
 events-drain.py) share: the lab's saturation reading of a raw.csv row, the fewest-disagreeing
-split of runs by rate (as `events::runout`), the (weighted) least-squares line of idle on
+split of runs by rate and the measured crossing over the rates' majorities (as `events::runout`), the (weighted) least-squares line of idle on
 rate, and where a run keeps each fit's access log and CPU samples."""
 import json, math, os
 
@@ -24,6 +24,18 @@ def split(runs):
             best = (out_below + left_above, i + 1)
     i = best[1]
     return (v[i - 1][0] if i > 0 else None, v[i][0] if i < len(v) else None)
+
+
+def crossing(runs):
+    """The measured crossing's bracket, as `events::runout` takes it since cap14: (rate, out)
+    runs grouped by rate (a probe repeats a rate exactly), each rate's verdict the majority of
+    its runs, rates with as many runs each way left out, then `split`. On runs with one run per
+    rate (every run before cap14) it is `split`."""
+    votes = {}
+    for rate, out in runs:
+        v = votes.setdefault(rate, [0, 0])
+        v[bool(out)] += 1
+    return split([(rate, v[1] > v[0]) for rate, v in votes.items() if v[0] != v[1]])
 
 
 def fit(pts, w=None):

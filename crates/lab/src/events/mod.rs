@@ -44,6 +44,8 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod runout;
+#[cfg(test)]
+mod runout_sim;
 pub mod search;
 pub mod summary;
 

@@ -102,8 +102,11 @@ pub struct EventsOpts {
     pub window: Option<Duration>,
     /// Probes of the saturation search after each cold count's ladder: open-loop runs
     /// bisecting the bracket of what `--saturation` measures (with `sustained` and 0 probes:
-    /// the overload run's served rate, the old reading).
-    #[arg(long, default_value_t = 3)]
+    /// the overload run's served rate, the old reading). With `cpu` a probe first runs again
+    /// a rate whose runs split evenly, then an edge of the bracket that rests on one run
+    /// unless that run was clear (10% idle or more; out of CPU having served under 95% of its
+    /// rate), so that no single run sets the crossing.
+    #[arg(long, default_value_t = 5)]
     pub probes: usize,
     /// The measured saturation the prediction is checked against: `cpu`, the lowest rate at
     /// which the server's CPU ran out (idle under 3% of its quota or the rate not sustained;
@@ -207,7 +210,7 @@ mod tests {
         assert_eq!(o.window, Some(Duration::from_secs(1)));
         assert!((o.quota.unwrap() - 0.3).abs() < 1e-12);
         let d = EventsOpts::new(PathBuf::from("/bin/true"));
-        assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, None, 8, 3));
+        assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, None, 8, 5));
         assert_eq!((d.page, d.gzip_level, d.pairs_quota), (Page::Gzip, 6, 1.0));
         assert_eq!(Page::Gzip.default_quota(), None);
         assert_eq!(Page::Small.default_quota(), Some(0.2));

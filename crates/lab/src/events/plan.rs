@@ -437,16 +437,16 @@ mod tests {
         );
         let s = sessions(&p);
         assert_eq!(s.len(), 4);
-        assert_eq!((p.fracs.len(), p.window_s, p.probes), (8, 3, 3));
-        // 0 cold: saturate, overload, 8 rates, 3 probes; 10000: the same and the pairs.
-        assert_eq!(s[0].points.len(), 13 + 14);
+        assert_eq!((p.fracs.len(), p.window_s, p.probes), (8, 3, 5));
+        // 0 cold: saturate, overload, 8 rates, 5 probes; 10000: the same and the pairs.
+        assert_eq!(s[0].points.len(), 15 + 16);
         assert_eq!(s[0].points[0].step, Step::Saturate);
         assert_eq!(s[0].points[1].step, Step::Overload);
         assert_eq!(s[0].points[10].step, Step::Probe { idx: 0 });
-        assert_eq!(s[0].points[13].cold, 10000);
-        assert_eq!(s[0].points[26].step, Step::Pairs);
+        assert_eq!(s[0].points[15].cold, 10000);
+        assert_eq!(s[0].points[30].step, Step::Pairs);
         o.pairs = 0;
-        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 26);
+        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 30);
         o.pairs = 8;
         assert_eq!(s[3].dir, "lighttpd-poll-r0");
         o.servers = Some(vec!["apache".into()]);

@@ -223,10 +223,11 @@ pub fn report(s: &Summary) -> String {
          ending where idle first ran out; with fewer than 3 such rates, every unsaturated \
          rate; the range fitted is given), \
          against the measured saturation, by --saturation: 'cpu' (the default), seed 002's \
-         capacity, the rate at which the server's CPU ran out (the open loop's runs split \
-         where the fewest disagree: idle under {KNEE_IDLE_PCT}% of the quota or the rate not \
-         sustained above, idle left below; the probes bisect the bracket, the rate is its \
-         geometric midpoint), or 'sustained', the highest rate the same open loop sustained \
+         capacity, the rate at which the server's CPU ran out (each rate offered the \
+         majority of its runs, the rates split where the fewest disagree: idle under \
+         {KNEE_IDLE_PCT}% of the quota or the rate not sustained above, idle left below; the \
+         probes first run again a rate without a majority and an edge of the bracket that \
+         rests on one run, then bisect it; the rate is its geometric midpoint), or 'sustained', the highest rate the same open loop sustained \
          (served at least 97% of it with a p99 under 250 ms), which past the CPU's running \
          out the quota's batching of each throttled gap's arrivals lets reach up to 1.5x \
          higher. Both readings are given, each with the prediction's error against it; \

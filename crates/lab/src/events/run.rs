@@ -812,7 +812,11 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
     });
     if let Some(t) = trial {
         r.search.record(t);
-        r.runout.record(&t);
+        if pt.step == Step::Overload {
+            r.runout.record_overload(&t);
+        } else {
+            r.runout.record(&t);
+        }
     }
     let last_rate = matches!(pt.step, Step::Rate { idx, .. } if idx + 1 == s.p.fracs.len());
     let cpu_csv = if last_rate {

@@ -355,7 +355,7 @@ pub fn knee(points: &[(f64, f64, f64, f64)]) -> Option<f64> {
 /// server on poll holding 10000 idle connections has no idle CPU at any rate) or none did (up
 /// to the highest); under `sustained`, no rate was sustained.
 pub fn unbracketed(by: Saturation, runout: &RunOut, search: &SatSearch) -> String {
-    let rates = || runout.runs.iter().map(|r| r.0);
+    let rates = || runout.runs.iter().map(|r| r.rate);
     let lowest = rates().fold(f64::INFINITY, f64::min);
     let highest = rates().fold(f64::NEG_INFINITY, f64::max);
     let n = runout.runs.len();
@@ -433,6 +433,11 @@ pub fn fit_row(
     let mut runout = RunOut::default();
     for m in over.iter().chain(rates).chain(probes) {
         search.record(trial_of(m));
+    }
+    if let Some(m) = over {
+        runout.record_overload(&trial_of(m));
+    }
+    for m in rates.iter().chain(probes) {
         runout.record(&trial_of(m));
     }
     let split = runout.split();
