@@ -18,7 +18,7 @@
 //! good splits the lowest. Its bracket is the highest rate below the split and the lowest
 //! above, and the measured rate is the bracket's geometric midpoint.
 //!
-//! One 3 s run in twenty costs 5-13% more CPU per request than its neighbours (the host's
+//! One 3 s run in twelve costs 5% or more above its neighbours' CPU per request (the host's
 //! noise; docs/events.md, cap14), enough to read out of CPU 10% below the crossing, so no
 //! single run may set the bracket: before the probes bisect it, a probe runs again a rate
 //! without a verdict, then an edge of the bracket that rests on one run (the rate above, then
