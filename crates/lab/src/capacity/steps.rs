@@ -453,18 +453,18 @@ mod tests {
         let sustained = [
             0usize, 600, 1000, 1000, 400, 0, 1200, 2000, 2000, 800, 0, 1800, 3000, 3000, 1200, 0,
         ];
-        let (times, s) = per_second(1000, sustained.map(|n| (n, 0.3, 0.3)));
-        let b = bucketize_steps(&times, &s, 2).unwrap();
-        let got: Vec<(u64, u64, bool)> = b
-            .buckets
-            .iter()
-            .map(|x| (x.requests, x.drain_requests, fell_behind(x)))
-            .collect();
-        assert_eq!(
-            got,
-            [(2600, 0, false), (5200, 0, false), (7800, 0, false)],
-            "{:?}",
+        // Each step: (requests, drain requests, fell behind).
+        let steps = |per_s: [usize; 16]| -> Vec<(u64, u64, bool)> {
+            let (times, s) = per_second(1000, per_s.map(|n| (n, 0.3, 0.3)));
+            let b = bucketize_steps(&times, &s, 2).unwrap();
             b.buckets
+                .iter()
+                .map(|x| (x.requests, x.drain_requests, fell_behind(x)))
+                .collect()
+        };
+        assert_eq!(
+            steps(sustained),
+            [(2600, 0, false), (5200, 0, false), (7800, 0, false)]
         );
         // The third step offered 3000 req/s, served at 2700: of its 9000 requests 1620, 2700
         // and 2700 fall in its first three seconds, 1080 in the 0.4 s of its rate left and the
@@ -473,18 +473,9 @@ mod tests {
         let behind = [
             0usize, 600, 1000, 1000, 400, 0, 1200, 2000, 2000, 800, 0, 1620, 2700, 2700, 1980, 0,
         ];
-        let (times, s) = per_second(1000, behind.map(|n| (n, 0.3, 0.3)));
-        let b = bucketize_steps(&times, &s, 2).unwrap();
-        let got: Vec<(u64, u64, bool)> = b
-            .buckets
-            .iter()
-            .map(|x| (x.requests, x.drain_requests, fell_behind(x)))
-            .collect();
         assert_eq!(
-            got,
-            [(2600, 0, false), (5200, 0, false), (9000, 900, true)],
-            "{:?}",
-            b.buckets
+            steps(behind),
+            [(2600, 0, false), (5200, 0, false), (9000, 900, true)]
         );
     }
 }

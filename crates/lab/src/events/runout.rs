@@ -264,13 +264,19 @@ mod tests {
         s
     }
 
-    fn run(offered: f64, idle_pct: f64) -> Trial {
+    /// A run: offered, served (req/s), p99 (ms), idle (%).
+    fn trial(offered: f64, served: f64, p99_ms: f64, idle_pct: f64) -> Trial {
         Trial {
             offered,
-            served: offered,
-            p99_ms: 10.0,
+            served,
+            p99_ms,
             idle_pct,
         }
+    }
+
+    /// A run that served its rate with `idle_pct` left.
+    fn run(offered: f64, idle_pct: f64) -> Trial {
+        trial(offered, offered, 10.0, idle_pct)
     }
 
     #[test]
@@ -331,12 +337,7 @@ mod tests {
             (293.8, 5.77),
         ];
         let mut s = RunOut::default();
-        s.record_overload(&Trial {
-            offered: 411.8,
-            served: 341.7,
-            p99_ms: 1481.7,
-            idle_pct: 0.0,
-        });
+        s.record_overload(&trial(411.8, 341.7, 1481.7, 0.0));
         for (r, i) in ladder {
             s.record(&run(r, i));
         }
@@ -382,12 +383,7 @@ mod tests {
         // `lead-quick-final`'s nginx at 10000 cold: its ladder's 294.7 req/s left 13.1% idle,
         // 324.5 ran out. The rate above is run again; the one below is clear.
         let mut s = RunOut::default();
-        s.record_overload(&Trial {
-            offered: 430.1,
-            served: 342.6,
-            p99_ms: 707.6,
-            idle_pct: 0.0,
-        });
+        s.record_overload(&trial(430.1, 342.6, 707.6, 0.0));
         for (r, i) in [(233.0, 27.8), (263.8, 19.4), (294.7, 13.1), (324.5, 0.09)] {
             s.record(&run(r, i));
         }
@@ -396,12 +392,7 @@ mod tests {
         assert_eq!(s.next(), Some((294.7f64 * 324.5).sqrt()));
         // With nothing out but the overload run, the probes bisect below it at once.
         let mut s = RunOut::default();
-        s.record_overload(&Trial {
-            offered: 430.1,
-            served: 342.6,
-            p99_ms: 707.6,
-            idle_pct: 0.0,
-        });
+        s.record_overload(&trial(430.1, 342.6, 707.6, 0.0));
         s.record(&run(325.0, 12.0));
         assert_eq!(s.next(), Some((325.0f64 * 430.1).sqrt()));
     }
@@ -413,12 +404,7 @@ mod tests {
         // again. The next probe, 695.2 req/s, served 629.7 (90.6%): out of CPU even 8%
         // cheaper, so the probes bisect on.
         let mut s = RunOut::default();
-        s.record_overload(&Trial {
-            offered: 802.5,
-            served: 633.9,
-            p99_ms: 644.1,
-            idle_pct: 0.1,
-        });
+        s.record_overload(&trial(802.5, 633.9, 644.1, 0.1));
         s.record(&run(545.2, 10.83));
         s.record(&run(602.2, 3.70));
         assert_eq!(s.next(), Some(602.2));
