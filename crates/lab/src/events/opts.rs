@@ -122,7 +122,7 @@ pub struct EventsOpts {
     /// Pairs of short wrk runs at each cold count above 0, alternating between the server
     /// holding the cold connections and its twin holding none (same binary, same
     /// configuration, same cgroup): CPU per request compared seconds apart, not minutes.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 12)]
     pub pairs: usize,
     /// Connections of the hot clients (open loop, each with one request in flight at most).
     #[arg(long = "hot-conns", default_value_t = 16)]
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(o.window, Some(Duration::from_secs(1)));
         assert!((o.quota.unwrap() - 0.3).abs() < 1e-12);
         let d = EventsOpts::new(PathBuf::from("/bin/true"));
-        assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, None, 8, 5));
+        assert_eq!((d.hot_conns, d.quota, d.pairs, d.probes), (16, None, 12, 5));
         assert_eq!((d.page, d.gzip_level, d.pairs_quota), (Page::Gzip, 6, 1.0));
         assert_eq!(Page::Gzip.default_quota(), None);
         assert_eq!(Page::Small.default_quota(), Some(0.2));

@@ -422,7 +422,7 @@ mod tests {
         let f = fracs(4);
         assert!((f[1] - (0.10 + 0.85 / 3.0)).abs() < 1e-12, "{f:?}");
         assert_eq!(fracs(1), [0.95]);
-        assert_eq!(p.pairs, 8);
+        assert_eq!(p.pairs, 12);
         o.quick = true;
         let p = resolve(&o).unwrap();
         assert_eq!(p.cold, [0, 10000]);
