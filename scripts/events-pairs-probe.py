@@ -17,10 +17,13 @@ Usage (as root, loopback only, bounded: PAIRS x 2 runs of WINDOW s):
 pairs, so that A has served what the cold connections' first requests cost but holds none.
 --perf: `perf record -e cpu-clock -g` on both servers over the pairs (the samples' pid tells
 them apart). Prints one line per pair and the ratios A over B: per process and as the lab
-reads them (both processes' CPU over the run against the requests of the run's server).
+reads them (both processes' CPU over the run against the requests of the run's server), each
+as the mean of the pairs' ratios and as the lab's estimate (the Hodges-Lehmann estimate of the
+log ratios), with seeded bootstrap ci95s.
 """
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -122,10 +125,15 @@ def wrk(port, last, window):
     return int(m.group(1))
 
 
-def boot_ci(xs, seed, n=2000):
+def hodges_lehmann(xs):
+    return statistics.median((xs[i] + xs[j]) / 2 for i in range(len(xs))
+                             for j in range(i, len(xs)))
+
+
+def boot_ci(xs, seed, stat=statistics.fmean, n=2000):
     rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(xs, k=len(xs))) for _ in range(n))
-    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
+    draws = sorted(stat(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return draws[int(0.025 * n)], draws[int(0.975 * n) - 1]
 
 
 def main():
@@ -237,8 +245,13 @@ def main():
             lo, hi = boot_ci(r, a.seed)
             res[f"ratio_{kind}"] = {"mean": statistics.fmean(r), "ci95": [lo, hi],
                                     "sd": statistics.stdev(r)}
-            print(f"A over B, {kind}: x{statistics.fmean(r):.3f} [{lo:.3f}, {hi:.3f}] "
-                  f"sd {statistics.stdev(r):.3f}")
+            lr = [math.log(x) for x in r]
+            hl = math.exp(hodges_lehmann(lr))
+            hlo, hhi = (math.exp(x) for x in boot_ci(lr, a.seed, hodges_lehmann))
+            res[f"ratio_{kind}"]["hodges_lehmann"] = {"ratio": hl, "ci95": [hlo, hhi]}
+            print(f"A over B, {kind}: mean x{statistics.fmean(r):.3f} [{lo:.3f}, {hi:.3f}] "
+                  f"sd {statistics.stdev(r):.3f}; Hodges-Lehmann of the log ratios x{hl:.3f} "
+                  f"[{hlo:.3f}, {hhi:.3f}]")
         for k in ("a", "b"):
             print(f"{k}: {statistics.fmean(g[k]['own_us'] for g in rows):.2f} us/req own, "
                   f"{statistics.fmean(g[k]['reqs'] for g in rows):.0f} req/run, idle twin "
