@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // lagtrace: a diagnostic, not part of triage. Logs the EEVDF state (vruntime, deadline,
 // vlag, sched_delayed, eligibility against the cfs_rq's weighted average) of tasks named
 // `apache2` and of every task sharing their leaf cfs_rq (the lab's hog), at each wake-up

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // lagtrace OUT.txt: load lagtrace.bpf.o (next to this binary), write one text line per row
 // until SIGINT/SIGTERM. A diagnostic for the attach labs, not part of triage.
 // Columns: t_ns kind tid nice weight on_rq delayed eligible is_curr throttled key dkey vlag
