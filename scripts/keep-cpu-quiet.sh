@@ -6,7 +6,10 @@
 # docs/events.md); resume them all when CMD ends. CMD's own descendants are never paused: a
 # lab lowers some of its own processes below nice 0 (`triage lab pos --site cgi` puts scripts
 # and the server's threads at the back of the ready queue, nice 19), and a CMD that builds
-# before it measures (scripts/run.sh) must not stop its own cargo. The watch itself runs on
+# before it measures (scripts/run.sh) must not stop its own cargo. Nor are the tasks whose nice
+# value an attach daemon set (journaled in /run/triage/lever/, `os::lever`): a server that
+# daemonizes (Apache) is no descendant of CMD, and a floor above 0 (`--floor-nice 19`) puts
+# its children above nice 0. The watch itself runs on
 # the last CPU (the lab's client CPU), not on the server's. On a machine shared by several
 # measurers, take a lock around it:
 #   flock /tmp/lab.lock scripts/keep-cpu-quiet.sh target/ci/triage lab events ...
@@ -26,11 +29,13 @@ while kill -0 "$cmd" 2>/dev/null; do
   own=" $(ps -eo pid=,ppid= | awk -v root="$cmd" '{ up[$1] = $2 }
     END { for (p in up) { q = p; while (q != root && (q in up) && q > 1) q = up[q];
           if (q == root) printf "%s ", p } }')"
+  # Tasks an attach daemon holds at a level of its own (its journal's raises).
+  lever=" $(cat /run/triage/lever/*.lever 2>/dev/null | awk '$1 == "R" { printf "%s ", $2 }') "
   while read -r pid ppid ni stat comm; do
     if [ "$pid" = "$$" ] || [ "$pid" = "$cmd" ] || [ "$pid" = 2 ] || [ "$ppid" = 2 ]; then
       continue
     fi
-    if [[ "$own" == *" $pid "* ]]; then
+    if [[ "$own" == *" $pid "* ]] || [[ "$lever" == *" $pid "* ]]; then
       continue
     fi
     case "$stat" in T*) continue ;; esac
