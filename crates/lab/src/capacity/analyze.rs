@@ -119,8 +119,8 @@ pub fn time_order(
 /// [`run_out_split`] on `order`; of equally good splits the lowest, where the CPU first ran
 /// out, as the lab's measured crossing takes it (`events::runout`); `None` when no point ran
 /// out. The lab's keys are the rates offered and the tool's the steps' time order, so both
-/// split the ladder where the crossing splits its runs (until 2026-11-27, cap10, both split
-/// by the rate served: [`served_order`]).
+/// split the ladder where the crossing splits its runs (before, both split by the rate
+/// served: [`served_order`]).
 pub fn knee_in_order(order: &[(f64, bool)]) -> Option<f64> {
     run_out_split(order, Tie::Lowest)?.1
 }

@@ -52,7 +52,7 @@ pub const FRAGMENT_REL: f64 = 0.10;
 /// response came more than 0.093 s after its rate ended. Its drain is smaller than that time
 /// at the rate served (the last responses of a queue come sparser): the threshold is chosen
 /// on the lab's saved ladders, where it catches most of the rates that failed on "served"
-/// with idle left and few of the sustained ones (docs/events.md, cap13).
+/// with idle left and few of the sustained ones (docs/events.md).
 pub const DRAIN_SHARE_MAX: f64 = 0.02;
 
 /// Whether the step `b` fell behind its rate: its drain is more than [`DRAIN_SHARE_MAX`] of

@@ -383,7 +383,7 @@ pub fn report(s: &Summary) -> String {
          connections and its twin holding none, seconds apart in the same cgroup; the ratio is \
          the pairs' typical ratio (the Hodges-Lehmann estimate of their log ratios: one pair the \
          host slowed by 15-30% moves it little) with its seeded bootstrap ci95, and beside it \
-         the mean of the pairs' ratios, the estimate until cap15. 'Unpaired' divides wrk's \
+         the mean of the pairs' ratios, which one slowed pair moves by 3-4%. 'Unpaired' divides wrk's \
          saturation runs at the two counts, measured minutes apart, as the lab did before.",
     );
     let rows: Vec<Vec<String>> = s

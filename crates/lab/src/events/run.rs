@@ -409,7 +409,7 @@ pub struct ColdStep {
     /// idle connections hold, once the server has handed back what serving their first
     /// requests left free.
     pub rss_after_kib: u64,
-    /// RSS [`COLD_SOON`] after it (KiB): the reading until cap12, which can still hold that
+    /// RSS [`COLD_SOON`] after it (KiB): the lab's former reading, which can still hold that
     /// free memory (triage hands it back on its trimmer's next check, within a second, and
     /// twice more a second apart).
     pub rss_soon_kib: u64,

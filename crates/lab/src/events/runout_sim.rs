@@ -1,7 +1,7 @@
-//! The measured crossing on a seeded model server with the host's measured noise: the method
-//! before cap14 (every run one vote, the probes only bisect) against [`RunOut`]'s (a rate's
+//! The measured crossing on a seeded model server with the host's measured noise: the earlier
+//! method (every run one vote, the probes only bisect) against [`RunOut`]'s (a rate's
 //! verdict the majority of its runs, a bracket's edge that rests on one run run again before
-//! the probes bisect). Tests only: how the method was chosen (docs/events.md, cap14).
+//! the probes bisect). Tests only: how the method was chosen (docs/events.md).
 //!
 //! The model: the CPU runs out (idle under 3%) at `KNEE` req/s, the CPU per request falling
 //! 4% through the ladder as it does on the servers measured; the overload run, the ladder's
@@ -123,7 +123,7 @@ fn row(
     measure(&runs, &s)
 }
 
-/// The split before cap14: every run one vote, the lowest of equally good splits.
+/// The earlier method's split: every run one vote, the lowest of equally good splits.
 fn split_of_runs(runs: &[Trial]) -> Option<(Option<f64>, Option<f64>)> {
     let v: Vec<(f64, bool)> = runs
         .iter()
@@ -132,7 +132,7 @@ fn split_of_runs(runs: &[Trial]) -> Option<(Option<f64>, Option<f64>)> {
     run_out_split(&v, Tie::Lowest).map(|(lo, hi, _)| (lo, hi))
 }
 
-/// The probes before cap14: the bracket's geometric midpoint, or a step of [`GROW`].
+/// The earlier method's probes: the bracket's geometric midpoint, or a step of [`GROW`].
 fn bisect_only(runs: &[Trial], _: &RunOut) -> Option<f64> {
     Some(match split_of_runs(runs)? {
         (Some(lo), Some(hi)) => (lo * hi).sqrt(),

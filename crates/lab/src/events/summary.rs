@@ -220,7 +220,7 @@ pub struct CprRow {
     /// connections over its twin holding none, seconds apart; [`paired_ratio`]) when pairs
     /// were measured, else the unpaired ratio.
     pub ratio_vs_0: Option<f64>,
-    /// The mean of the pairs' ratios (the estimate until cap15, which one pair moved by 3-4%).
+    /// The mean of the pairs' ratios (the lab's former estimate: one pair the host slowed moves it 3-4% at 8 pairs).
     pub mean_pair_ratio: Option<f64>,
     /// Its 95% interval (seeded bootstrap over the pairs, or over repetitions unpaired).
     pub ci95: Option<Ci95>,
@@ -253,8 +253,8 @@ pub struct RssRow {
     pub rss_after_kib: u64,
     /// The difference per added connection (KiB).
     pub kib_per_conn: f64,
-    /// The same from the RSS read [`super::run::COLD_SOON`] after the growth, the reading
-    /// until cap12 (KiB per connection).
+    /// The same from the RSS read [`super::run::COLD_SOON`] after the growth, the lab's
+    /// former reading (KiB per connection).
     pub kib_per_conn_soon: f64,
 }
 
@@ -418,7 +418,7 @@ pub fn paired_ratio(pairs: &[(f64, f64)], seed: u64) -> (Option<f64>, Option<Ci9
     (Some(hodges_lehmann(&r).exp()), ci)
 }
 
-/// The mean of the pairs' ratios (server over twin), the lab's estimate until cap15, reported
+/// The mean of the pairs' ratios (server over twin), the lab's former estimate, reported
 /// beside [`paired_ratio`]'s.
 pub fn mean_pair_ratio(pairs: &[(f64, f64)]) -> Option<f64> {
     let r: Vec<f64> = pairs
