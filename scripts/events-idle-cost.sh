@@ -15,22 +15,6 @@ last=$(($(nproc) - 1))
 work=$(mktemp -d /tmp/idle-cost.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 head -c 1024 /dev/zero | tr '\0' a > "$work/file.html"
-cat > "$work/hold.py" <<'PY'
-import resource, socket, sys, time
-resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)[1:] * 2)
-port, n, hold = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-req = b"GET /file.html HTTP/1.1\r\nHost: x\r\n\r\n"
-socks = []
-for i in range(n):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(req)
-    socks.append(s)
-    if len(socks) % 256 == 0 or i == n - 1:
-        for t in socks[-(len(socks) % 256 or 256):]:
-            t.recv(65536)
-print("held", len(socks), flush=True)
-time.sleep(hold)
-PY
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f", s}'; }
 ulimit -n "$(ulimit -Hn)"
 port=18411
@@ -40,7 +24,7 @@ for held in 0 "$n" 0 "$n"; do
     pid=$!
     sleep 1
     if [ "$held" -gt 0 ]; then
-        taskset -c "$last" python3 "$work/hold.py" $port "$held" $((window + 30)) >"$work/hold.log" 2>&1 &
+        taskset -c "$last" python3 "$(dirname "$0")/hold_conns.py" $port "$held" $((window + 30)) >"$work/hold.log" 2>&1 &
         hp=$!
         for _ in $(seq 120); do grep -q held "$work/hold.log" && break; sleep 0.5; done
         grep -q "held $held" "$work/hold.log" || { echo "the holder did not open $held connections"; exit 1; }

@@ -36,26 +36,7 @@ import sys
 import tempfile
 import time
 
-HOLD = r"""
-import resource, socket, sys, time
-resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)[1:] * 2)
-port, n, hold, close = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
-req = b"GET /file.html HTTP/1.1\r\nHost: x\r\n\r\n"
-socks = []
-for i in range(n):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(req)
-    socks.append(s)
-    if len(socks) % 256 == 0 or i == n - 1:
-        for t in socks[-(len(socks) % 256 or 256):]:
-            t.recv(65536)
-print("held", len(socks), flush=True)
-if close:
-    for s in socks:
-        s.close()
-    print("closed", flush=True)
-time.sleep(hold)
-"""
+HOLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hold_conns.py")
 
 
 def cpu_ns(pid):
@@ -95,7 +76,7 @@ def wait_port(port, proc, limit=15.0):
 def hold(work, port, n, close, last, seconds):
     log = open(os.path.join(work, f"hold-{port}.log"), "w+")
     p = subprocess.Popen(
-        ["taskset", "-c", str(last), sys.executable, os.path.join(work, "hold.py"),
+        ["taskset", "-c", str(last), sys.executable, HOLD,
          str(port), str(n), str(seconds), "1" if close else "0"],
         stdout=log, stderr=subprocess.STDOUT)
     want = "closed" if close else "held"
@@ -170,8 +151,6 @@ def main():
             body.append("<p>" + " ".join(rng.choice(words) for _ in range(60)) + "</p>\n")
         with open(os.path.join(work, "page.html"), "w") as f:
             f.write("".join(body)[:65536])
-        with open(os.path.join(work, "hold.py"), "w") as f:
-            f.write(HOLD)
         servers = {}
         for name, port in (("a", 18521), ("b", 18522)):
             args = ["taskset", "-c", "0", a.bin, "serve", "--root", work, "--listen",
