@@ -108,6 +108,24 @@ pub fn mean_ci95(v: &[f64], seed: u64) -> Option<Ci95> {
     percentiles((0..RESAMPLES).map(|_| resample_mean(v, &mut rng)).collect())
 }
 
+/// The 95% interval of `stat` over `v`, resampled with replacement (for a statistic other
+/// than the mean: [`mean_ci95`] is the same for the mean without a vector per resample);
+/// `None` when `v` is empty.
+pub fn statistic_ci95(v: &[f64], seed: u64, stat: impl Fn(&[f64]) -> f64) -> Option<Ci95> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    percentiles(
+        (0..RESAMPLES)
+            .map(|_| {
+                let s: Vec<f64> = (0..v.len()).map(|_| v[rng.gen_range(0..v.len())]).collect();
+                stat(&s)
+            })
+            .collect(),
+    )
+}
+
 /// How many samples an interval of `width` needs, from one measured with `n` samples and
 /// width `measured` (an interval narrows as `1/sqrt(n)`); `None` when either width is not
 /// positive.

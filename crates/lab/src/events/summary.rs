@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::opts::Saturation;
@@ -400,21 +398,13 @@ pub fn paired_ratio(pairs: &[(f64, f64)], seed: u64) -> (Option<f64>, Option<Ci9
     if r.is_empty() {
         return (None, None);
     }
-    let ci = (r.len() >= 2).then(|| {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut draws: Vec<f64> = (0..crate::stats::RESAMPLES)
-            .map(|_| {
-                let s: Vec<f64> = (0..r.len()).map(|_| r[rng.gen_range(0..r.len())]).collect();
-                hodges_lehmann(&s)
-            })
-            .collect();
-        draws.sort_by(f64::total_cmp);
-        let at = |q: f64| draws[((draws.len() - 1) as f64 * q).round() as usize].exp();
-        Ci95 {
-            low: at(0.025),
-            high: at(0.975),
-        }
-    });
+    let ci = (r.len() >= 2)
+        .then(|| crate::stats::statistic_ci95(&r, seed, hodges_lehmann))
+        .flatten()
+        .map(|c| Ci95 {
+            low: c.low.exp(),
+            high: c.high.exp(),
+        });
     (Some(hodges_lehmann(&r).exp()), ci)
 }
 
