@@ -13,7 +13,7 @@ n=${2:-10000}
 window=${3:-20}
 last=$(($(nproc) - 1))
 work=$(mktemp -d /tmp/idle-cost.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 head -c 1024 /dev/zero | tr '\0' a > "$work/file.html"
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f", s}'; }
 ulimit -n "$(ulimit -Hn)"
