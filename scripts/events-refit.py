@@ -125,6 +125,18 @@ def crossing(runs, p99=math.inf, highest=False, idle_only=False, throttled=math.
     return math.sqrt(lo * hi) if lo and hi else None
 
 
+def ran_out(r):
+    return r["sustained"] != "true" or float(r["idle_pct"]) < SAT
+
+
+def vote(runs, r):
+    """The majority verdict of every run at r's offered rate, r's own on a tie (the lab's knee
+    since 2026-11-28: `capacity::analyze::majority`)."""
+    v = [ran_out(x) for x in runs if x["target_rps"] == r["target_rps"]]
+    out = sum(v)
+    return ran_out(r) if 2 * out == len(v) else 2 * out > len(v)
+
+
 def region_crossing(runs):
     """The middle of the rates where runs disagree: the geometric midpoint of the lowest run
     out of CPU and the highest with idle left (the lab's crossing where they do not overlap)."""
@@ -177,6 +189,8 @@ for d in a.dirs:
             "knee-offered,ranout": (predict(P(q), CUT * ref, highest=False, knee_runs=[
                 (float(r["target_rps"]), r["sustained"] != "true" or float(r["idle_pct"]) < SAT)
                 for r in q]), meas),
+            "knee-offered,ranout,vote": (predict(P(q), CUT * ref, highest=False, knee_runs=[
+                (float(r["target_rps"]), vote(runs, r)) for r in q]), meas),
             "all": (predict(P(rates), CUT * ref), meas),
             "all+probes": (predict(P(rates + probes), CUT * ref), meas),
             f"p99<={a.p99:g}": (predict(P(q, a.p99), CUT * ref), crossing(runs, a.p99)),

@@ -115,6 +115,72 @@ pub fn time_order(
         .collect()
 }
 
+/// Two steps of a ladder are one rate run twice when their rates served lie within this
+/// fraction of each other and neither fell behind. A run that kept up serves its rate to
+/// within about 1% (the lab's repeats of a rate served within 1.8% of each other), and the
+/// lab's probes between two rates lie at least 2.4% from either.
+pub const REPEAT_REL: f64 = 0.02;
+
+/// A rate's verdict from its runs' votes (out of CPU or not), the first run's first: the
+/// majority; on a tie the first run's. As the measured crossing votes (`events::runout`), so
+/// that no single run sets the fit's knee where other runs at its rate disagree.
+pub fn majority(votes: &[bool]) -> Option<bool> {
+    let out = votes.iter().filter(|&&v| v).count();
+    let left = votes.len() - out;
+    match out.cmp(&left) {
+        std::cmp::Ordering::Greater => Some(true),
+        std::cmp::Ordering::Less => Some(false),
+        std::cmp::Ordering::Equal => votes.first().copied(),
+    }
+}
+
+/// [`time_order`] when steps may repeat a rate: a step that kept up (not `drained`) at the rate
+/// of an earlier step that kept up (within [`REPEAT_REL`]; the nearest of such) is a second
+/// run of that step, as a load test runs a rate again to check it. It is no point of the line:
+/// keyed past every step (out), it votes for the step it repeats, whose verdict is the
+/// [`majority`] of its runs. Without repeats, [`time_order`] itself.
+pub fn repeat_order(
+    points: &[(f64, f64, f64, f64)],
+    drained: &[bool],
+    saturated_idle_pct: f64,
+) -> Order {
+    let mut order = time_order(points, drained, saturated_idle_pct);
+    let n = points.len().min(drained.len());
+    // Each step's first run, when it repeats one: its index.
+    let mut first: Vec<Option<usize>> = vec![None; n];
+    for j in 0..n {
+        if drained[j] {
+            continue;
+        }
+        first[j] = (0..j)
+            .filter(|&i| first[i].is_none() && !drained[i])
+            .filter(|&i| (points[j].0 - points[i].0).abs() <= REPEAT_REL * points[i].0)
+            .min_by(|&a, &b| {
+                (points[j].0 - points[a].0)
+                    .abs()
+                    .total_cmp(&(points[j].0 - points[b].0).abs())
+            });
+    }
+    let own: Vec<bool> = (0..n)
+        .map(|j| idle_out(&points[j], saturated_idle_pct))
+        .collect();
+    for i in 0..n {
+        if first[i].is_some() {
+            continue;
+        }
+        let votes: Vec<bool> = std::iter::once(order[i].1)
+            .chain((i + 1..n).filter(|&j| first[j] == Some(i)).map(|j| own[j]))
+            .collect();
+        order[i].1 = majority(&votes).unwrap_or(order[i].1);
+    }
+    for j in 0..n {
+        if first[j].is_some() {
+            order[j] = (f64::INFINITY, true);
+        }
+    }
+    order
+}
+
 /// The order key from which points are past the knee: the lowest key above the split of
 /// [`run_out_split`] on `order`; of equally good splits the lowest, where the CPU first ran
 /// out, as the lab's measured crossing takes it (`events::runout`); `None` when no point ran
@@ -239,13 +305,13 @@ pub fn fits_of(points: &[(f64, f64, f64, f64)]) -> Fits {
 }
 
 /// The order the knee of `buckets` (in time order) is split in: the steps of a ladder in their
-/// time order ([`time_order`]); fixed-width buckets of a day's traffic are not a ladder, and
+/// time order, a repeated rate voting with its first step ([`repeat_order`]); fixed-width buckets of a day's traffic are not a ladder, and
 /// split by their rate ([`served_order`]).
 pub fn bucket_order(buckets: &[Bucket], steps: bool, saturated_idle_pct: f64) -> Order {
     let pts = points(buckets);
     if steps {
         let drained: Vec<bool> = buckets.iter().map(super::steps::fell_behind).collect();
-        time_order(&pts, &drained, saturated_idle_pct)
+        repeat_order(&pts, &drained, saturated_idle_pct)
     } else {
         served_order(&pts, saturated_idle_pct)
     }
@@ -729,6 +795,65 @@ mod tests {
         assert_eq!(
             time_order(&[p(1.0, 2.0)], &[false], SATURATED_IDLE_PCT),
             [(0.0, true)]
+        );
+    }
+
+    #[test]
+    fn a_rates_verdict_is_the_majority_of_its_runs_the_first_on_a_tie() {
+        assert_eq!(majority(&[]), None);
+        assert_eq!(majority(&[true]), Some(true));
+        assert_eq!(majority(&[true, false, false]), Some(false));
+        assert_eq!(majority(&[false, true, true]), Some(true));
+        assert_eq!(majority(&[true, false]), Some(true));
+        assert_eq!(majority(&[false, true]), Some(false));
+    }
+
+    #[test]
+    fn a_step_run_again_votes_with_its_first_and_is_no_point_of_its_own() {
+        // idle = 100 - 0.1 * rate; the ladder's 500 read 2% (a dear run), 600 out. Two later
+        // steps at 500 (within 2% of it, kept up) read idle left: 500's verdict is idle left
+        // and the knee moves to 600. The step at 520 (4% away) is no repeat: keyed in time,
+        // past the ladder; the one at 590 fell behind (drained): no repeat either.
+        let p = |rate: f64, idle: f64| (rate, 0.0, 100.0 - idle, idle);
+        let pts = [
+            p(100.0, 90.0),
+            p(200.0, 80.0),
+            p(300.0, 70.0),
+            p(400.0, 60.0),
+            p(500.0, 2.0),
+            p(600.0, 1.0),
+            p(499.0, 50.0),
+            p(505.0, 49.0),
+            p(520.0, 48.0),
+            p(590.0, 1.0),
+        ];
+        let drained = [
+            false, false, false, false, false, false, false, false, false, true,
+        ];
+        let ladder = time_order(&pts[..6], &drained[..6], SATURATED_IDLE_PCT);
+        assert_eq!(knee_in_order(&ladder), Some(4.0));
+        let order = repeat_order(&pts, &drained, SATURATED_IDLE_PCT);
+        assert_eq!(order[4], (4.0, false));
+        assert_eq!(order[6], (f64::INFINITY, true));
+        assert_eq!(order[7], (f64::INFINITY, true));
+        assert_eq!(order[8], (8.0, true), "served less than the ladder's 600");
+        assert_eq!(order[9], (9.0, true));
+        assert_eq!(knee_in_order(&order), Some(5.0));
+        // The repeats are votes, not points: the busy range is the ladder's below 600 with
+        // idle left (500's own 2% is still saturated).
+        let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);
+        assert_eq!(
+            busy.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [100.0, 200.0, 300.0, 400.0]
+        );
+        // One repeat against the first run: a tie, the first run's verdict stands.
+        let one = repeat_order(&pts[..7], &drained[..7], SATURATED_IDLE_PCT);
+        assert_eq!(one[4], (4.0, true));
+        assert_eq!(knee_in_order(&one), Some(4.0));
+        // Without repeats, the time order itself.
+        assert_eq!(
+            repeat_order(&pts[..6], &drained[..6], SATURATED_IDLE_PCT),
+            ladder
         );
     }
 

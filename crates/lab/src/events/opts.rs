@@ -79,8 +79,8 @@ pub const SMALL_FILE_QUOTA: f64 = 0.2;
 /// What `triage lab events` was asked for.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EventsOpts {
-    /// A run of about eight minutes: cold counts 0 and 10000, eight rates of 3 s, one
-    /// repetition, no select.
+    /// A run of about nine and a half minutes: cold counts 0 and 10000, seven rates of 3 s
+    /// (10% and six over 50-95%), one repetition, no select.
     #[arg(long)]
     pub quick: bool,
     /// Cold (connected, idle) connection counts held while the hot clients run
@@ -94,7 +94,8 @@ pub struct EventsOpts {
     /// Rates per cold count, as fractions of the measured saturation (the open loop's served
     /// rate when offered 1.25x wrk's peak): 10%, 30%, and the rest spread evenly over 50-95%,
     /// the busy range the prediction is fitted on (under 6 rates: evenly over 10-95%)
-    /// [default: 10; --quick 8].
+    /// [default: 10; --quick: 10% and six over 50-95%, without the 30% rate, which no fit
+    /// of the prediction uses, so that the run stays under ten minutes].
     #[arg(long)]
     pub rates: Option<usize>,
     /// Length of each rate point and of the saturation run, whole seconds [default: 3s].

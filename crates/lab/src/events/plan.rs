@@ -242,6 +242,10 @@ pub const LOW_FRACS: [f64; 2] = [0.10, 0.30];
 /// prediction is fitted there, so that is where the rates are dense.
 pub const BUSY_FROM: f64 = 0.50;
 
+/// `--quick`'s ladder without `--rates`: the lowest rate and six over the busy range
+/// (the 30% rate is below the prediction's cut, and each rate costs 4 s of the run).
+pub const QUICK_FRACS: [f64; 7] = [0.10, 0.50, 0.59, 0.68, 0.77, 0.86, 0.95];
+
 /// From this many rates on, the ladder is [`LOW_FRACS`] and the rest spread evenly over
 /// [`BUSY_FROM`]..95% (fewer: evenly over [`FRAC_RANGE`]).
 pub const DENSE_FROM_RATES: usize = 6;
@@ -290,7 +294,9 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
     if cold.is_empty() {
         return bad("--cold needs at least one count".into());
     }
-    let rates = o.rates.unwrap_or(if o.quick { 8 } else { 10 });
+    let rates = o
+        .rates
+        .unwrap_or(if o.quick { QUICK_FRACS.len() } else { 10 });
     if rates < 3 {
         return bad(format!(
             "--rates {rates}: a regression needs at least 3 rates"
@@ -345,7 +351,10 @@ pub fn resolve(o: &EventsOpts) -> Result<Params> {
     };
     Ok(Params {
         cold,
-        fracs: fracs(rates),
+        fracs: match o.rates {
+            None if o.quick => QUICK_FRACS.to_vec(),
+            _ => fracs(rates),
+        },
         window_s: window.as_secs(),
         pairs,
         pair_window_s: PAIR_WINDOW_S,
@@ -437,16 +446,22 @@ mod tests {
         );
         let s = sessions(&p);
         assert_eq!(s.len(), 4);
-        assert_eq!((p.fracs.len(), p.window_s, p.probes), (8, 3, 5));
-        // 0 cold: saturate, overload, 8 rates, 5 probes; 10000: the same and the pairs.
-        assert_eq!(s[0].points.len(), 15 + 16);
+        assert_eq!((p.fracs.len(), p.window_s, p.probes), (7, 3, 5));
+        // The busy range as in a ladder of 8, without its 30% rate.
+        let eight = fracs(8);
+        assert_eq!(p.fracs[0], eight[0]);
+        for (q, e) in p.fracs[1..].iter().zip(&eight[2..]) {
+            assert!((q - e).abs() < 1e-12, "{:?} {eight:?}", p.fracs);
+        }
+        // 0 cold: saturate, overload, 7 rates, 5 probes; 10000: the same and the pairs.
+        assert_eq!(s[0].points.len(), 14 + 15);
         assert_eq!(s[0].points[0].step, Step::Saturate);
         assert_eq!(s[0].points[1].step, Step::Overload);
-        assert_eq!(s[0].points[10].step, Step::Probe { idx: 0 });
-        assert_eq!(s[0].points[15].cold, 10000);
-        assert_eq!(s[0].points[30].step, Step::Pairs);
+        assert_eq!(s[0].points[9].step, Step::Probe { idx: 0 });
+        assert_eq!(s[0].points[14].cold, 10000);
+        assert_eq!(s[0].points[28].step, Step::Pairs);
         o.pairs = 0;
-        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 30);
+        assert_eq!(sessions(&resolve(&o).unwrap())[0].points.len(), 28);
         o.pairs = 8;
         assert_eq!(s[3].dir, "lighttpd-poll-r0");
         o.servers = Some(vec!["apache".into()]);

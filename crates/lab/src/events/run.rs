@@ -260,7 +260,7 @@ pub struct Running {
     pub cold_step: Option<ColdStep>,
     /// Why the cold count is limited, when it is.
     pub limit_note: Option<String>,
-    /// The CPU sampler over the current cold count's rates.
+    /// The CPU sampler over the current cold count's rates and probes.
     recorder: Option<Recorder>,
 }
 
@@ -503,7 +503,7 @@ pub struct Measured {
     pub cold_step: Option<ColdStep>,
     /// Cold connections still open after the point (checked after the last rate).
     pub cold_alive: Option<usize>,
-    /// The CPU samples file of this cold count's rates (after the last rate).
+    /// The CPU samples file of this cold count's rates and probes (after the last of them).
     pub cpu_csv: Option<PathBuf>,
     /// The server's access log.
     pub access_log: PathBuf,
@@ -686,9 +686,11 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
             // A second for that first sample to be taken before the first rate begins.
             crate::signals::sleep(Duration::from_secs(1))?;
         }
-        // Each rate starts on a whole second, so that its window is whole seconds of the
-        // access log (whose timestamps are whole seconds): `triage capacity --steps` then
-        // finds the same steps the lab measured, with no second shared by two rates.
+    }
+    if matches!(pt.step, Step::Rate { .. } | Step::Probe { .. }) {
+        // Each rate and probe starts on a whole second, so that its window is whole seconds
+        // of the access log (whose timestamps are whole seconds): `triage capacity --steps`
+        // then finds the same steps the lab measured, with no second shared by two runs.
         crate::signals::sleep(to_next_second())?;
     }
     let c0 = cpu_now(s.tb)?;
@@ -819,7 +821,14 @@ pub fn measure(s: &Setup<'_>, r: &mut Running, pt: &EvPoint) -> Result<Measured>
         }
     }
     let last_rate = matches!(pt.step, Step::Rate { idx, .. } if idx + 1 == s.p.fracs.len());
-    let cpu_csv = if last_rate {
+    // The samples go on through the probes: `triage capacity --steps` sees a probe that runs
+    // a rate again as a second run of that step, a vote on where the CPU ran out, as the lab
+    // counts it.
+    let last_run = match pt.step {
+        Step::Probe { idx } => idx + 1 == s.p.probes,
+        _ => last_rate && s.p.probes == 0,
+    };
+    let cpu_csv = if last_run {
         match r.recorder.take() {
             Some(rec) => Some(rec.finish()?),
             None => None,

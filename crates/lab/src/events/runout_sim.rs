@@ -13,7 +13,7 @@
 //! 5% or more cheaper). A prediction leaning +3.4% with a 1.5% spread (the gzip-page runs')
 //! turns each row's measured crossing into a row's error.
 
-use super::plan::fracs;
+use super::plan::QUICK_FRACS;
 use super::runout::RunOut;
 use super::search::{Trial, GROW};
 use crate::capacity::analyze::{run_out_split, Tie};
@@ -91,7 +91,7 @@ impl Model {
 }
 
 /// The lab's order: the overload run (what it serves is the ladder's reference), the quick
-/// ladder's 8 rates, then `probes` probes asked of `next`; the measured crossing from
+/// ladder's 7 rates, then `probes` probes asked of `next`; the measured crossing from
 /// `measure`.
 fn row(
     seed: u64,
@@ -110,7 +110,7 @@ fn row(
     };
     s.record_overload(&over);
     runs.push(over);
-    for f in fracs(8) {
+    for f in QUICK_FRACS {
         let t = m.run(f * m.held);
         s.record(&t);
         runs.push(t);

@@ -17,7 +17,8 @@ use super::run::Measured;
 use super::runout::{ran_out, RunOut};
 use super::search::{SatSearch, Trial};
 use crate::capacity::analyze::{
-    bucket_order, busy_range, fits_of, points, prediction_fit, Fits, Options, Range, DEFAULT_MIN_R,
+    bucket_order, busy_range, fits_of, majority, points, prediction_fit, Fits, Options, Range,
+    DEFAULT_MIN_R,
 };
 use crate::capacity::Bucketing;
 use crate::harness::Env;
@@ -460,13 +461,6 @@ pub fn fit_row(
         .iter()
         .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
         .collect();
-    // The knee splits the rates by the rate offered, out of CPU as the measured crossing
-    // counts a run (idle under the threshold, or not sustained), so the fit and the crossing
-    // read one quantity; `triage capacity` reads the same order off the steps' time order.
-    let order: Vec<(f64, bool)> = rates
-        .iter()
-        .map(|m| (m.target_rps, ran_out(&trial_of(m))))
-        .collect();
     let all = fits_of(&pts);
     let mut search = SatSearch::default();
     let mut runout = RunOut::default();
@@ -479,6 +473,24 @@ pub fn fit_row(
     for m in rates.iter().chain(probes) {
         runout.record(&trial_of(m));
     }
+    // The knee splits the rates by the rate offered, out of CPU as the measured crossing
+    // counts a run (idle under the threshold, or not sustained) and by the majority of the
+    // runs at that rate (the ladder's first, the probes' repeats after it), so the fit and
+    // the crossing read one quantity; `triage capacity` reads the same order off the steps'
+    // time order, a repeated step voting with its first (`capacity::analyze::repeat_order`).
+    let order: Vec<(f64, bool)> = rates
+        .iter()
+        .map(|m| {
+            let votes: Vec<bool> = runout
+                .runs
+                .iter()
+                .filter(|v| v.rate == m.target_rps)
+                .map(|v| v.out)
+                .collect();
+            let own = ran_out(&trial_of(m));
+            (m.target_rps, majority(&votes).unwrap_or(own))
+        })
+        .collect();
     let split = runout.split();
     let run_at = |rate: Option<f64>, sustained: bool| {
         let rate = rate?;
@@ -596,7 +608,7 @@ pub fn fit_row(
         tool_error: None,
         cpu_per_req_us: sat.cpu_per_req_us,
     };
-    let csv = rates.iter().find_map(|m| m.cpu_csv.clone());
+    let csv = rates.iter().chain(probes).find_map(|m| m.cpu_csv.clone());
     match csv {
         None => row.tool_error = Some("no CPU samples".into()),
         Some(csv) => {
@@ -1582,6 +1594,82 @@ mod tests {
         assert_eq!((lr, lf.buckets), (tr, tf.buckets));
         assert_eq!(tf.buckets, 5);
         assert_eq!(lf.predicted_peak_rps, tf.predicted_peak_rps);
+    }
+
+    /// cap15-quick1's triage at 0 cold: the ladder (offered, served, user %, kernel %, idle
+    /// %), then the probes. The ladder's run at 516 req/s read 1.5% idle (out of CPU); both
+    /// probes that ran that rate again read 14.3% and 5.3%.
+    fn triage_cap15_quick1() -> (Measured, Measured, Vec<Measured>, Vec<Measured>) {
+        let run = |step: &str, (offered, served, user, kernel, idle): (f64, f64, f64, f64, f64)| {
+            let mut r = m(step, served, idle);
+            (r.target_rps, r.user_pct, r.kernel_pct) = (offered, user, kernel);
+            r
+        };
+        let sat = run("saturate", (580.9, 576.9, 95.49, 3.97, 0.54));
+        let over = run("overload", (726.1, 600.2, 98.04, 1.94, 0.02));
+        let runs: Vec<Measured> = [
+            ("rate", (60.0, 60.3, 13.05, 0.67, 86.28)),
+            ("rate", (180.1, 180.2, 35.17, 1.99, 62.84)),
+            ("rate", (300.1, 300.0, 56.30, 1.33, 42.36)),
+            ("rate", (354.1, 354.0, 69.12, 1.66, 29.21)),
+            ("rate", (408.1, 408.0, 80.88, 3.33, 15.79)),
+            ("rate", (462.1, 461.9, 86.54, 2.66, 10.80)),
+            ("rate", (516.1, 515.0, 94.80, 3.66, 1.54)),
+            ("rate", (570.2, 569.9, 91.80, 2.66, 5.54)),
+            ("probe", (516.1, 515.8, 82.06, 3.67, 14.27)),
+            ("probe", (516.1, 515.8, 91.76, 2.99, 5.25)),
+            ("probe", (570.2, 566.5, 91.57, 2.99, 5.44)),
+            ("probe", (643.4, 588.2, 97.49, 2.43, 0.08)),
+            ("probe", (605.7, 604.8, 96.37, 2.33, 1.31)),
+        ]
+        .into_iter()
+        .map(|(step, r)| run(step, r))
+        .collect();
+        let (rates, probes) = runs.split_at(8);
+        (sat, over, rates.to_vec(), probes.to_vec())
+    }
+
+    #[test]
+    fn a_rate_run_again_votes_on_the_fits_knee_as_on_the_crossing() {
+        // Alone, the ladder's 516 req/s (1.5% idle) sets the knee: the fit stops at 462 and
+        // predicts 503 req/s against the 588 measured (-14%). Both probes at 516 read idle
+        // left, so 516's verdict is idle left, as the crossing counts it: no ladder rate ran
+        // out, the fit runs to 570 and predicts within 10%.
+        let (sat, over, rates, probes) = triage_cap15_quick1();
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let alone = fit_row(&sat, Some(&over), &refs, &[], 3, Saturation::Cpu);
+        assert_eq!(alone.fitted_rps, Some((300.0, 461.9)), "{alone:?}");
+        let probe_refs: Vec<&Measured> = probes.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, &probe_refs, 3, Saturation::Cpu);
+        assert_eq!(row.fitted_rps, Some((300.0, 569.9)), "{row:?}");
+        let measured = row.measured_rps.expect("a crossing");
+        assert!(
+            (measured - (570.2f64 * 605.7).sqrt()).abs() < 0.1,
+            "{measured}"
+        );
+        let err = row.error_pct.expect("an error");
+        assert!(err.abs() < 10.0, "{err}");
+        assert!(alone.predicted_rps.unwrap() < row.predicted_rps.unwrap() - 40.0);
+        // The tool reads the same fit off the steps in time order: the probes that kept up
+        // at a ladder step's rate vote with it; the rest lie past the knee.
+        let steps: Vec<(f64, f64, f64, f64)> = rates
+            .iter()
+            .chain(&probes)
+            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
+            .collect();
+        let drained: Vec<bool> = rates
+            .iter()
+            .chain(&probes)
+            .map(|m| !trial_of(m).sustained())
+            .collect();
+        let tool = crate::capacity::analyze::repeat_order(&steps, &drained, KNEE_IDLE_PCT);
+        let (tr, tf) = prediction_fit(&steps, &tool, Some(row.cut_rps), KNEE_IDLE_PCT);
+        assert_eq!(
+            (tr, tf.buckets),
+            (row.prediction_range, row.prediction.buckets)
+        );
+        let (t, l) = (tf.predicted_peak_rps.unwrap(), row.predicted_rps.unwrap());
+        assert!((t - l).abs() < 1e-6, "tool {t} lab {l}");
     }
 
     #[test]
