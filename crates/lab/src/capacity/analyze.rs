@@ -121,6 +121,10 @@ pub fn time_order(
 /// lab's probes between two rates lie at least 2.4% from either.
 pub const REPEAT_REL: f64 = 0.02;
 
+/// The order key of a step that runs an earlier step's rate again ([`repeat_order`]): past
+/// every step, so that it is never fitted and never moves the knee.
+pub const REPEAT_KEY: f64 = f64::INFINITY;
+
 /// A rate's verdict from its runs' votes (out of CPU or not), the first run's first: the
 /// majority; on a tie the first run's. As the measured crossing votes (`events::runout`), so
 /// that no single run sets the fit's knee where other runs at its rate disagree.
@@ -175,7 +179,7 @@ pub fn repeat_order(
     }
     for j in 0..n {
         if first[j].is_some() {
-            order[j] = (f64::INFINITY, true);
+            order[j] = (REPEAT_KEY, true);
         }
     }
     order
@@ -459,6 +463,15 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
                 b.requests_outside
             )
         });
+    }
+    let repeats = order.iter().filter(|o| o.0 == REPEAT_KEY).count();
+    if repeats > 0 {
+        notes.push(format!(
+            "{repeats} step(s) ran an earlier step's rate again (within {:.0}%): each voted on \
+             whether that rate ran out of CPU (the majority of its steps decides) and is no \
+             point of the busy-range line",
+            REPEAT_REL * 100.0
+        ));
     }
     Analysis {
         bucket_s: b.width_s,
@@ -834,8 +847,8 @@ mod tests {
         assert_eq!(knee_in_order(&ladder), Some(4.0));
         let order = repeat_order(&pts, &drained, SATURATED_IDLE_PCT);
         assert_eq!(order[4], (4.0, false));
-        assert_eq!(order[6], (f64::INFINITY, true));
-        assert_eq!(order[7], (f64::INFINITY, true));
+        assert_eq!(order[6], (REPEAT_KEY, true));
+        assert_eq!(order[7], (REPEAT_KEY, true));
         assert_eq!(order[8], (8.0, true), "served less than the ladder's 600");
         assert_eq!(order[9], (9.0, true));
         assert_eq!(knee_in_order(&order), Some(5.0));
@@ -855,6 +868,25 @@ mod tests {
             repeat_order(&pts[..6], &drained[..6], SATURATED_IDLE_PCT),
             ladder
         );
+        // The analysis of such steps says how many voted, and fits the ladder's 100-400
+        // alone: the line's own X-intercept, 1000 (the repeats at 499 and 505 lie off it).
+        let mut b = bucketed(pts[..8].iter().map(|p| bucket(p.0, p.3)).collect());
+        b.steps = true;
+        let o = Options {
+            low_rate_cut: None,
+            ..O
+        };
+        let a = analyze(&b, 0, "", &o);
+        assert!(
+            a.notes
+                .iter()
+                .any(|n| n.starts_with("2 step(s) ran an earlier step's rate again")),
+            "{:?}",
+            a.notes
+        );
+        assert_eq!(a.prediction_range, Range::Unsaturated);
+        let x = a.predicted_peak_rps.expect("a line");
+        assert!((x - 1000.0).abs() < 1e-6, "{x}");
     }
 
     #[test]
