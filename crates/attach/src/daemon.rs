@@ -570,6 +570,7 @@ impl Daemon {
                     })
                 }
             };
+            let call = std::time::Instant::now();
             let (tid, r) = match a {
                 Action::Raise(w) => (w as Tid, raise(w as Tid, text)),
                 Action::RaiseHead(w) => (w as Tid, raise(w as Tid, head)),
@@ -580,6 +581,7 @@ impl Daemon {
                     _ => (w as Tid, l.lower(w as Tid)),
                 },
             };
+            self.s.lever_call.record(call.elapsed().as_nanos() as u64);
             match a {
                 Action::Lower(_) if self.floor.is_some() && l.is_raised(tid) => {
                     self.floored.insert(tid);
