@@ -32,8 +32,8 @@
 //!   nice -10 (`--tail-nice -10`: below the text, far above the competitor).
 //!
 //! - `<server>+pos-weight`: `<server>+pos`'s options with the cgroup-weight lever instead of
-//!   nice (`--lever weight`, no floor: the lever has one level); `weight` composes with the
-//!   other options (`apache+pos-tail-weight`). A run that names one puts the server side's
+//!   nice (`--lever weight`; the floor is a nice value held beside it on every followed
+//!   task); `weight` composes with the other options (`apache+pos-tail-weight`). A run that names one puts the server side's
 //!   processes in a leaf cgroup below the quota's (`--server-layout nested`), so that the
 //!   boost cgroup the lever moves a raised task into, the leaf's sibling, stays inside the
 //!   one budget.
@@ -295,8 +295,9 @@ pub struct PosOptions {
 ///   objects, not raised as text);
 /// - `plain`: nothing (POS alone, when the server's `+pos` runs with options);
 /// - `weight`: the cgroup-weight lever (`--lever weight`: a raised task moved into a
-///   high-weight sibling of its cgroup) instead of nice; it has one level, so no `floor<N>`
-///   (and a tail's head's nice is moot: the head is moved like the text).
+///   high-weight sibling of its cgroup) instead of nice; it has one level (a tail's head is
+///   moved like the text, its nice moot), and `floor<N>` holds every followed task at nice -N
+///   beside it.
 ///
 /// `None` if `kind` is not such a name. What `<server>+pos` itself runs is
 /// [`default_pos_kind`], `<server>+pos-weight` [`server_kind`].
@@ -391,10 +392,6 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
             }
         }
     }
-    if lever == "weight" && flags.iter().any(|f| f == "--floor-nice") {
-        // The daemon refuses a floor without a nice lever.
-        return None;
-    }
     let how = if how.is_empty() {
         String::new()
     } else {
@@ -404,22 +401,17 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
 }
 
 /// The kind a `<server>+<kind>` name runs on `peer`: `pos` is [`default_pos_kind`];
-/// `pos-weight` the same options with the cgroup-weight lever, less the floor (the lever has
-/// one level), the front kept; any other kind itself.
+/// `pos-weight` the same options with the cgroup-weight lever (the floor held beside it, the
+/// front kept); any other kind itself.
 pub fn server_kind(peer: Peer, kind: &str) -> String {
     match kind {
         "pos" => default_pos_kind(peer).to_owned(),
         "pos-weight" => {
             let d = default_pos_kind(peer);
-            let (d, front) = match d.strip_suffix("-front") {
-                Some(d) => (d, "-front"),
-                None => (d, ""),
-            };
-            let opts: Vec<&str> = d
-                .split('-')
-                .filter(|o| !(o.starts_with("floor") && o.len() > 5))
-                .collect();
-            format!("{}-weight{front}", opts.join("-"))
+            match d.strip_suffix("-front") {
+                Some(d) => format!("{d}-weight-front"),
+                None => format!("{d}-weight"),
+            }
         }
         k => k.to_owned(),
     }
@@ -594,39 +586,36 @@ mod tests {
     }
 
     #[test]
-    fn weight_variants_swap_the_lever_drop_the_floor_and_nest_the_layout() {
+    fn weight_variants_swap_the_lever_keep_the_options_and_nest_the_layout() {
         let v = named(&["apache+pos", "apache+pos-weight", "php-fpm+pos-weight"]);
         assert_eq!(v.len(), 3);
         let f = |i: usize| v[i].attach.clone().unwrap();
         assert!(f(0).windows(2).any(|w| w == ["--lever", "nice"]));
-        // The same options as `apache+pos` but the floor, with the weight lever.
+        // The same options as `apache+pos`, with the weight lever.
         assert!(f(1).windows(2).any(|w| w == ["--lever", "weight"]));
-        assert!(!f(1).iter().any(|x| x == "nice" || x == "--floor-nice"));
-        for pair in [["--tail-head", "after-text"], ["--companion-window", "2ms"]] {
+        assert!(!f(1).iter().any(|x| x == "nice"));
+        for pair in [
+            ["--tail-head", "after-text"],
+            ["--companion-window", "2ms"],
+            ["--floor-nice", "-10"],
+        ] {
             assert!(f(0).windows(2).any(|w| w == pair), "{pair:?}");
             assert!(f(1).windows(2).any(|w| w == pair), "{pair:?}");
         }
-        assert_eq!(
-            f(0).len(),
-            f(1).len() + 2,
-            "only --floor-nice -10 is left out: {:?}",
-            f(1)
-        );
+        assert_eq!(f(0).len(), f(1).len(), "{:?}", f(1));
         // php-fpm's: its budget and front kept.
         assert!(v[2].attach_front);
         assert!(f(2).windows(2).any(|w| w == ["--lever", "weight"]));
         assert!(f(2).windows(2).any(|w| w == ["--budget", "learn"]));
-        assert!(!f(2).contains(&"--floor-nice".into()));
         assert_eq!(
             server_kind(Peer::Apache, "pos-weight"),
-            "pos-tail-comp2-weight"
+            "pos-tail-floor10-comp2-weight"
         );
         assert_eq!(
             server_kind(Peer::PhpFpm, "pos-weight"),
-            "pos-budget-tailwith-weight-front"
+            "pos-budget-tailwith-floor10-weight-front"
         );
-        // The floor needs a nice lever: the daemon would refuse the pair.
-        assert_eq!(pos_options("pos-floor10-weight"), None);
+        assert_eq!(pos_options("pos-tail-comp2-weight").unwrap().flags.len(), 4);
         assert_eq!(pos_options("pos-tail-weight").unwrap().lever, "weight");
         assert_eq!(pos_options("pos-tail").unwrap().lever, "nice");
         let only = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
