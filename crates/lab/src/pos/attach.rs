@@ -1,8 +1,9 @@
 //! The `+pos` variants of `triage lab pos`: unmodified servers with `triage pos attach`
 //! following them (docs/kpos.md). They run only when `--variants` names them:
-//! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW,
-//!   and the server's chosen options ([`default_pos_kind`]: the tail's head after the text,
-//!   the floor at -10 and companions within 2 ms); `apache+pos-plain`: POS alone;
+//! - `apache+pos`: Apache prefork with the daemon, the run's SLP and first RW, and the
+//!   server's chosen options ([`default_pos_kind`]: the tail's head after the text, the floor
+//!   at -10, companions within 2 ms and the cgroup-weight lever); `apache+pos-plain`: POS
+//!   alone with nice; `apache+pos-tail-floor10-comp2`: the same options with nice;
 //! - `<server>+pos-<options>`: any options of [`pos_options`] (budget, tail's head, floor,
 //!   ...), in any order;
 //! - `apache+pos-slice`: POS alone with nice + a 0.1 ms slice;
@@ -408,6 +409,9 @@ pub fn server_kind(peer: Peer, kind: &str) -> String {
         "pos" => default_pos_kind(peer).to_owned(),
         "pos-weight" => {
             let d = default_pos_kind(peer);
+            if d.split('-').any(|o| o == "weight") {
+                return d.to_owned();
+            }
             match d.strip_suffix("-front") {
                 Some(d) => format!("{d}-weight-front"),
                 None => format!("{d}-weight"),
@@ -439,7 +443,7 @@ pub fn uses_weight_lever(only: &[String]) -> bool {
 /// alone.
 pub fn default_pos_kind(peer: Peer) -> &'static str {
     match peer {
-        Peer::Apache => "pos-tail-floor10-comp2",
+        Peer::Apache => "pos-tail-floor10-comp2-weight",
         _ => "pos-budget-tailwith-floor10-front",
     }
 }
@@ -556,7 +560,16 @@ mod tests {
         );
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
-        assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));
+        assert!(
+            flags.windows(2).any(|w| w == ["--lever", "weight"]),
+            "apache+pos moves the text into the boost cgroup"
+        );
+        assert!(v[3]
+            .attach
+            .as_ref()
+            .unwrap()
+            .windows(2)
+            .any(|w| w == ["--lever", "nice"]));
         assert!(v[1].attach.as_ref().unwrap().contains(&"--log-only".into()));
         assert_eq!(v[0].peer_kind(), Some(Peer::Apache));
         let v = named(&["php-fpm+pos", "php-fpm+all20", "php-fpm+nothing"]);
@@ -587,11 +600,18 @@ mod tests {
 
     #[test]
     fn weight_variants_swap_the_lever_keep_the_options_and_nest_the_layout() {
-        let v = named(&["apache+pos", "apache+pos-weight", "php-fpm+pos-weight"]);
-        assert_eq!(v.len(), 3);
+        let v = named(&[
+            "apache+pos-tail-floor10-comp2",
+            "apache+pos-weight",
+            "php-fpm+pos-weight",
+            "apache+pos",
+        ]);
+        assert_eq!(v.len(), 4);
         let f = |i: usize| v[i].attach.clone().unwrap();
         assert!(f(0).windows(2).any(|w| w == ["--lever", "nice"]));
-        // The same options as `apache+pos`, with the weight lever.
+        // Apache's default is the weight lever: `+pos-weight` is `+pos`.
+        assert_eq!(f(1), f(3));
+        // The same options as with nice, with the weight lever.
         assert!(f(1).windows(2).any(|w| w == ["--lever", "weight"]));
         assert!(!f(1).iter().any(|x| x == "nice"));
         for pair in [
@@ -623,9 +643,13 @@ mod tests {
         assert!(uses_weight_lever(&only(&["php-fpm+pos-tail-weight-front"])));
         assert!(!uses_weight_lever(&only(&[
             "apache",
-            "apache+pos",
+            "apache+pos-tail-floor10-comp2",
             "php-fpm+pos"
         ])));
+        assert!(
+            uses_weight_lever(&only(&["apache", "apache+pos", "php-fpm", "php-fpm+pos"])),
+            "the check's Apache variant uses the weight lever"
+        );
         // The layout follows: nested when a weight variant runs, else flat, unless told.
         use crate::pos::opts::ServerLayout;
         let layout = |names: &[&str], told: Option<ServerLayout>| {
@@ -638,11 +662,20 @@ mod tests {
             layout(&["apache", "apache+pos", "apache+pos-weight"], None),
             ServerLayout::Nested
         );
-        assert_eq!(layout(&["apache", "apache+pos"], None), ServerLayout::Flat);
         assert_eq!(
-            layout(&["apache", "apache+pos"], Some(ServerLayout::Nested)),
+            layout(&["apache", "php-fpm", "php-fpm+pos"], None),
+            ServerLayout::Flat
+        );
+        assert_eq!(
+            layout(&["php-fpm", "php-fpm+pos"], Some(ServerLayout::Nested)),
             ServerLayout::Nested
         );
+        // The weight lever in the flat layout would run outside the quota: refused.
+        let mut o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
+        o.only = Some(only(&["apache", "apache+pos"]));
+        o.server_layout = Some(ServerLayout::Flat);
+        let e = crate::pos::plan::resolve(&o).unwrap_err().to_string();
+        assert!(e.contains("outside the budget"), "{e}");
         // The goal line names the lever.
         assert!(pos_options(&server_kind(Peer::Apache, "pos-weight"))
             .unwrap()

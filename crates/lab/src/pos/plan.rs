@@ -197,6 +197,17 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     } else {
         default_quota(o.exp, gzip)
     });
+    let weight = o
+        .only
+        .as_deref()
+        .is_some_and(super::attach::uses_weight_lever);
+    if weight && o.server_layout == Some(ServerLayout::Flat) {
+        return Err(LabError::Config(
+            "--server-layout flat with a variant of the cgroup-weight lever: its boost cgroup, \
+             beside the quota's cgroup, would run the raised tasks outside the budget"
+                .into(),
+        ));
+    }
     // The kernel's smallest quota is 1 ms per period: lengthen the period if needed.
     let period = default_period(o).max(Duration::from_secs_f64((0.001 / quota).min(1.0)));
     let site = SiteSpec {
@@ -233,16 +244,11 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         slp_floor_s: (o.exp > 2).then(|| o.slp_floor.unwrap_or(DEFAULT_SLP_FLOOR).as_secs_f64()),
         rw,
         quota: Some(quota),
-        server_layout: o.server_layout.unwrap_or(
-            if o.only
-                .as_deref()
-                .is_some_and(super::attach::uses_weight_lever)
-            {
-                ServerLayout::Nested
-            } else {
-                ServerLayout::Flat
-            },
-        ),
+        server_layout: o.server_layout.unwrap_or(if weight {
+            ServerLayout::Nested
+        } else {
+            ServerLayout::Flat
+        }),
         period_ms: period.as_secs_f64() * 1e3,
         parallel: o.parallel,
         gzip_level: o.gzip_level(),
