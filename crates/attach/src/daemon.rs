@@ -79,7 +79,9 @@ pub struct AttachConfig {
     /// value): a floor between the competitor's value and the tail's head's, so that a task
     /// POS lowers still runs ahead of a competitor outside the followed set (the CPU hog)
     /// and the order among the followed tasks (text, tail's head, the rest) stays POS's.
-    /// A nice lever only; every held task is restored as a raised one is.
+    /// With a nice lever it is one of the lever's levels; with the weight lever a nice value
+    /// held beside it on every followed task (a task moved into the boost cgroup keeps it).
+    /// Every held task is restored as a raised one is.
     pub floor_nice: Option<i32>,
     /// While events keep coming, take them in batches at most this often (`ZERO`: wake up
     /// for every event): the loop sleeps out the rest of this interval after a poll that
@@ -151,14 +153,16 @@ pub fn run(
     }
     if let Some(f) = cfg.floor_nice {
         let text = -20;
-        let above = cfg.tail_nice.unwrap_or(text);
-        if !matches!(cfg.lever, Some(LeverKind::Nice | LeverKind::NiceSlice))
-            || cfg.direction == Direction::LowerRest
-            || !(above..=0).contains(&f)
+        let above = match cfg.lever {
+            // The weight lever's raised tasks are in another cgroup: any nice value is below.
+            Some(LeverKind::Weight) => text,
+            _ => cfg.tail_nice.unwrap_or(text),
+        };
+        if cfg.lever.is_none() || cfg.direction == Direction::LowerRest || !(above..=0).contains(&f)
         {
             return Err(AttachError::Usage(format!(
-                "--floor-nice {f}: needs a nice lever raising the marked tasks and a value from \
-                 the tail's head's ({above}) to 0"
+                "--floor-nice {f}: needs a lever raising the marked tasks and a value from the \
+                 tail's head's ({above}) to 0"
             )));
         }
     }
@@ -233,6 +237,26 @@ pub fn run(
         }
         None => None,
     };
+    // The weight lever's floor: a nice lever of its own holding every followed task at the
+    // floor, its journal in a directory of its own (one journal per lever and process).
+    let floor_state = cfg.state_dir.join("floor");
+    let floor_lever = match (cfg.lever, cfg.floor_nice) {
+        (Some(LeverKind::Weight), Some(f)) => {
+            let rec = os::lever::recover(&floor_state);
+            if rec.journals > 0 {
+                let _ = writeln!(
+                    out,
+                    "recovered {} floor journal(s): restored {} task(s)",
+                    rec.journals,
+                    rec.restored.len()
+                );
+            }
+            let mut lc = LeverConfig::new(LeverKind::Nice);
+            lc.nice = f;
+            Some(Lever::new(lc, &floor_state)?)
+        }
+        _ => None,
+    };
     let mut front = Front::new(&cfg.front);
     if !front.is_empty() {
         let _ = writeln!(
@@ -267,7 +291,10 @@ pub fn run(
         actions,
         direction: cfg.direction,
         tail_nice: cfg.tail_nice,
-        floor: cfg.floor_nice.filter(|_| lever.is_some()),
+        floor: cfg
+            .floor_nice
+            .filter(|_| matches!(cfg.lever, Some(LeverKind::Nice | LeverKind::NiceSlice))),
+        floor_lever,
         floored: BTreeSet::new(),
         grades: cfg.kpos.grades.max(1),
     };
@@ -286,7 +313,7 @@ pub fn run(
         },
         cfg.kpos.tail_head.name()
     );
-    if let Some(f) = d.floor {
+    if let Some(f) = cfg.floor_nice.filter(|_| lever.is_some()) {
         let _ = writeln!(
             out,
             "floor: every followed task not raised held at nice {f}"
@@ -385,6 +412,17 @@ pub fn run(
             let _ = writeln!(out, "restore: {e}");
         }
         let _ = writeln!(out, "{end}: restored {n} raised task(s)");
+        // After the weight lever's: a task it restores gets back the floor's value first.
+        if let Some(mut fl) = d.floor_lever.take() {
+            let n = fl.raised();
+            for e in fl.restore_all() {
+                let _ = writeln!(out, "restore: {e}");
+            }
+            let _ = writeln!(out, "restored {n} task(s) held at the floor");
+            drop(fl);
+            // Its journal went with it; the directory goes if no other daemon's is there.
+            let _ = std::fs::remove_dir(&floor_state);
+        }
     } else {
         let _ = writeln!(out, "{end}");
     }
@@ -418,8 +456,11 @@ struct Daemon {
     direction: Direction,
     /// [`AttachConfig::tail_nice`].
     tail_nice: Option<i32>,
-    /// [`AttachConfig::floor_nice`] (with a lever).
+    /// [`AttachConfig::floor_nice`] (with a nice lever: one of its levels).
     floor: Option<i32>,
+    /// [`AttachConfig::floor_nice`] with the weight lever: a nice lever holding every
+    /// followed task at the floor.
+    floor_lever: Option<Lever>,
     /// Followed tasks held at the floor now (in the lever's raised set, not above the floor).
     floored: BTreeSet<Tid>,
     /// [`KposConfig::grades`].
@@ -458,6 +499,14 @@ impl Daemon {
 
     /// Hold `t` at the floor (if there is one and the lever holds it at no other level).
     fn hold_at_floor(&mut self, l: &mut Lever, t: Tid, out: &mut dyn Write) {
+        if let Some(fl) = self.floor_lever.as_mut() {
+            match fl.raise(t) {
+                Ok(()) => {}
+                Err(LeverError::Gone(_)) => fl.forget(t),
+                Err(e) => self.lever_error(e, out),
+            }
+            return;
+        }
         let Some(f) = self.floor else {
             return;
         };
@@ -509,6 +558,9 @@ impl Daemon {
                 tracer.unfollow(ev.tid);
                 if let Some(l) = lever.as_deref_mut() {
                     l.forget(ev.tid);
+                }
+                if let Some(fl) = self.floor_lever.as_mut() {
+                    fl.forget(ev.tid);
                 }
                 Input::Exit
             }
@@ -570,6 +622,7 @@ impl Daemon {
                     })
                 }
             };
+            let call = std::time::Instant::now();
             let (tid, r) = match a {
                 Action::Raise(w) => (w as Tid, raise(w as Tid, text)),
                 Action::RaiseHead(w) => (w as Tid, raise(w as Tid, head)),
@@ -580,6 +633,7 @@ impl Daemon {
                     _ => (w as Tid, l.lower(w as Tid)),
                 },
             };
+            self.s.lever_call.record(call.elapsed().as_nanos() as u64);
             match a {
                 Action::Lower(_) if self.floor.is_some() && l.is_raised(tid) => {
                     self.floored.insert(tid);

@@ -33,6 +33,9 @@ pub struct Snapshot {
     pub raised_before_wake: u64,
     /// Delay from a transition in the kernel to the daemon handling it.
     pub delivery: Hist,
+    /// Time each call of the lever on POS's decisions took (a raise, a restore, a change of
+    /// level): a nice value's `setpriority`, or the weight lever's cgroup write.
+    pub lever_call: Hist,
 }
 
 impl Snapshot {
@@ -91,6 +94,7 @@ impl Snapshot {
         for (name, h) in [
             ("wake_to_lever_seconds", &self.wake_to_lever),
             ("delivery_seconds", &self.delivery),
+            ("lever_call_seconds", &self.lever_call),
         ] {
             for (le, c) in h.cumulative() {
                 let le = le.map_or("+Inf".to_owned(), |us| format!("{}", us as f64 / 1e6));
@@ -110,7 +114,7 @@ impl Snapshot {
             "tasks {} raised {} | SLP {:.1} ms RW {} | marks {} demotions {} | {:.0} ev/s \
              (dropped {}) | PL {:.2} LRQ {:.2} wake delay {:.2} ms bottleneck {} | budget {} \
              lowered {} | tail heads {} | own CPU {:.2}% | wake-to-lever p50 {} p99 {} \
-             (raised before wake {})",
+             (raised before wake {}) | lever call p50 {} p99 {}",
             p.live,
             p.raised,
             p.slp as f64 / 1e6,
@@ -131,6 +135,8 @@ impl Snapshot {
             q(&self.wake_to_lever, 0.5),
             q(&self.wake_to_lever, 0.99),
             self.raised_before_wake,
+            q(&self.lever_call, 0.5),
+            q(&self.lever_call, 0.99),
         )
     }
 }
@@ -159,5 +165,14 @@ mod tests {
         assert!(t.contains("triage_attach_cpu_share 0.01"));
         assert!(t.contains("triage_attach_budget_seconds 0"));
         assert!(s.line().contains("p99 <=128us"), "{}", s.line());
+        s.lever_call.record(90_000);
+        assert!(s
+            .render()
+            .contains("triage_attach_lever_call_seconds_count 1"));
+        assert!(
+            s.line().ends_with("lever call p50 <=128us p99 <=128us"),
+            "{}",
+            s.line()
+        );
     }
 }

@@ -255,8 +255,20 @@ fn lower_rest_lowers_an_unmarked_worker_and_restores_it() {
 
 #[test]
 fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
+    weight_lever_round_trip("the_weight_lever_moves...", None);
+}
+
+#[test]
+fn with_the_weight_lever_a_floor_holds_the_worker_at_its_nice_in_and_out_of_the_boost() {
+    weight_lever_round_trip("with_the_weight_lever_a_floor...", Some(-10));
+}
+
+/// A text worker followed with the weight lever (and `floor` as `--floor-nice`): moved into
+/// the boost cgroup beside its own while followed (at the floor's nice value, if any), back
+/// in its cgroup at its own value after, with no boost cgroup and no journal left.
+fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
     if !is_root() {
-        eprintln!("SKIP the_weight_lever_moves...: needs root (cgroup writes)");
+        eprintln!("SKIP {name}: needs root (cgroup writes)");
         return;
     }
     let _alone = alone();
@@ -269,7 +281,7 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
         }) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("SKIP the_weight_lever_moves...: {e}");
+            eprintln!("SKIP {name}: {e}");
             return;
         }
     };
@@ -284,9 +296,11 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
     leaf.add_pid(pid).unwrap();
     let home = os::lever::weight::task_dir(&m, pid).unwrap();
     let boost = home.parent().unwrap().join(os::lever::weight::BOOST_NAME);
+    let base = os::prio::thread_nice(pid).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(pid, dir.path());
     cfg.lever = Some(os::lever::LeverKind::Weight);
+    cfg.floor_nice = floor;
     cfg.duration = Some(Duration::from_millis(1500));
     let stop = Arc::new(AtomicBool::new(false));
     let daemon = spawn_daemon(cfg, stop);
@@ -298,6 +312,8 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    // In the boost cgroup it keeps the floor's value (the weight lever changes no nice).
+    let boosted_nice = os::prio::thread_nice(pid).unwrap();
     let (r, out) = daemon.join().unwrap();
     let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
     assert!(
@@ -311,6 +327,17 @@ fn the_weight_lever_moves_a_text_worker_to_the_boost_cgroup_and_back() {
         "back in its cgroup\n{out}"
     );
     assert!(!boost.exists(), "the boost cgroup is removed\n{out}");
+    assert_eq!(boosted_nice, floor.unwrap_or(base), "{out}");
+    assert_eq!(
+        os::prio::thread_nice(pid).unwrap(),
+        base,
+        "its own value back\n{out}"
+    );
+    assert_eq!(
+        out.contains("held at the floor"),
+        floor.is_some(),
+        "the floor is held beside the weight lever only when asked\n{out}"
+    );
     assert!(snap.pos.marks > 0, "{out}");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),

@@ -46,6 +46,12 @@ pub struct DaemonStats {
     pub wake_to_lever_p50_us: Option<f64>,
     /// Wake-up-to-lever latency, 99th percentile (us, as the p50).
     pub wake_to_lever_p99_us: Option<f64>,
+    /// Time one lever call took (a raise, a restore, a change of level: `setpriority`, or
+    /// the weight lever's cgroup write), 50th percentile (us, the upper bound of its bucket);
+    /// null without a call or from a daemon that does not report it.
+    pub lever_call_p50_us: Option<f64>,
+    /// Time one lever call took, 99th percentile (us, as the p50).
+    pub lever_call_p99_us: Option<f64>,
 }
 
 /// The upper bound (us) of the first bucket of histogram `name` holding the `q` quantile.
@@ -104,6 +110,8 @@ impl DaemonStats {
             lever_errors: g("lever_errors_total").unwrap_or(0.0),
             wake_to_lever_p50_us: quantile_us(&m, h, 0.5),
             wake_to_lever_p99_us: quantile_us(&m, h, 0.99),
+            lever_call_p50_us: quantile_us(&m, "triage_attach_lever_call_seconds", 0.5),
+            lever_call_p99_us: quantile_us(&m, "triage_attach_lever_call_seconds", 0.99),
         })
     }
 
@@ -132,6 +140,8 @@ impl DaemonStats {
             lever_errors: m(|r| r.lever_errors),
             wake_to_lever_p50_us: worst(|r| r.wake_to_lever_p50_us),
             wake_to_lever_p99_us: worst(|r| r.wake_to_lever_p99_us),
+            lever_call_p50_us: worst(|r| r.lever_call_p50_us),
+            lever_call_p99_us: worst(|r| r.lever_call_p99_us),
         })
     }
 }
@@ -150,7 +160,12 @@ mod tests {
         triage_attach_wake_to_lever_seconds_bucket{le=\"0.000128\"} 100\n\
         triage_attach_wake_to_lever_seconds_bucket{le=\"+Inf\"} 100\n\
         triage_attach_wake_to_lever_seconds_sum 0.004\n\
-        triage_attach_wake_to_lever_seconds_count 100\n";
+        triage_attach_wake_to_lever_seconds_count 100\n\
+        triage_attach_lever_call_seconds_bucket{le=\"0.000002\"} 0\n\
+        triage_attach_lever_call_seconds_bucket{le=\"0.000004\"} 60\n\
+        triage_attach_lever_call_seconds_bucket{le=\"0.000256\"} 100\n\
+        triage_attach_lever_call_seconds_bucket{le=\"+Inf\"} 100\n\
+        triage_attach_lever_call_seconds_count 100\n";
 
     #[test]
     fn counters_and_latency_percentiles_from_the_daemons_metrics() {
@@ -161,6 +176,8 @@ mod tests {
         assert!((s.budget_ms - 0.4).abs() < 1e-9);
         assert_eq!(s.wake_to_lever_p50_us, Some(0.0));
         assert!((s.wake_to_lever_p99_us.unwrap() - 128.0).abs() < 1e-6);
+        assert!((s.lever_call_p50_us.unwrap() - 4.0).abs() < 1e-6);
+        assert!((s.lever_call_p99_us.unwrap() - 256.0).abs() < 1e-6);
         assert!(DaemonStats::from_metrics("triage_pl_busy_sum 1\n").is_none());
         let mut b = s.clone();
         b.marks = 20.0;

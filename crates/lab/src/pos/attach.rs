@@ -1,8 +1,9 @@
 //! The `+pos` variants of `triage lab pos`: unmodified servers with `triage pos attach`
 //! following them (docs/kpos.md). They run only when `--variants` names them:
-//! - `apache+pos`: Apache prefork with the daemon, lever nice, the run's SLP and first RW,
-//!   and the server's chosen options ([`default_pos_kind`]: the tail's head after the text,
-//!   the floor at -10 and companions within 2 ms); `apache+pos-plain`: POS alone;
+//! - `apache+pos`: Apache prefork with the daemon, the run's SLP and first RW, and the
+//!   server's chosen options ([`default_pos_kind`]: the tail's head after the text, the floor
+//!   at -10, companions within 2 ms and the cgroup-weight lever); `apache+pos-plain`: POS
+//!   alone with nice; `apache+pos-tail-floor10-comp2`: the same options with nice;
 //! - `<server>+pos-<options>`: any options of [`pos_options`] (budget, tail's head, floor,
 //!   ...), in any order;
 //! - `apache+pos-slice`: POS alone with nice + a 0.1 ms slice;
@@ -31,8 +32,16 @@
 //!   `<server>+pos-tailbelow`, `<server>+pos-budget-tailbelow`: the head beside the text at
 //!   nice -10 (`--tail-nice -10`: below the text, far above the competitor).
 //!
+//! - `<server>+pos-weight`: `<server>+pos`'s options with the cgroup-weight lever instead of
+//!   nice (`--lever weight`; the floor is a nice value held beside it on every followed
+//!   task); `weight` composes with the other options (`apache+pos-tail-weight`). A run that names one puts the server side's
+//!   processes in a leaf cgroup below the quota's (`--server-layout nested`), so that the
+//!   boost cgroup the lever moves a raised task into, the leaf's sibling, stays inside the
+//!   one budget.
+//!
 //! The daemon runs on the client side (its CPU is not the server's); the server, its
-//! children and the hog share the server side's one CPU budget (one leaf cgroup, no RT).
+//! children and the hog share the server side's one CPU budget (one leaf cgroup, no RT; with
+//! the nested layout the quota is on the leaf's parent, which holds the boost cgroup too).
 
 use serde::Serialize;
 
@@ -175,14 +184,14 @@ pub fn goals(vs: &[VariantSummary], quota: Option<f64>, period_ms: f64) -> Vec<G
             .name
             .strip_prefix(base)
             .and_then(|k| k.strip_prefix('+'))
-            .map(|k| match (k, peer_of(base)) {
-                ("pos", Some(p)) => default_pos_kind(p),
-                _ => k,
+            .map(|k| match peer_of(base) {
+                Some(p) => server_kind(p, k),
+                None => k.to_owned(),
             })
             .and_then(|k| {
                 let (k, front) = match k.strip_suffix("-front") {
                     Some(k) => (k, " (the front raised with them)"),
-                    None => (k, ""),
+                    None => (k.as_str(), ""),
                 };
                 pos_options(k).map(|o| format!("{}{front}", o.how))
             });
@@ -233,7 +242,7 @@ pub fn goals(vs: &[VariantSummary], quota: Option<f64>, period_ms: f64) -> Vec<G
                      run ({:.0} dropped), {:.0} marks, {:.0} demotions, {:.0} raises ({:.0} \
                      before the wake-up), {:.0} lowered past the episode budget ({:.2} ms at \
                      the end), {:.0} tail's heads raised, {:.0} companions, wake-up-to-lever \
-                     p50 {} p99 {}",
+                     p50 {} p99 {}, one lever call p50 {} p99 {}",
                     d.logger,
                     d.cpu_share * 100.0,
                     d.cpu_s,
@@ -251,6 +260,10 @@ pub fn goals(vs: &[VariantSummary], quota: Option<f64>, period_ms: f64) -> Vec<G
                         .map_or("-".into(), |u| format!("<= {u:.0} us")),
                     d.wake_to_lever_p99_us
                         .map_or("-".into(), |u| format!("<= {u:.0} us")),
+                    d.lever_call_p50_us
+                        .map_or("-".into(), |u| format!("<= {u:.0} us")),
+                    d.lever_call_p99_us
+                        .map_or("-".into(), |u| format!("<= {u:.0} us")),
                 ),
             });
         }
@@ -262,6 +275,8 @@ pub fn goals(vs: &[VariantSummary], quota: Option<f64>, period_ms: f64) -> Vec<G
 /// `-`-separated options in any order).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PosOptions {
+    /// The daemon's lever (`--lever`): `nice`, or `weight` with the `weight` option.
+    pub lever: &'static str,
     /// The daemon's flags the options add.
     pub flags: Vec<String>,
     /// The options in words, for the goal lines (empty for plain POS).
@@ -280,12 +295,17 @@ pub struct PosOptions {
 /// - `comp<N>`: `--companion-window <N>ms` (marks within N ms of one another are a page's
 ///   objects, not raised as text);
 /// - `plain`: nothing (POS alone, when the server's `+pos` runs with options);
+/// - `weight`: the cgroup-weight lever (`--lever weight`: a raised task moved into a
+///   high-weight sibling of its cgroup) instead of nice; it has one level (a tail's head is
+///   moved like the text, its nice moot), and `floor<N>` holds every followed task at nice -N
+///   beside it.
 ///
 /// `None` if `kind` is not such a name. What `<server>+pos` itself runs is
-/// [`default_pos_kind`].
+/// [`default_pos_kind`], `<server>+pos-weight` [`server_kind`].
 pub fn pos_options(kind: &str) -> Option<PosOptions> {
     let kind = if kind == "pos" { "pos-plain" } else { kind };
     let rest = kind.strip_prefix("pos-")?;
+    let mut lever = "nice";
     let mut flags: Vec<String> = Vec::new();
     let mut how: Vec<String> = Vec::new();
     let mut add = |f: &[&str], h: &str| {
@@ -303,6 +323,14 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
         };
         match opt {
             "plain" => add(&[], ""),
+            "weight" => {
+                lever = "weight";
+                add(
+                    &[],
+                    "the cgroup-weight lever (a raised task moved into a high-weight sibling of \
+                     the server's leaf cgroup, inside the budget)",
+                );
+            }
             "always" => add(&["--always"], "without the bottleneck check"),
             "batch" => add(&["--event-batch", "1ms"], "events taken in 1 ms batches"),
             "budget" => add(&["--budget", "learn"], "the episode's CPU budget"),
@@ -370,7 +398,44 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
     } else {
         format!(" with {}", how.join(", "))
     };
-    Some(PosOptions { flags, how })
+    Some(PosOptions { lever, flags, how })
+}
+
+/// The kind a `<server>+<kind>` name runs on `peer`: `pos` is [`default_pos_kind`];
+/// `pos-weight` the same options with the cgroup-weight lever (the floor held beside it, the
+/// front kept); any other kind itself.
+pub fn server_kind(peer: Peer, kind: &str) -> String {
+    match kind {
+        "pos" => default_pos_kind(peer).to_owned(),
+        "pos-weight" => {
+            let d = default_pos_kind(peer);
+            if d.split('-').any(|o| o == "weight") {
+                return d.to_owned();
+            }
+            match d.strip_suffix("-front") {
+                Some(d) => format!("{d}-weight-front"),
+                None => format!("{d}-weight"),
+            }
+        }
+        k => k.to_owned(),
+    }
+}
+
+/// Whether the variants named in `only` use the cgroup-weight lever (their runs need the
+/// server side's processes in a leaf below the quota: [`crate::testbed::SERVER_LEAF`]).
+pub fn uses_weight_lever(only: &[String]) -> bool {
+    only.iter().any(|name| {
+        [Peer::Apache, Peer::PhpFpm].into_iter().any(|peer| {
+            name.strip_prefix(peer.name())
+                .and_then(|k| k.strip_prefix('+'))
+                .map(|k| server_kind(peer, k))
+                .and_then(|k| {
+                    let k = k.strip_suffix("-front").unwrap_or(&k).to_owned();
+                    pos_options(&k)
+                })
+                .is_some_and(|o| o.lever == "weight")
+        })
+    })
 }
 
 /// What `<server>+pos` runs: the options that met the issue's goals on that server (see
@@ -378,7 +443,7 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
 /// alone.
 pub fn default_pos_kind(peer: Peer) -> &'static str {
     match peer {
-        Peer::Apache => "pos-tail-floor10-comp2",
+        Peer::Apache => "pos-tail-floor10-comp2-weight",
         _ => "pos-budget-tailwith-floor10-front",
     }
 }
@@ -397,15 +462,12 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         }) else {
             continue;
         };
-        // `<server>+pos` runs the server's default options (the front included, if any).
-        let kind = if kind == "pos" {
-            default_pos_kind(peer)
-        } else {
-            kind
-        };
+        // `<server>+pos` runs the server's default options (the front included, if any),
+        // `<server>+pos-weight` the same with the weight lever.
+        let kind = server_kind(peer, kind);
         let (kind, front) = match kind.strip_suffix("-front") {
             Some(k) => (k, true),
-            None => (kind, false),
+            None => (kind.as_str(), false),
         };
         // The POS variants: nice as the lever, the run's SLP and RW, and the options each
         // variant adds.
@@ -415,7 +477,7 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         };
         let flags: Vec<&str> = match (kind, pos_extra.as_ref()) {
             (_, Some(o)) => [
-                &["--lever", "nice", "--slp", &slp, "--rw", &rw][..],
+                &["--lever", o.lever, "--slp", &slp, "--rw", &rw][..],
                 &o.flags.iter().map(String::as_str).collect::<Vec<_>>()[..],
             ]
             .concat(),
@@ -498,7 +560,16 @@ mod tests {
         );
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
-        assert!(flags.windows(2).any(|w| w == ["--lever", "nice"]));
+        assert!(
+            flags.windows(2).any(|w| w == ["--lever", "weight"]),
+            "apache+pos moves the text into the boost cgroup"
+        );
+        assert!(v[3]
+            .attach
+            .as_ref()
+            .unwrap()
+            .windows(2)
+            .any(|w| w == ["--lever", "nice"]));
         assert!(v[1].attach.as_ref().unwrap().contains(&"--log-only".into()));
         assert_eq!(v[0].peer_kind(), Some(Peer::Apache));
         let v = named(&["php-fpm+pos", "php-fpm+all20", "php-fpm+nothing"]);
@@ -525,6 +596,91 @@ mod tests {
         assert_eq!(baseline_of("apache+all20"), Some("apache"));
         assert_eq!(baseline_of("apache"), None);
         assert_eq!(baseline_of("pos-rw1"), None);
+    }
+
+    #[test]
+    fn weight_variants_swap_the_lever_keep_the_options_and_nest_the_layout() {
+        let v = named(&[
+            "apache+pos-tail-floor10-comp2",
+            "apache+pos-weight",
+            "php-fpm+pos-weight",
+            "apache+pos",
+        ]);
+        assert_eq!(v.len(), 4);
+        let f = |i: usize| v[i].attach.clone().unwrap();
+        assert!(f(0).windows(2).any(|w| w == ["--lever", "nice"]));
+        // Apache's default is the weight lever: `+pos-weight` is `+pos`.
+        assert_eq!(f(1), f(3));
+        // The same options as with nice, with the weight lever.
+        assert!(f(1).windows(2).any(|w| w == ["--lever", "weight"]));
+        assert!(!f(1).iter().any(|x| x == "nice"));
+        for pair in [
+            ["--tail-head", "after-text"],
+            ["--companion-window", "2ms"],
+            ["--floor-nice", "-10"],
+        ] {
+            assert!(f(0).windows(2).any(|w| w == pair), "{pair:?}");
+            assert!(f(1).windows(2).any(|w| w == pair), "{pair:?}");
+        }
+        assert_eq!(f(0).len(), f(1).len(), "{:?}", f(1));
+        // php-fpm's: its budget and front kept.
+        assert!(v[2].attach_front);
+        assert!(f(2).windows(2).any(|w| w == ["--lever", "weight"]));
+        assert!(f(2).windows(2).any(|w| w == ["--budget", "learn"]));
+        assert_eq!(
+            server_kind(Peer::Apache, "pos-weight"),
+            "pos-tail-floor10-comp2-weight"
+        );
+        assert_eq!(
+            server_kind(Peer::PhpFpm, "pos-weight"),
+            "pos-budget-tailwith-floor10-weight-front"
+        );
+        assert_eq!(pos_options("pos-tail-comp2-weight").unwrap().flags.len(), 4);
+        assert_eq!(pos_options("pos-tail-weight").unwrap().lever, "weight");
+        assert_eq!(pos_options("pos-tail").unwrap().lever, "nice");
+        let only = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(uses_weight_lever(&only(&["apache", "apache+pos-weight"])));
+        assert!(uses_weight_lever(&only(&["php-fpm+pos-tail-weight-front"])));
+        assert!(!uses_weight_lever(&only(&[
+            "apache",
+            "apache+pos-tail-floor10-comp2",
+            "php-fpm+pos"
+        ])));
+        assert!(
+            uses_weight_lever(&only(&["apache", "apache+pos", "php-fpm", "php-fpm+pos"])),
+            "the check's Apache variant uses the weight lever"
+        );
+        // The layout follows: nested when a weight variant runs, else flat, unless told.
+        use crate::pos::opts::ServerLayout;
+        let layout = |names: &[&str], told: Option<ServerLayout>| {
+            let mut o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
+            o.only = Some(only(names));
+            o.server_layout = told;
+            crate::pos::plan::resolve(&o).unwrap().server_layout
+        };
+        assert_eq!(
+            layout(&["apache", "apache+pos", "apache+pos-weight"], None),
+            ServerLayout::Nested
+        );
+        assert_eq!(
+            layout(&["apache", "php-fpm", "php-fpm+pos"], None),
+            ServerLayout::Flat
+        );
+        assert_eq!(
+            layout(&["php-fpm", "php-fpm+pos"], Some(ServerLayout::Nested)),
+            ServerLayout::Nested
+        );
+        // The weight lever in the flat layout would run outside the quota: refused.
+        let mut o = crate::pos::opts::PosOpts::new(1, std::path::PathBuf::from("/bin/false"));
+        o.only = Some(only(&["apache", "apache+pos"]));
+        o.server_layout = Some(ServerLayout::Flat);
+        let e = crate::pos::plan::resolve(&o).unwrap_err().to_string();
+        assert!(e.contains("outside the budget"), "{e}");
+        // The goal line names the lever.
+        assert!(pos_options(&server_kind(Peer::Apache, "pos-weight"))
+            .unwrap()
+            .how
+            .contains("cgroup-weight lever"));
     }
 
     #[test]

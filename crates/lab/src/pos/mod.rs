@@ -150,6 +150,7 @@ impl Experiment for PosLab {
             net: self.o.net,
             rate_mbit: self.o.rate_mbit,
             tcp_cc: self.o.tcp_cc.clone(),
+            server_leaf: self.p.server_layout == opts::ServerLayout::Nested,
             ..Default::default()
         }
     }

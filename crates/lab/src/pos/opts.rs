@@ -137,6 +137,13 @@ pub struct PosOpts {
     /// `scripts/t1_parts.py` (where an HTML request's t1 goes).
     #[arg(long)]
     pub keep_runs: bool,
+    /// Where the server side's processes live below its quota, for every variant of the run:
+    /// `flat` (in the cgroup that holds the quota) or `nested` (in a leaf below it, the quota
+    /// on the parent: the weight lever's boost cgroup, the leaf's sibling, shares the budget)
+    /// [default: nested when a variant uses the cgroup-weight lever (`+pos-weight`), else
+    /// flat].
+    #[arg(long, value_enum)]
+    pub server_layout: Option<ServerLayout>,
     /// The `triage` binary the lab runs as server and load generator.
     #[arg(skip)]
     pub triage_bin: PathBuf,
@@ -153,6 +160,17 @@ pub enum SiteKind {
     Static,
     /// The same page produced by CPU-bound CGI scripts (`super::cgi`).
     Cgi,
+}
+
+/// Where the server side's processes live below its CPU quota (`--server-layout`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerLayout {
+    /// In the cgroup that holds the quota.
+    Flat,
+    /// In a leaf cgroup below the one that holds the quota
+    /// ([`crate::testbed::TestbedConfig::server_leaf`]).
+    Nested,
 }
 
 /// Image sizes of the static site (`--image-bytes`'s default).

@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::opts::{
-    default_period, default_quota, tail_name, PosOpts, SiteKind, DEFAULT_IMAGE_BYTES,
+    default_period, default_quota, tail_name, PosOpts, ServerLayout, SiteKind, DEFAULT_IMAGE_BYTES,
     DEFAULT_SLP_FLOOR, DEFAULT_SLP_MAX, DEFAULT_STAGGER, DEFAULT_WINDOW, QUICK_EXP1_REPS,
 };
 use crate::error::{LabError, Result};
@@ -55,6 +55,9 @@ pub struct Params {
     pub rw: Vec<u32>,
     /// Server-side CPU quota (fraction of one CPU).
     pub quota: Option<f64>,
+    /// Where the server side's processes live below the quota, every variant's
+    /// (`--server-layout`; nested when a variant uses the cgroup-weight lever).
+    pub server_layout: ServerLayout,
     /// CFS period of the quota (ms), every variant's: `--period`, or 100 ms for a run of the
     /// attach labs and 10 ms otherwise (`super::opts::default_period`), lengthened to give
     /// the quota 1 ms per period.
@@ -194,6 +197,17 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
     } else {
         default_quota(o.exp, gzip)
     });
+    let weight = o
+        .only
+        .as_deref()
+        .is_some_and(super::attach::uses_weight_lever);
+    if weight && o.server_layout == Some(ServerLayout::Flat) {
+        return Err(LabError::Config(
+            "--server-layout flat with a variant of the cgroup-weight lever: its boost cgroup, \
+             beside the quota's cgroup, would run the raised tasks outside the budget"
+                .into(),
+        ));
+    }
     // The kernel's smallest quota is 1 ms per period: lengthen the period if needed.
     let period = default_period(o).max(Duration::from_secs_f64((0.001 / quota).min(1.0)));
     let site = SiteSpec {
@@ -230,6 +244,11 @@ pub fn resolve(o: &PosOpts) -> Result<Params> {
         slp_floor_s: (o.exp > 2).then(|| o.slp_floor.unwrap_or(DEFAULT_SLP_FLOOR).as_secs_f64()),
         rw,
         quota: Some(quota),
+        server_layout: o.server_layout.unwrap_or(if weight {
+            ServerLayout::Nested
+        } else {
+            ServerLayout::Flat
+        }),
         period_ms: period.as_secs_f64() * 1e3,
         parallel: o.parallel,
         gzip_level: o.gzip_level(),

@@ -95,7 +95,16 @@ pub struct TestbedConfig {
     /// The twin side's quota when it differs from `quota` (a smaller reference leaves the
     /// CPU unsaturated beside a large quota); `None`: the same as `quota`.
     pub twin_quota: Option<f64>,
+    /// The main server side's processes go into a leaf cgroup ([`SERVER_LEAF`]) below the
+    /// cgroup that holds the quota, instead of into that cgroup itself: a sibling of the leaf
+    /// (the cgroup-weight lever's boost cgroup, `triage pos attach --lever weight`) then
+    /// shares the one budget.
+    pub server_leaf: bool,
 }
+
+/// Name of the leaf cgroup, below the server side's quota, that holds the server side's
+/// processes with [`TestbedConfig::server_leaf`].
+pub const SERVER_LEAF: &str = "leaf";
 
 impl Default for TestbedConfig {
     fn default() -> Self {
@@ -111,6 +120,7 @@ impl Default for TestbedConfig {
             tcp_cc: None,
             twin: false,
             twin_quota: None,
+            server_leaf: false,
         }
     }
 }
@@ -153,6 +163,9 @@ pub struct Testbed {
     // Field order is drop order: cgroup (kills the server side) before the namespaces,
     // namespaces before the work directory.
     server_cg: Option<os::Cgroup>,
+    /// The leaf below `server_cg` that holds the main side's processes
+    /// ([`TestbedConfig::server_leaf`]); removed with `server_cg`.
+    server_leaf: Option<os::Cgroup>,
     /// The twin server side's cgroup (`TestbedConfig::twin`): a reference server's.
     twin_cg: Option<os::Cgroup>,
     cg_root: Option<os::CgroupRoot>,
@@ -224,6 +237,7 @@ impl Testbed {
         }
         let mut cg_root = None;
         let mut server_cg = None;
+        let mut server_leaf = None;
         let mut twin_cg = None;
         let mut cgroup = "none".to_owned();
         let mut cg_error = None;
@@ -256,6 +270,20 @@ impl Testbed {
                     Ok(cg)
                 };
                 let cg = side("server", cfg.quota, &mut notes)?;
+                if cfg.server_leaf {
+                    // Made after the parent's cpuset: a v1 cpuset starts as its parent's.
+                    let leaf = r
+                        .create(&format!("{}-{n}/server/{SERVER_LEAF}", cfg.tag))
+                        .map_err(|e| {
+                            LabError::Os(format!("creating the server's leaf cgroup: {e}"))
+                        })?;
+                    notes.push(format!(
+                        "the quota on the server cgroup, every server-side process in its leaf \
+                         cgroup `{SERVER_LEAF}`: a sibling of the leaf (the weight lever's boost \
+                         cgroup) shares the budget"
+                    ));
+                    server_leaf = Some(leaf);
+                }
                 if cfg.twin {
                     let q = cfg.quota.and(cfg.twin_quota.or(cfg.quota));
                     twin_cg = Some(side("server-twin", q, &mut notes)?);
@@ -319,6 +347,7 @@ impl Testbed {
             cfg,
             info,
             server_cg,
+            server_leaf,
             twin_cg,
             cg_root,
             net,
@@ -360,10 +389,20 @@ impl Testbed {
         self.server_cg.as_ref()
     }
 
-    /// The cgroup of server side `side` (the twin's only with `TestbedConfig::twin`).
+    /// The cgroup of server side `side` (the twin's only with `TestbedConfig::twin`): the one
+    /// that holds its quota, and whose counters cover all of its processes.
     pub fn server_cgroup_of(&self, side: ServerSide) -> Option<&os::Cgroup> {
         match side {
             ServerSide::Main => self.server_cg.as_ref(),
+            ServerSide::Twin => self.twin_cg.as_ref(),
+        }
+    }
+
+    /// The cgroup the processes of server side `side` start in: its leaf with
+    /// [`TestbedConfig::server_leaf`], else [`Testbed::server_cgroup_of`].
+    pub fn process_cgroup_of(&self, side: ServerSide) -> Option<&os::Cgroup> {
+        match side {
+            ServerSide::Main => self.server_leaf.as_ref().or(self.server_cg.as_ref()),
             ServerSide::Twin => self.twin_cg.as_ref(),
         }
     }
@@ -413,7 +452,7 @@ impl Testbed {
         let pin = self.info.server_cpu.is_some();
         if let Some(side) = side {
             l.cpu = pin.then_some(self.cfg.server_cpu);
-            l.cgroup = self.server_cgroup_of(side);
+            l.cgroup = self.process_cgroup_of(side);
             l.netns = self.net.as_ref().map(|n| &n.server_ns);
         } else {
             l.cpu = pin.then_some(self.cfg.client_cpu);
@@ -575,6 +614,8 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
+        // The leaf goes with its parent (a removal takes the descendants first).
+        self.server_leaf.take();
         for cg in [self.server_cg.take(), self.twin_cg.take()]
             .into_iter()
             .flatten()
@@ -694,6 +735,69 @@ mod tests {
         assert!(!wd.exists());
         // Gone, or a zombie of ours: not running.
         let st = os::procfs::state(hog_pid as i32);
+        assert!(st.is_none() || st == Some('Z'), "{st:?}");
+    }
+
+    #[test]
+    fn nested_layout_keeps_the_weight_levers_boost_inside_the_quota_and_leaves_nothing() {
+        if !root_or_skip("nested_layout_keeps_the_weight_levers_boost_inside_the_quota") {
+            return;
+        }
+        let tb = Testbed::new(TestbedConfig {
+            tag: "tleaf".into(),
+            quota: Some(0.2),
+            period: Duration::from_millis(100),
+            net: NetMode::Loopback,
+            server_leaf: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let parent = tb.server_cgroup().unwrap().path().to_owned();
+        let leaf = tb
+            .process_cgroup_of(ServerSide::Main)
+            .unwrap()
+            .path()
+            .to_owned();
+        assert_eq!(leaf, parent.join(SERVER_LEAF));
+        // The quota is the parent's; the leaf has none of its own.
+        let (q, p) = tb.server_cgroup().unwrap().cpu_max().unwrap();
+        assert!((q.unwrap() - 0.2).abs() < 1e-9 && p == Duration::from_millis(100));
+        let (lq, _) = tb
+            .process_cgroup_of(ServerSide::Main)
+            .unwrap()
+            .cpu_max()
+            .unwrap();
+        assert_eq!(lq, None);
+        let sleeper = tb
+            .spawn_server_side("sleep", Path::new("/bin/sleep"), &["60".into()], None)
+            .unwrap();
+        let pid = sleeper.pid() as i32;
+        std::thread::sleep(Duration::from_millis(100));
+        let m = os::lever::weight::cpu_mount().unwrap();
+        assert_eq!(os::lever::weight::task_dir(&m, pid).unwrap(), leaf);
+        // The weight lever moves it into the leaf's sibling: below the quota's cgroup.
+        let state = tempfile::tempdir().unwrap();
+        let mut lever = os::lever::Lever::new(
+            os::lever::LeverConfig::new(os::lever::LeverKind::Weight),
+            state.path(),
+        )
+        .unwrap();
+        lever.raise(pid).unwrap();
+        let boost = parent.join(os::lever::weight::BOOST_NAME);
+        assert_eq!(os::lever::weight::task_dir(&m, pid).unwrap(), boost);
+        assert!(tb
+            .server_cgroup()
+            .unwrap()
+            .all_pids()
+            .unwrap()
+            .contains(&pid));
+        // A daemon that dies holding it (no restore): the testbed's removal takes the boost
+        // cgroup and the task with the rest.
+        std::mem::forget(lever);
+        std::mem::forget(sleeper);
+        drop(tb);
+        assert!(!boost.exists() && !leaf.exists() && !parent.exists());
+        let st = os::procfs::state(pid);
         assert!(st.is_none() || st == Some('Z'), "{st:?}");
     }
 

@@ -91,7 +91,8 @@ pub struct Args {
     tail_nice: Option<i32>,
     /// Hold every followed task that is not raised at this nice value (from the tail's head's
     /// to 0; e.g. -10): POS's lowered tasks still run ahead of a competitor outside the
-    /// followed set. Restored at the end as the raised are.
+    /// followed set (with --lever weight every followed task, the raised ones keeping it in
+    /// the boost cgroup). Restored at the end as the raised are.
     #[arg(long, allow_hyphen_values = true)]
     floor_nice: Option<i32>,
     /// While events keep coming, take them in batches at most this often (e.g. 1ms; 0: wake
