@@ -11,10 +11,7 @@ over all its runs:
   before the request's start a `raise`), of all image episodes.
 
 A slow lever (the weight lever's cgroup writes) holds up the daemon's loop: its decisions
-come late, and image requests start on children still held as text. Where the weight lever
-writes its moves from a thread of its own, the actions log also has `moved-lower` and
-`moved-raise` lines (when each write was done): the same figures are printed for them
-("written"), beside the decisions' ("decided").
+come late, and image requests start on children still held as text.
 Usage: scripts/lower_lag.py PATTERN...
 """
 import bisect
@@ -40,46 +37,29 @@ def load(d):
     return eps, acts
 
 
-def lag_and_held(eps, acts, lower, raise_):
-    """Text episodes' end-to-`lower` delays and (image episodes held as text, images), with
-    the action names `lower` and `raise_` (the decisions, or the moves written)."""
-    lags, held, images = [], 0, 0
-    for pid, start, end, html in eps:
-        kinds = (lower, raise_, "head") if lower == "lower" else (lower, raise_)
-        a = [x for x in acts.get(pid, []) if x[1] in kinds]
-        i = bisect.bisect_right([t for t, _ in a], start)
-        if html:
-            later = [t for t, k in a[i:] if k == lower]
-            if later:
-                lags.append((later[0] - end) / 1e6)
-        else:
-            images += 1
-            held += i > 0 and a[i - 1][1] == raise_
-    return lags, held, images
-
-
 def main(patterns):
     for pat in patterns:
-        views = {"decided": ("lower", "raise"), "written": ("moved-lower", "moved-raise")}
-        for view, (lower, raise_) in views.items():
-            lags, held, images = [], 0, 0
-            for d in sorted(glob.glob(pat)):
-                eps, acts = load(d)
-                for v in acts.values():
-                    v.sort()
-                l, h, n = lag_and_held(eps, acts, lower, raise_)
-                lags += l
-                held += h
-                images += n
-            lags.sort()
-            if not lags:
-                if view == "decided":
-                    print(f"{pat}: no text episode with a later lower")
-                continue
-            q = lambda p: lags[min(len(lags) - 1, int(p * len(lags)))]
-            print(f"{pat} [{view}]: {len(lags)} text episodes, end to lower ms p10 {q(.1):.2f} "
-                  f"p50 {q(.5):.2f} p90 {q(.9):.2f} p99 {q(.99):.2f}; image episodes starting "
-                  f"on a child held as text: {held} of {images}")
+        lags, held, images = [], 0, 0
+        for d in sorted(glob.glob(pat)):
+            eps, acts = load(d)
+            for pid, start, end, html in eps:
+                a = acts.get(pid, [])
+                i = bisect.bisect_right([t for t, _ in a], start)
+                if html:
+                    later = [t for t, k in a[i:] if k == "lower"]
+                    if later:
+                        lags.append((later[0] - end) / 1e6)
+                else:
+                    images += 1
+                    held += i > 0 and a[i - 1][1] == "raise"
+        lags.sort()
+        if not lags:
+            print(f"{pat}: no text episode with a later lower")
+            continue
+        q = lambda p: lags[min(len(lags) - 1, int(p * len(lags)))]
+        print(f"{pat}: {len(lags)} text episodes, end to lower ms p10 {q(.1):.2f} p50 "
+              f"{q(.5):.2f} p90 {q(.9):.2f} p99 {q(.99):.2f}; image episodes starting on a "
+              f"child held as text: {held} of {images}")
 
 
 if __name__ == "__main__":

@@ -62,9 +62,7 @@ pub struct AttachConfig {
     pub force: bool,
     /// Write every decision POS takes (`<Unix ns> raise|lower <tid>`, one a line, also when
     /// logging only) to this file: a lab matches it against a server's access log to tell
-    /// how many marked service episodes served text. With the weight lever, each cgroup
-    /// move its writer thread made is logged too, when it was done (`<Unix ns>
-    /// moved-lower|moved-raise <tid>`).
+    /// how many marked service episodes served text.
     pub actions_log: Option<PathBuf>,
     /// Processes in front of the followed ones that every request crosses (nginx before
     /// php-fpm): raised with them while any followed task is raised ([`crate::front`]), so a
@@ -363,25 +361,6 @@ pub fn run(
         d.acts.clear();
         kpos.scan(proctrace::monotonic_ns(), &mut d.acts);
         d.apply(lever.as_mut(), None, out);
-        if let Some(mv) = lever.as_ref().and_then(|l| l.mover()) {
-            for w in mv.take_written() {
-                d.s.lever_move.record(w.took_ns);
-                if let Some(log) = d.actions.as_mut() {
-                    let kind = match w.kind {
-                        os::lever::mover::MoveKind::Lower => "moved-lower",
-                        os::lever::mover::MoveKind::Raise => "moved-raise",
-                    };
-                    let _ = writeln!(log, "{} {kind} {}", w.done_unix_ns, w.tid);
-                }
-            }
-            for e in mv.take_errors() {
-                d.s.lever_errors += 1;
-                if d.errors_shown < 5 {
-                    d.errors_shown += 1;
-                    let _ = writeln!(out, "lever: {e}");
-                }
-            }
-        }
         if let Some(l) = lever.as_mut() {
             if cfg.direction == Direction::LowerRest {
                 d.s.lever_errors += rest.sync(&d.known, &kpos, l, cfg.kpos.always, out);

@@ -36,9 +36,6 @@ pub struct Snapshot {
     /// Time each call of the lever on POS's decisions took (a raise, a restore, a change of
     /// level): a nice value's `setpriority`, or the weight lever's cgroup write.
     pub lever_call: Hist,
-    /// Time each of the weight lever's cgroup moves took in its writer thread, off the
-    /// daemon's loop (empty with a nice lever).
-    pub lever_move: Hist,
 }
 
 impl Snapshot {
@@ -98,7 +95,6 @@ impl Snapshot {
             ("wake_to_lever_seconds", &self.wake_to_lever),
             ("delivery_seconds", &self.delivery),
             ("lever_call_seconds", &self.lever_call),
-            ("lever_move_seconds", &self.lever_move),
         ] {
             for (le, c) in h.cumulative() {
                 let le = le.map_or("+Inf".to_owned(), |us| format!("{}", us as f64 / 1e6));
@@ -118,7 +114,7 @@ impl Snapshot {
             "tasks {} raised {} | SLP {:.1} ms RW {} | marks {} demotions {} | {:.0} ev/s \
              (dropped {}) | PL {:.2} LRQ {:.2} wake delay {:.2} ms bottleneck {} | budget {} \
              lowered {} | tail heads {} | own CPU {:.2}% | wake-to-lever p50 {} p99 {} \
-             (raised before wake {}) | lever call p50 {} p99 {} | cgroup move p50 {} p99 {}",
+             (raised before wake {}) | lever call p50 {} p99 {}",
             p.live,
             p.raised,
             p.slp as f64 / 1e6,
@@ -141,8 +137,6 @@ impl Snapshot {
             self.raised_before_wake,
             q(&self.lever_call, 0.5),
             q(&self.lever_call, 0.99),
-            q(&self.lever_move, 0.5),
-            q(&self.lever_move, 0.99),
         )
     }
 }
@@ -176,8 +170,7 @@ mod tests {
             .render()
             .contains("triage_attach_lever_call_seconds_count 1"));
         assert!(
-            s.line()
-                .ends_with("lever call p50 <=128us p99 <=128us | cgroup move p50 - p99 -"),
+            s.line().ends_with("lever call p50 <=128us p99 <=128us"),
             "{}",
             s.line()
         );

@@ -783,7 +783,6 @@ mod tests {
         )
         .unwrap();
         lever.raise(pid).unwrap();
-        lever.flush();
         let boost = parent.join(os::lever::weight::BOOST_NAME);
         assert_eq!(os::lever::weight::task_dir(&m, pid).unwrap(), boost);
         assert!(tb

@@ -6,8 +6,7 @@
 //! - [`LeverKind::NiceSlice`]: the same plus a 0.1 ms EEVDF slice (`sched_setattr`
 //!   `sched_runtime`): an earlier deadline, so it preempts on wake-up.
 //! - [`LeverKind::Weight`]: moves the task into a sibling cgroup with the highest weight
-//!   ([`weight`]): works across cgroups, costs a cgroup write, made off the caller's path
-//!   by a writer thread ([`mover`]: the moves back ahead of the moves in).
+//!   ([`weight`]): works across cgroups, costs a cgroup write.
 //!
 //! Everything raised is recorded first in a [`journal`] file and restored by
 //! [`Lever::lower`], [`Lever::restore_all`], on drop, and after a crash by [`recover`] on the
@@ -15,7 +14,6 @@
 //! one-line error.
 
 pub mod journal;
-pub mod mover;
 pub mod weight;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -150,8 +148,6 @@ pub struct Lever {
     mount: Option<weight::CpuMount>,
     /// Boost cgroups created, removed when the lever is dropped.
     boosts: BTreeSet<PathBuf>,
-    /// The writer thread of the weight lever's cgroup moves.
-    mover: Option<mover::Mover>,
     /// Raises and restores made (for metrics).
     raises: u64,
     /// Restores made.
@@ -165,10 +161,6 @@ impl Lever {
             LeverKind::Weight => Some(weight::cpu_mount()?),
             _ => None,
         };
-        let mover = match &mount {
-            Some(m) => Some(mover::Mover::start(m.clone())?),
-            None => None,
-        };
         Ok(Self {
             cfg,
             journal: Some(journal::Journal::create(state_dir)?),
@@ -176,7 +168,6 @@ impl Lever {
             starts: BTreeMap::new(),
             mount,
             boosts: BTreeSet::new(),
-            mover,
             raises: 0,
             lowers: 0,
         })
@@ -320,13 +311,7 @@ impl Lever {
                 let from = s.cgroup.as_deref().expect("weight lever saves the cgroup");
                 let b = weight::boost_dir(&m, from).map_err(|e| LeverError::from_io(tid, e))?;
                 self.boosts.insert(b.clone());
-                match &self.mover {
-                    Some(mv) => {
-                        mv.send(tid, mover::MoveKind::Raise, b);
-                        Ok(())
-                    }
-                    None => weight::move_task(&m, tid, &b).map_err(|e| LeverError::from_io(tid, e)),
-                }
+                weight::move_task(&m, tid, &b).map_err(|e| LeverError::from_io(tid, e))
             }
         }
     }
@@ -347,7 +332,7 @@ impl Lever {
         let Some(s) = self.raised.get(&tid).cloned() else {
             return Ok(());
         };
-        let r = restore(&s, self.mount.as_ref(), self.mover.as_ref());
+        let r = restore(&s, self.mount.as_ref());
         self.settle(tid);
         self.lowers += 1;
         match r {
@@ -373,32 +358,12 @@ impl Lever {
         }
     }
 
-    /// Restore every raised task and wait for the weight lever's moves to be written;
-    /// errors are returned as lines (tasks gone are not errors).
+    /// Restore every raised task; errors are returned as lines (tasks gone are not errors).
     pub fn restore_all(&mut self) -> Vec<String> {
         let tids: Vec<Tid> = self.raised.keys().copied().collect();
-        let mut errors: Vec<String> = tids
-            .into_iter()
+        tids.into_iter()
             .filter_map(|t| self.lower(t).err().map(|e| e.to_string()))
-            .collect();
-        if let Some(mv) = &self.mover {
-            mv.flush();
-            errors.extend(mv.take_errors());
-        }
-        errors
-    }
-
-    /// Wait until the weight lever's queued cgroup moves are written (nothing to wait for
-    /// with a nice lever).
-    pub fn flush(&self) {
-        if let Some(mv) = &self.mover {
-            mv.flush();
-        }
-    }
-
-    /// The weight lever's writer thread, if any: its write times and errors.
-    pub fn mover(&self) -> Option<&mover::Mover> {
-        self.mover.as_ref()
+            .collect()
     }
 }
 
@@ -407,8 +372,6 @@ impl Drop for Lever {
         for e in self.restore_all() {
             tracing::warn!("lever: {e}");
         }
-        // Every move written: stop the writer before the boost cgroups go.
-        drop(self.mover.take());
         if let Some(m) = &self.mount {
             for b in &self.boosts {
                 weight::remove_boost(m, b);
@@ -420,20 +383,13 @@ impl Drop for Lever {
     }
 }
 
-/// Put one task back as `s` says, if it is still the task that was raised; its cgroup move
-/// through `mover` when there is one (queued, not written yet on return).
-fn restore(
-    s: &Saved,
-    mount: Option<&weight::CpuMount>,
-    mover: Option<&mover::Mover>,
-) -> Result<(), LeverError> {
+/// Put one task back as `s` says, if it is still the task that was raised.
+fn restore(s: &Saved, mount: Option<&weight::CpuMount>) -> Result<(), LeverError> {
     let tid = s.tid;
     if journal::start_time(tid) != Some(s.start_time) {
         return Err(LeverError::Gone(tid));
     }
-    if let (Some(cg), Some(mv)) = (&s.cgroup, mover) {
-        mv.send(tid, mover::MoveKind::Lower, cg.clone());
-    } else if let Some(cg) = &s.cgroup {
+    if let Some(cg) = &s.cgroup {
         let m = match mount {
             Some(m) => m.clone(),
             None => weight::cpu_mount().map_err(|e| LeverError::from_io(tid, e))?,
@@ -472,7 +428,7 @@ pub fn recover(state_dir: &Path) -> Recovered {
                 .cgroup
                 .as_ref()
                 .and_then(|c| mount.as_ref().and_then(|m| weight::boost_dir_name(m, c)));
-            match restore(&s, mount.as_ref(), None) {
+            match restore(&s, mount.as_ref()) {
                 Ok(()) => out.restored.push(s.tid),
                 Err(LeverError::Gone(_)) => {}
                 Err(e) => out.failed.push(e.to_string()),
