@@ -165,15 +165,17 @@ pub fn repeat_order(
                     .total_cmp(&(points[j].0 - points[b].0).abs())
             });
     }
-    let own: Vec<bool> = (0..n)
-        .map(|j| idle_out(&points[j], saturated_idle_pct))
-        .collect();
     for i in 0..n {
         if first[i].is_some() {
             continue;
         }
+        // A repeat kept up (it is not drained), so its own vote is its idle share's.
         let votes: Vec<bool> = std::iter::once(order[i].1)
-            .chain((i + 1..n).filter(|&j| first[j] == Some(i)).map(|j| own[j]))
+            .chain(
+                (i + 1..n)
+                    .filter(|&j| first[j] == Some(i))
+                    .map(|j| idle_out(&points[j], saturated_idle_pct)),
+            )
             .collect();
         order[i].1 = majority(&votes).unwrap_or(order[i].1);
     }
