@@ -90,6 +90,11 @@ pub struct AttachConfig {
     /// taken ahead of it ([`Kpos::next_due`]); the others (a demotion, the tail's head
     /// moving) come up to this much later.
     pub event_batch: Duration,
+    /// With the weight lever, turn cgroup `favordynmods` on first ([`os::dynmods`]): each
+    /// move then no longer waits for an RCU grace period (up to tens of milliseconds on a
+    /// busy machine), so a task is raised and lowered when POS decides. Not undone at the
+    /// end (the kernel may keep it until reboot in any case).
+    pub favor_dynmods: bool,
 }
 
 impl AttachConfig {
@@ -114,6 +119,7 @@ impl AttachConfig {
             tail_nice: None,
             floor_nice: None,
             event_batch: Duration::ZERO,
+            favor_dynmods: false,
         }
     }
 }
@@ -223,6 +229,35 @@ pub fn run(
                 p.explain()
             )));
         }
+    }
+    match (cfg.lever, cfg.favor_dynmods) {
+        (Some(LeverKind::Weight), true) => {
+            let f = os::dynmods::favor().map_err(|e| {
+                AttachError::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("--favor-dynmods: {e}"),
+                ))
+            })?;
+            let _ = writeln!(out, "cgroup favordynmods: {f}");
+        }
+        (Some(LeverKind::Weight), false) => {
+            if let Ok(os::dynmods::Favor::Off) = os::dynmods::state() {
+                let _ = writeln!(
+                    out,
+                    "note: no cgroup hierarchy is mounted with favordynmods: each move of the \
+                     weight lever may wait for an RCU grace period (up to tens of ms on a busy \
+                     machine); --favor-dynmods turns it on"
+                );
+            }
+        }
+        (_, true) => {
+            return Err(AttachError::Usage(
+                "--favor-dynmods speeds up the moves of --lever weight; this lever moves no \
+                 task between cgroups"
+                    .into(),
+            ))
+        }
+        (_, false) => {}
     }
     let start_ns = proctrace::monotonic_ns();
     let mut kpos =

@@ -14,6 +14,7 @@ pub mod cgroup_place;
 pub mod cpu;
 pub mod cpusplit;
 pub mod cputime;
+pub mod dynmods;
 pub mod heap;
 pub mod lever;
 pub mod netns;

@@ -351,3 +351,40 @@ fn no_group_of_a_dead_owner_is_left_behind() {
     }
     r.cleanup().unwrap();
 }
+
+/// `favordynmods` turned on keeps every other option of the cgroup mounts (a remount that
+/// dropped `nsdelegate`, say, would change the machine), and shows in the mounts after.
+/// It is the kernel's for good (since 6.18 until reboot): the test does not undo it.
+#[test]
+fn favordynmods_is_turned_on_and_every_other_option_kept() {
+    use os::dynmods::{favor, parse_mounts, state, Favor, OPTION};
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP favordynmods_is_turned_on_and_every_other_option_kept: needs root");
+        return;
+    }
+    let mounts = || parse_mounts(&std::fs::read_to_string("/proc/self/mountinfo").unwrap());
+    let without = |m: Vec<os::dynmods::CgroupMount>| {
+        m.into_iter()
+            .map(|mut m| {
+                m.super_opts.retain(|o| o != OPTION);
+                m
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = mounts();
+    let f = match favor() {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            eprintln!("SKIP favordynmods_is_turned_on_and_every_other_option_kept: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    eprintln!("favordynmods: {f}");
+    let after = mounts();
+    // Mounted for a moment where no cgroup2 was mounted: no mount can show it then.
+    if f != os::dynmods::Favored::Mounted {
+        assert!(matches!(state().unwrap(), Favor::On(_)), "{after:?}");
+    }
+    assert_eq!(without(before), without(after));
+}

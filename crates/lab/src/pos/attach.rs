@@ -478,6 +478,11 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         let flags: Vec<&str> = match (kind, pos_extra.as_ref()) {
             (_, Some(o)) => [
                 &["--lever", o.lever, "--slp", &slp, "--rw", &rw][..],
+                if o.lever == "weight" {
+                    &["--favor-dynmods"][..]
+                } else {
+                    &[][..]
+                },
                 &o.flags.iter().map(String::as_str).collect::<Vec<_>>()[..],
             ]
             .concat(),

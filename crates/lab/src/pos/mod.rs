@@ -151,6 +151,11 @@ impl Experiment for PosLab {
             rate_mbit: self.o.rate_mbit,
             tcp_cc: self.o.tcp_cc.clone(),
             server_leaf: self.p.server_layout == opts::ServerLayout::Nested,
+            favor_dynmods: self
+                .o
+                .only
+                .as_deref()
+                .is_some_and(attach::uses_weight_lever),
             ..Default::default()
         }
     }

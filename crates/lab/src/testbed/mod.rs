@@ -100,6 +100,10 @@ pub struct TestbedConfig {
     /// (the cgroup-weight lever's boost cgroup, `triage pos attach --lever weight`) then
     /// shares the one budget.
     pub server_leaf: bool,
+    /// Turn cgroup `favordynmods` on before anything runs ([`os::dynmods`]): moves between
+    /// cgroups (the weight lever's) then no longer wait for an RCU grace period. Set before
+    /// the first variant, so that every variant of a run meets the same kernel.
+    pub favor_dynmods: bool,
 }
 
 /// Name of the leaf cgroup, below the server side's quota, that holds the server side's
@@ -121,6 +125,7 @@ impl Default for TestbedConfig {
             twin: false,
             twin_quota: None,
             server_leaf: false,
+            favor_dynmods: false,
         }
     }
 }
@@ -152,6 +157,9 @@ pub struct TestbedInfo {
     pub notes: Vec<String>,
     /// Why there is no server cgroup (the `os` error, naming what is missing), if there is none.
     pub cgroup_error: Option<String>,
+    /// Whether a cgroup hierarchy shows `favordynmods` once the testbed is built
+    /// ([`TestbedConfig::favor_dynmods`]; the notes say who set it).
+    pub favordynmods: bool,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -314,6 +322,19 @@ impl Testbed {
                 cg_error = Some(e.to_string());
             }
         }
+        if cfg.favor_dynmods {
+            match os::dynmods::favor() {
+                Ok(f) => notes.push(format!(
+                    "cgroup favordynmods {f}: moves between cgroups do not wait for an RCU \
+                     grace period (the kernel may keep it until reboot)"
+                )),
+                Err(e) => notes.push(format!(
+                    "cgroup favordynmods not set ({e}): each move between cgroups may wait for \
+                     an RCU grace period (milliseconds)"
+                )),
+            }
+        }
+        let favordynmods = matches!(os::dynmods::state(), Ok(os::dynmods::Favor::On(_)));
         let quota = if server_cg.is_some() { cfg.quota } else { None };
         let info = TestbedInfo {
             root,
@@ -342,6 +363,7 @@ impl Testbed {
             cpus,
             notes,
             cgroup_error: cg_error,
+            favordynmods,
         };
         Ok(Testbed {
             cfg,

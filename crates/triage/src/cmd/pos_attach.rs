@@ -106,6 +106,13 @@ pub struct Args {
     /// Print a status line this often.
     #[arg(long, default_value = "5s")]
     report_every: Dur,
+    /// With --lever weight: mount the cgroup v2 root with `favordynmods` first (remounted with
+    /// its other options kept), so that a move between cgroups does not wait for an RCU grace
+    /// period (p99 11 ms against 0.35 ms in a probe on a busy 2-CPU machine). It applies to
+    /// every hierarchy, costs forks and exits a little, and is not undone: the kernel may
+    /// keep it until reboot.
+    #[arg(long)]
+    favor_dynmods: bool,
     /// Use a nice lever even where the processes are not in one cgroup with their competitors.
     #[arg(long)]
     force: bool,
@@ -179,6 +186,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.duration = a.duration.map(|d| d.0);
     cfg.report_every = Some(a.report_every.0);
     cfg.force = a.force;
+    cfg.favor_dynmods = a.favor_dynmods;
     cfg.state_dir = a.state_dir;
     cfg.actions_log = a.actions_log;
     cfg.front = a.front_pid;
