@@ -251,6 +251,15 @@ fn lower_rest_lowers_an_unmarked_worker_and_restores_it() {
     cfg.front = vec![pid];
     let e = attach::run(&cfg, &mut Vec::new(), &|| false).unwrap_err();
     assert!(matches!(e, AttachError::Usage(_)), "{e}");
+    // --favor-dynmods with a lever that moves nothing between cgroups is refused.
+    cfg.front.clear();
+    cfg.direction = attach::Direction::RaiseMarked;
+    cfg.favor_dynmods = true;
+    let e = attach::run(&cfg, &mut Vec::new(), &|| false).unwrap_err();
+    assert!(
+        matches!(&e, AttachError::Usage(m) if m.contains("--favor-dynmods")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -301,6 +310,8 @@ fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
     let mut cfg = config(pid, dir.path());
     cfg.lever = Some(os::lever::LeverKind::Weight);
     cfg.floor_nice = floor;
+    // With the floor, also the moves favoured (no grace period before each).
+    cfg.favor_dynmods = floor.is_some();
     cfg.duration = Some(Duration::from_millis(1500));
     let stop = Arc::new(AtomicBool::new(false));
     let daemon = spawn_daemon(cfg, stop);
@@ -328,6 +339,9 @@ fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
     );
     assert!(!boost.exists(), "the boost cgroup is removed\n{out}");
     assert_eq!(boosted_nice, floor.unwrap_or(base), "{out}");
+    if floor.is_some() {
+        assert!(out.contains("cgroup favordynmods: "), "{out}");
+    }
     assert_eq!(
         os::prio::thread_nice(pid).unwrap(),
         base,
