@@ -1,9 +1,9 @@
 //! The `+pos` variants of `triage lab pos`: unmodified servers with `triage pos attach`
 //! following them (docs/kpos.md). They run only when `--variants` names them:
 //! - `apache+pos`: Apache prefork with the daemon, the run's SLP and first RW, and the
-//!   server's chosen options ([`default_pos_kind`]: the tail's head after the text, the floor
-//!   at -10, companions within 2 ms and the cgroup-weight lever); `apache+pos-plain`: POS
-//!   alone with nice; `apache+pos-tail-floor10-comp2`: the same options with nice;
+//!   server's chosen options ([`default_pos_kind`]: the tail's head beside the text, the
+//!   floor at -10, companions within 2 ms and the cgroup-weight lever); `apache+pos-plain`:
+//!   POS alone with nice; `apache+pos-tailwith-floor10-comp2`: the same options with nice;
 //! - `<server>+pos-<options>`: any options of [`pos_options`] (budget, tail's head, floor,
 //!   ...), in any order;
 //! - `apache+pos-slice`: POS alone with nice + a 0.1 ms slice;
@@ -443,7 +443,7 @@ pub fn uses_weight_lever(only: &[String]) -> bool {
 /// alone.
 pub fn default_pos_kind(peer: Peer) -> &'static str {
     match peer {
-        Peer::Apache => "pos-tail-floor10-comp2-weight",
+        Peer::Apache => "pos-tailwith-floor10-comp2-weight",
         _ => "pos-budget-tailwith-floor10-front",
     }
 }
@@ -560,8 +560,8 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .windows(2)
-                .any(|w| w == ["--tail-head", "after-text"]),
-            "apache+pos raises the tail's head only while no text task is runnable"
+                .any(|w| w == ["--tail-head", "with-text"]),
+            "apache+pos raises the tail's head beside the text"
         );
         assert_eq!(v[0].name, "apache+pos");
         let flags = v[0].attach.as_ref().unwrap();
@@ -606,7 +606,7 @@ mod tests {
     #[test]
     fn weight_variants_swap_the_lever_keep_the_options_and_nest_the_layout() {
         let v = named(&[
-            "apache+pos-tail-floor10-comp2",
+            "apache+pos-tailwith-floor10-comp2",
             "apache+pos-weight",
             "php-fpm+pos-weight",
             "apache+pos",
@@ -620,7 +620,7 @@ mod tests {
         assert!(f(1).windows(2).any(|w| w == ["--lever", "weight"]));
         assert!(!f(1).iter().any(|x| x == "nice"));
         for pair in [
-            ["--tail-head", "after-text"],
+            ["--tail-head", "with-text"],
             ["--companion-window", "2ms"],
             ["--floor-nice", "-10"],
         ] {
@@ -637,7 +637,7 @@ mod tests {
         assert!(f(2).windows(2).any(|w| w == ["--budget", "learn"]));
         assert_eq!(
             server_kind(Peer::Apache, "pos-weight"),
-            "pos-tail-floor10-comp2-weight"
+            "pos-tailwith-floor10-comp2-weight"
         );
         assert_eq!(
             server_kind(Peer::PhpFpm, "pos-weight"),
