@@ -413,14 +413,22 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-struct MountEntry {
-    root: String,
-    point: PathBuf,
-    fstype: String,
-    superopts: Vec<String>,
+/// One line of `/proc/self/mountinfo`, the fields triage reads.
+pub(crate) struct MountEntry {
+    /// The mounted directory's path inside its file system (a bind mount's source).
+    pub(crate) root: String,
+    /// Mount point.
+    pub(crate) point: PathBuf,
+    /// Per-mount options (`rw,nosuid,relatime`).
+    pub(crate) mountopts: Vec<String>,
+    /// File system type (`cgroup`, `cgroup2`).
+    pub(crate) fstype: String,
+    /// Super block options (`rw,cpu`; `rw,nsdelegate`).
+    pub(crate) superopts: Vec<String>,
 }
 
-fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+/// Every line of a `/proc/self/mountinfo` text, escapes undone.
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     let mut out = Vec::new();
     for line in text.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
@@ -428,12 +436,13 @@ fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
         };
         let l: Vec<&str> = left.split(' ').collect();
         let r: Vec<&str> = right.split(' ').collect();
-        if l.len() < 5 || r.len() < 3 {
+        if l.len() < 6 || r.len() < 3 {
             continue;
         }
         out.push(MountEntry {
             root: unescape(l[3]),
             point: PathBuf::from(unescape(l[4])),
+            mountopts: l[5].split(',').map(str::to_owned).collect(),
             fstype: r[0].to_owned(),
             superopts: r[2].split(',').map(str::to_owned).collect(),
         });

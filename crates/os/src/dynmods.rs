@@ -44,25 +44,16 @@ impl CgroupMount {
 
 /// The cgroup mounts (v1 and v2) of a `/proc/self/mountinfo` text.
 pub fn parse_mounts(mountinfo: &str) -> Vec<CgroupMount> {
-    let mut out = Vec::new();
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let l: Vec<&str> = left.split(' ').collect();
-        let r: Vec<&str> = right.split(' ').collect();
-        if l.len() < 6 || r.len() < 3 || !matches!(r[0], "cgroup" | "cgroup2") {
-            continue;
-        }
-        let split = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
-        out.push(CgroupMount {
-            point: PathBuf::from(l[4].replace("\\040", " ")),
-            v2: r[0] == "cgroup2",
-            mount_opts: split(l[5]),
-            super_opts: split(r[2]),
-        });
-    }
-    out
+    crate::cgroup::parse_mountinfo(mountinfo)
+        .into_iter()
+        .filter(|m| matches!(m.fstype.as_str(), "cgroup" | "cgroup2"))
+        .map(|m| CgroupMount {
+            v2: m.fstype == "cgroup2",
+            point: m.point,
+            mount_opts: m.mountopts,
+            super_opts: m.superopts,
+        })
+        .collect()
 }
 
 /// The mount flags and data of a remount of `m` that keeps every option it has and adds
