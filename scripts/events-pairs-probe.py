@@ -16,7 +16,10 @@ Usage (as root, loopback only, bounded: PAIRS x 2 runs of WINDOW s):
 --history: A opens N connections that send one request each and closes them, 8 s before the
 pairs, so that A has served what the cold connections' first requests cost but holds none.
 --perf: `perf record -e cpu-clock -g` on both servers over the pairs (the samples' pid tells
-them apart). Prints one line per pair and the ratios A over B: per process and as the lab
+them apart). --stat EVENTS: `perf stat -e EVENTS` on the run's server over each run, each
+event's count per request printed per server (for counting calls through uprobes that the
+caller set up with `perf probe -x BIN FUNC`; they slow the server, so its CPU readings are not
+the lab's then). Prints one line per pair and the ratios A over B: per process and as the lab
 reads them (both processes' CPU over the run against the requests of the run's server), each
 as the mean of the pairs' ratios and as the lab's estimate (the Hodges-Lehmann estimate of the
 log ratios), with seeded bootstrap ci95s.
@@ -132,6 +135,7 @@ def main():
     ap.add_argument("--gzip-both", action="store_true",
                     help="the gzip history against B as well")
     ap.add_argument("--perf")
+    ap.add_argument("--stat", help="comma-separated perf events counted on each run's server")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -199,14 +203,27 @@ def main():
             got = {}
             for k in ("a", "b") if i % 2 == 0 else ("b", "a"):
                 pid, port = servers[k]
+                stat = None
+                if a.stat:
+                    stat = subprocess.Popen(
+                        ["perf", "stat", "-x", ",", "-e", a.stat, "-p", str(pid)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                    time.sleep(0.3)
                 c0 = {n: cpu_ns(v[0]) for n, v in servers.items()}
                 reqs = wrk(port, last, a.window)
                 c1 = {n: cpu_ns(v[0]) for n, v in servers.items()}
+                counts = {}
+                if stat:
+                    stat.send_signal(signal.SIGINT)
+                    for line in stat.communicate()[1].splitlines():
+                        f = line.split(",")
+                        if len(f) > 2 and f[0].strip().isdigit():
+                            counts[f[2]] = int(f[0]) / reqs
                 own = (c1[k] - c0[k]) / reqs / 1e3
                 both = sum(c1[n] - c0[n] for n in servers) / reqs / 1e3
                 other = [n for n in servers if n != k][0]
                 got[k] = {"reqs": reqs, "own_us": own, "both_us": both,
-                          "other_ms": (c1[other] - c0[other]) / 1e6}
+                          "other_ms": (c1[other] - c0[other]) / 1e6, "per_req": counts}
             rows.append(got)
             print(f"pair {i}: a {got['a']['own_us']:.2f} us ({got['a']['reqs']} req, b idle "
                   f"{got['a']['other_ms']:.2f} ms)  b {got['b']['own_us']:.2f} us "
@@ -236,6 +253,9 @@ def main():
                   f"{statistics.fmean(g[k]['reqs'] for g in rows):.0f} req/run, idle twin "
                   f"{statistics.fmean(g[k]['other_ms'] for g in rows):.2f} ms/run, "
                   f"rss {rss[k]} KiB")
+            for ev in sorted({e for g in rows for e in g[k]["per_req"]}):
+                per = [g[k]["per_req"].get(ev, 0.0) for g in rows]
+                print(f"{k}: {ev} {statistics.median(per):.3f} per request (median of runs)")
         if a.out:
             with open(a.out, "w") as f:
                 json.dump(res, f, indent=1)
