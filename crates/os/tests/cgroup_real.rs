@@ -374,7 +374,13 @@ fn favordynmods_is_turned_on_and_every_other_option_kept() {
     let before = mounts();
     let f = match favor() {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+        // A container's cgroup mount: no right to remount it, or read-only.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
             eprintln!("SKIP favordynmods_is_turned_on_and_every_other_option_kept: {e}");
             return;
         }
