@@ -68,6 +68,13 @@ pub struct AttachConfig {
     /// php-fpm): raised with them while any followed task is raised ([`crate::front`]), so a
     /// raised script's page is not left waiting behind it.
     pub front: Vec<i32>,
+    /// The front's own lever (`None`: the followed tasks' lever). `Weight` beside a nice
+    /// lever moves the front into the boost cgroup while it is raised: a sibling cgroup
+    /// with the highest share is picked before the leaf at every grant of a quota, where a
+    /// task at nice -20 inside the leaf can still be passed over (docs/kpos.md), and the
+    /// front is raised for whole bursts, so it moves twice a burst while the followed tasks
+    /// keep their nice levels.
+    pub front_lever: Option<LeverKind>,
     /// Raise the marked tasks, or lower the unmarked ones ([`crate::rest`]).
     pub direction: Direction,
     /// Nice value of a task held low with [`Direction::LowerRest`].
@@ -114,6 +121,7 @@ impl AttachConfig {
             force: false,
             actions_log: None,
             front: Vec::new(),
+            front_lever: None,
             direction: Direction::RaiseMarked,
             rest_nice: 19,
             tail_nice: None,
@@ -171,6 +179,13 @@ pub fn run(
                  tail's head's ({above}) to 0"
             )));
         }
+    }
+    if cfg.front_lever.is_some() && (cfg.front.is_empty() || cfg.lever.is_none()) {
+        return Err(AttachError::Usage(
+            "--front-lever chooses how --front-pid's processes are raised: it needs a front \
+             and a lever"
+                .into(),
+        ));
     }
     if cfg.direction == Direction::LowerRest {
         if !cfg.front.is_empty() {
@@ -230,7 +245,14 @@ pub fn run(
             )));
         }
     }
-    match (cfg.lever, cfg.favor_dynmods) {
+    // The front's lever, where it is not the followed tasks' own.
+    let front_kind = cfg.front_lever.filter(|k| Some(*k) != cfg.lever);
+    let moves = if front_kind == Some(LeverKind::Weight) {
+        Some(LeverKind::Weight)
+    } else {
+        cfg.lever
+    };
+    match (moves, cfg.favor_dynmods) {
         (Some(LeverKind::Weight), true) => {
             let f = os::dynmods::favor().map_err(|e| {
                 AttachError::Io(std::io::Error::new(
@@ -252,8 +274,8 @@ pub fn run(
         }
         (_, true) => {
             return Err(AttachError::Usage(
-                "--favor-dynmods speeds up the moves of --lever weight; this lever moves no \
-                 task between cgroups"
+                "--favor-dynmods speeds up the moves of --lever weight (or --front-lever \
+                 weight); this lever moves no task between cgroups"
                     .into(),
             ))
         }
@@ -293,12 +315,33 @@ pub fn run(
         _ => None,
     };
     let mut front = Front::new(&cfg.front);
+    // The front's own lever: its journal in a directory of its own, as the floor's.
+    let front_state = cfg.state_dir.join("front");
+    let mut front_lever = match front_kind {
+        Some(k) => {
+            let rec = os::lever::recover(&front_state);
+            if rec.journals > 0 {
+                let _ = writeln!(
+                    out,
+                    "recovered {} front journal(s): restored {} task(s)",
+                    rec.journals,
+                    rec.restored.len()
+                );
+            }
+            Some(Lever::new(LeverConfig::new(k), &front_state)?)
+        }
+        None => None,
+    };
     if !front.is_empty() {
         let _ = writeln!(
             out,
-            "front: {} task(s) of pid(s) {:?}, raised while any followed task is",
+            "front: {} task(s) of pid(s) {:?}, raised while any followed task is{}",
             front.tasks(),
-            cfg.front
+            cfg.front,
+            front_kind.map_or(String::new(), |k| format!(
+                ", by a {} lever of its own",
+                k.name()
+            ))
         );
     }
     let mut rest = Rest::default();
@@ -402,8 +445,13 @@ pub fn run(
             }
             if !front.is_empty() {
                 // A task at the floor counts: the front must not starve below it either.
-                let any = l.raised() > front.held();
-                d.s.lever_errors += front.sync(l, any, out);
+                d.s.lever_errors += match front_lever.as_mut() {
+                    Some(fl) => front.sync(fl, l.raised() > 0, out),
+                    None => {
+                        let any = l.raised() > front.held();
+                        front.sync(l, any, out)
+                    }
+                };
             }
         }
         if last_rescan.elapsed() >= cfg.rescan {
@@ -457,6 +505,15 @@ pub fn run(
             drop(fl);
             // Its journal went with it; the directory goes if no other daemon's is there.
             let _ = std::fs::remove_dir(&floor_state);
+        }
+        if let Some(mut fl) = front_lever.take() {
+            let n = fl.raised();
+            for e in fl.restore_all() {
+                let _ = writeln!(out, "restore: {e}");
+            }
+            let _ = writeln!(out, "restored {n} front task(s)");
+            drop(fl);
+            let _ = std::fs::remove_dir(&front_state);
         }
     } else {
         let _ = writeln!(out, "{end}");

@@ -361,6 +361,96 @@ fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
     root.cleanup().unwrap();
 }
 
+#[test]
+fn a_front_with_the_weight_lever_moves_to_the_boost_cgroup_while_the_worker_is_raised_by_nice() {
+    let name = "a_front_with_the_weight_lever...";
+    if !is_root() {
+        eprintln!("SKIP {name}: needs root (cgroup writes)");
+        return;
+    }
+    let _alone = alone();
+    let (m, root) = match os::lever::weight::cpu_mount()
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            os::CgroupRoot::open("triage-test-attach-front")
+                .map(|r| (m, r))
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("SKIP {name}: {e}");
+            return;
+        }
+    };
+    let leaf = root.create("web").unwrap();
+    let worker = Reaped::spawn(Command::new("perl").args([
+        "-e",
+        "for (1..1000) { select(undef, undef, undef, 0.05); my $i = 0; $i++ while $i < 20000 }",
+    ]));
+    let front = Reaped::spawn(Command::new("sleep").arg("30"));
+    let (wpid, fpid) = (worker.pid(), front.pid());
+    leaf.add_pid(wpid).unwrap();
+    leaf.add_pid(fpid).unwrap();
+    let home = os::lever::weight::task_dir(&m, fpid).unwrap();
+    let boost = home.parent().unwrap().join(os::lever::weight::BOOST_NAME);
+    let (wbase, fbase) = (
+        os::prio::thread_nice(wpid).unwrap(),
+        os::prio::thread_nice(fpid).unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(wpid, dir.path());
+    cfg.front = vec![fpid];
+    // Without a front the front's lever is refused.
+    let mut bare = cfg.clone();
+    bare.front.clear();
+    bare.front_lever = Some(os::lever::LeverKind::Weight);
+    let e = attach::run(&bare, &mut Vec::new(), &|| false).unwrap_err();
+    assert!(
+        matches!(&e, AttachError::Usage(m) if m.contains("--front-lever")),
+        "{e}"
+    );
+    cfg.front_lever = Some(os::lever::LeverKind::Weight);
+    cfg.duration = Some(Duration::from_millis(1500));
+    let daemon = spawn_daemon(cfg, Arc::new(AtomicBool::new(false)));
+    let (mut front_boosted, mut worker_raised) = (false, false);
+    for _ in 0..140 {
+        front_boosted |= os::lever::weight::task_dir(&m, fpid).is_ok_and(|d| d == boost);
+        worker_raised |= os::prio::thread_nice(wpid) == Ok(-20);
+        if front_boosted && worker_raised {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The worker is raised by nice where it is; the front keeps its nice value.
+    let worker_dir = os::lever::weight::task_dir(&m, wpid).unwrap();
+    let front_nice = os::prio::thread_nice(fpid).unwrap();
+    let (r, out) = daemon.join().unwrap();
+    r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(
+        front_boosted,
+        "the front moved to {}\n{out}",
+        boost.display()
+    );
+    assert!(worker_raised, "the worker raised to nice -20\n{out}");
+    assert_eq!(worker_dir, home, "the worker stays in its cgroup\n{out}");
+    assert_eq!(front_nice, fbase, "{out}");
+    assert!(out.contains("by a weight lever of its own"), "{out}");
+    assert!(out.contains("front task(s)"), "{out}");
+    assert_eq!(
+        os::lever::weight::task_dir(&m, fpid).unwrap(),
+        home,
+        "{out}"
+    );
+    assert!(!boost.exists(), "the boost cgroup is removed\n{out}");
+    assert_eq!(os::prio::thread_nice(wpid).unwrap(), wbase, "{out}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no journal left"
+    );
+    root.cleanup().unwrap();
+}
+
 /// The nice value and the scheduler state (`R`, `S`, ...) of `pid`.
 fn nice_and_state(pid: i32) -> Option<(i32, char)> {
     Some((os::prio::thread_nice(pid).ok()?, os::procfs::state(pid)?))

@@ -106,7 +106,7 @@ pub struct Args {
     /// Print a status line this often.
     #[arg(long, default_value = "5s")]
     report_every: Dur,
-    /// With --lever weight: mount the cgroup v2 root with `favordynmods` first (remounted with
+    /// With --lever weight or --front-lever weight: mount the cgroup v2 root with `favordynmods` first (remounted with
     /// its other options kept), so that a move between cgroups does not wait for an RCU grace
     /// period (p99 11 ms against 0.35 ms in a probe on a busy 2-CPU machine). It applies to
     /// every hierarchy, costs forks and exits a little, and is not undone: the kernel may
@@ -127,6 +127,11 @@ pub struct Args {
     /// php-fpm; repeatable): it and its descendants are raised while any followed task is.
     #[arg(long, value_name = "PID")]
     front_pid: Vec<i32>,
+    /// How the front is raised (default: by --lever): `weight` beside a nice lever moves it
+    /// into the boost cgroup, picked first at every grant of a quota, while the followed tasks
+    /// keep nice levels (the front is raised for whole bursts: two moves a burst).
+    #[arg(long, value_parser = LeverKind::parse, requires = "front_pid")]
+    front_lever: Option<LeverKind>,
     /// `raise` (the marked tasks go to nice -20) or `lower-rest` (the followed tasks POS does
     /// not mark go to --rest-nice; the marked keep their value, nobody else is touched).
     #[arg(long, default_value = "raise", value_parser = attach::Direction::parse)]
@@ -190,6 +195,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.state_dir = a.state_dir;
     cfg.actions_log = a.actions_log;
     cfg.front = a.front_pid;
+    cfg.front_lever = a.front_lever;
     cfg.direction = a.direction;
     cfg.rest_nice = a.rest_nice;
     attach::signals::install()?;
