@@ -281,6 +281,11 @@ pub struct PosOptions {
     pub flags: Vec<String>,
     /// The options in words, for the goal lines (empty for plain POS).
     pub how: String,
+    /// Whether the daemon moves tasks between cgroups (the weight lever, for the followed
+    /// tasks or the front): the run needs the nested layout and `favordynmods`.
+    pub moves: bool,
+    /// Whether the options need the front (`frontweight`).
+    pub front: bool,
 }
 
 /// The options of a POS variant kind: `pos` followed by any of
@@ -298,7 +303,9 @@ pub struct PosOptions {
 /// - `weight`: the cgroup-weight lever (`--lever weight`: a raised task moved into a
 ///   high-weight sibling of its cgroup) instead of nice; it has one level (a tail's head is
 ///   moved like the text, its nice moot), and `floor<N>` holds every followed task at nice -N
-///   beside it.
+///   beside it;
+/// - `frontweight`: the front (nginx) raised by the weight lever while the followed tasks
+///   keep nice (`--front-lever weight`; the variant runs with its front).
 ///
 /// `None` if `kind` is not such a name. What `<server>+pos` itself runs is
 /// [`default_pos_kind`], `<server>+pos-weight` [`server_kind`].
@@ -306,6 +313,7 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
     let kind = if kind == "pos" { "pos-plain" } else { kind };
     let rest = kind.strip_prefix("pos-")?;
     let mut lever = "nice";
+    let mut front = false;
     let mut flags: Vec<String> = Vec::new();
     let mut how: Vec<String> = Vec::new();
     let mut add = |f: &[&str], h: &str| {
@@ -329,6 +337,13 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
                     &[],
                     "the cgroup-weight lever (a raised task moved into a high-weight sibling of \
                      the server's leaf cgroup, inside the budget)",
+                );
+            }
+            "frontweight" => {
+                front = true;
+                add(
+                    &["--front-lever", "weight"],
+                    "the front moved into the boost cgroup while raised",
                 );
             }
             "always" => add(&["--always"], "without the bottleneck check"),
@@ -398,7 +413,14 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
     } else {
         format!(" with {}", how.join(", "))
     };
-    Some(PosOptions { lever, flags, how })
+    let moves = lever == "weight" || front;
+    Some(PosOptions {
+        lever,
+        flags,
+        how,
+        moves,
+        front,
+    })
 }
 
 /// The kind a `<server>+<kind>` name runs on `peer`: `pos` is [`default_pos_kind`];
@@ -433,7 +455,7 @@ pub fn uses_weight_lever(only: &[String]) -> bool {
                     let k = k.strip_suffix("-front").unwrap_or(&k).to_owned();
                     pos_options(&k)
                 })
-                .is_some_and(|o| o.lever == "weight")
+                .is_some_and(|o| o.moves)
         })
     })
 }
@@ -444,7 +466,7 @@ pub fn uses_weight_lever(only: &[String]) -> bool {
 pub fn default_pos_kind(peer: Peer) -> &'static str {
     match peer {
         Peer::Apache => "pos-tailwith-floor10-comp2-weight",
-        _ => "pos-budget-tailwith-floor10-front",
+        _ => "pos-budget500us-tailwith-floor5-frontweight",
     }
 }
 
@@ -475,10 +497,14 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
             "pos-slice" | "pos-log" | "pos-rest" => None,
             _ => pos_options(kind),
         };
+        // Only php-fpm has a front (nginx).
+        if peer != Peer::PhpFpm && pos_extra.as_ref().is_some_and(|o| o.front) {
+            continue;
+        }
         let flags: Vec<&str> = match (kind, pos_extra.as_ref()) {
             (_, Some(o)) => [
                 &["--lever", o.lever, "--slp", &slp, "--rw", &rw][..],
-                if o.lever == "weight" {
+                if o.moves {
                     &["--favor-dynmods"][..]
                 } else {
                     &[][..]
@@ -505,6 +531,7 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         };
         let mut f = flags;
         f.extend(["--cpus", "1"]);
+        let front = front || pos_extra.as_ref().is_some_and(|o| o.front);
         let v = Variant::peer(peer, p.hog).with_attach(name, &f);
         out.push(if front { v.with_front() } else { v });
     }
@@ -581,11 +608,7 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].name, "php-fpm+pos");
         assert_eq!(v[0].peer_kind(), Some(Peer::PhpFpm));
-        assert_eq!(
-            v[0].attach_front,
-            default_pos_kind(Peer::PhpFpm).ends_with("-front"),
-            "php-fpm+pos raises the front if its default says so"
-        );
+        assert!(v[0].attach_front, "php-fpm+pos raises its front");
         assert!(v[1].attach.as_ref().unwrap().contains(&"--always".into()));
         let v = named(&[
             "php-fpm+all20-front",
@@ -634,26 +657,51 @@ mod tests {
         // php-fpm's: its budget and front kept.
         assert!(v[2].attach_front);
         assert!(f(2).windows(2).any(|w| w == ["--lever", "weight"]));
-        assert!(f(2).windows(2).any(|w| w == ["--budget", "learn"]));
+        assert!(f(2).windows(2).any(|w| w == ["--budget", "500us"]));
+        assert!(f(2).windows(2).any(|w| w == ["--front-lever", "weight"]));
         assert_eq!(
             server_kind(Peer::Apache, "pos-weight"),
             "pos-tailwith-floor10-comp2-weight"
         );
         assert_eq!(
             server_kind(Peer::PhpFpm, "pos-weight"),
-            "pos-budget-tailwith-floor10-weight-front"
+            "pos-budget500us-tailwith-floor5-frontweight-weight"
         );
         assert_eq!(pos_options("pos-tail-comp2-weight").unwrap().flags.len(), 4);
         assert_eq!(pos_options("pos-tail-weight").unwrap().lever, "weight");
         assert_eq!(pos_options("pos-tail").unwrap().lever, "nice");
         let only = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // The front moved by the weight lever, the followed tasks by nice: a run with a
+        // front, the nested layout and the moves favoured.
+        let o = pos_options("pos-budget500us-tailwith-floor10-frontweight").unwrap();
+        assert!(o.moves && o.front && o.lever == "nice", "{o:?}");
+        assert!(o.flags.windows(2).any(|w| w == ["--front-lever", "weight"]));
+        assert!(uses_weight_lever(&only(&[
+            "php-fpm",
+            "php-fpm+pos-budget500us-tailwith-floor10-frontweight"
+        ])));
+        let v = named(&[
+            "php-fpm+pos-budget500us-tailwith-floor10-frontweight",
+            "apache+pos-tailwith-frontweight",
+        ]);
+        assert_eq!(v.len(), 1, "Apache has no front");
+        assert!(v[0].attach_front);
+        assert!(v[0]
+            .attach
+            .as_ref()
+            .unwrap()
+            .contains(&"--favor-dynmods".into()));
         assert!(uses_weight_lever(&only(&["apache", "apache+pos-weight"])));
         assert!(uses_weight_lever(&only(&["php-fpm+pos-tail-weight-front"])));
         assert!(!uses_weight_lever(&only(&[
             "apache",
             "apache+pos-tail-floor10-comp2",
-            "php-fpm+pos"
+            "php-fpm+pos-budget500us-tailwith-floor10-front"
         ])));
+        assert!(
+            uses_weight_lever(&only(&["php-fpm", "php-fpm+pos"])),
+            "php-fpm+pos moves nginx"
+        );
         assert!(
             uses_weight_lever(&only(&["apache", "apache+pos", "php-fpm", "php-fpm+pos"])),
             "the check's Apache variant uses the weight lever"
@@ -671,11 +719,18 @@ mod tests {
             ServerLayout::Nested
         );
         assert_eq!(
-            layout(&["apache", "php-fpm", "php-fpm+pos"], None),
+            layout(&["apache", "php-fpm", "php-fpm+pos-tailwith"], None),
             ServerLayout::Flat
         );
         assert_eq!(
-            layout(&["php-fpm", "php-fpm+pos"], Some(ServerLayout::Nested)),
+            layout(
+                &["php-fpm", "php-fpm+pos-tailwith"],
+                Some(ServerLayout::Nested)
+            ),
+            ServerLayout::Nested
+        );
+        assert_eq!(
+            layout(&["php-fpm", "php-fpm+pos"], None),
             ServerLayout::Nested
         );
         // The weight lever in the flat layout would run outside the quota: refused.

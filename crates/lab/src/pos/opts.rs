@@ -140,8 +140,8 @@ pub struct PosOpts {
     /// Where the server side's processes live below its quota, for every variant of the run:
     /// `flat` (in the cgroup that holds the quota) or `nested` (in a leaf below it, the quota
     /// on the parent: the weight lever's boost cgroup, the leaf's sibling, shares the budget)
-    /// [default: nested when a variant uses the cgroup-weight lever (`+pos-weight`), else
-    /// flat].
+    /// [default: nested when a variant uses the cgroup-weight lever (`+pos-weight`, or
+    /// `+pos`'s defaults: Apache's children, php-fpm's nginx), else flat].
     #[arg(long, value_enum)]
     pub server_layout: Option<ServerLayout>,
     /// The `triage` binary the lab runs as server and load generator.

@@ -15,9 +15,10 @@
 //!   between bursts stays longer than SLP. `--site cgi` runs them unscaled.
 //! - **The variants** ([`super::attach`]): `php-fpm` (no daemon) and `php-fpm+pos` (`triage
 //!   pos attach --pid <php-fpm master>`, its children followed from their fork, with the
-//!   options of [`super::attach::default_pos_kind`]: the episode's CPU budget, the tail's
-//!   head, the floor at -10 and nginx, a front not followed, raised with them), in the server
-//!   side's one cgroup with the hog.
+//!   options of [`super::attach::default_pos_kind`]: a fixed episode budget of 0.5 ms (a
+//!   new request's first CPU at the text level, then the order its episode began in), the
+//!   tail's head, the floor at -5, and nginx, a front not followed, moved into the boost
+//!   cgroup while they are raised), in the server side's one budget with the hog.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
