@@ -299,18 +299,9 @@ pub fn run(
     let floor_state = cfg.state_dir.join("floor");
     let floor_lever = match (cfg.lever, cfg.floor_nice) {
         (Some(LeverKind::Weight), Some(f)) => {
-            let rec = os::lever::recover(&floor_state);
-            if rec.journals > 0 {
-                let _ = writeln!(
-                    out,
-                    "recovered {} floor journal(s): restored {} task(s)",
-                    rec.journals,
-                    rec.restored.len()
-                );
-            }
             let mut lc = LeverConfig::new(LeverKind::Nice);
             lc.nice = f;
-            Some(Lever::new(lc, &floor_state)?)
+            Some(side_lever(lc, &floor_state, "floor", out)?)
         }
         _ => None,
     };
@@ -318,18 +309,7 @@ pub fn run(
     // The front's own lever: its journal in a directory of its own, as the floor's.
     let front_state = cfg.state_dir.join("front");
     let mut front_lever = match front_kind {
-        Some(k) => {
-            let rec = os::lever::recover(&front_state);
-            if rec.journals > 0 {
-                let _ = writeln!(
-                    out,
-                    "recovered {} front journal(s): restored {} task(s)",
-                    rec.journals,
-                    rec.restored.len()
-                );
-            }
-            Some(Lever::new(LeverConfig::new(k), &front_state)?)
-        }
+        Some(k) => Some(side_lever(LeverConfig::new(k), &front_state, "front", out)?),
         None => None,
     };
     if !front.is_empty() {
@@ -496,24 +476,11 @@ pub fn run(
         }
         let _ = writeln!(out, "{end}: restored {n} raised task(s)");
         // After the weight lever's: a task it restores gets back the floor's value first.
-        if let Some(mut fl) = d.floor_lever.take() {
-            let n = fl.raised();
-            for e in fl.restore_all() {
-                let _ = writeln!(out, "restore: {e}");
-            }
-            let _ = writeln!(out, "restored {n} task(s) held at the floor");
-            drop(fl);
-            // Its journal went with it; the directory goes if no other daemon's is there.
-            let _ = std::fs::remove_dir(&floor_state);
+        if let Some(fl) = d.floor_lever.take() {
+            restore_side(fl, &floor_state, "task(s) held at the floor", out);
         }
-        if let Some(mut fl) = front_lever.take() {
-            let n = fl.raised();
-            for e in fl.restore_all() {
-                let _ = writeln!(out, "restore: {e}");
-            }
-            let _ = writeln!(out, "restored {n} front task(s)");
-            drop(fl);
-            let _ = std::fs::remove_dir(&front_state);
+        if let Some(fl) = front_lever.take() {
+            restore_side(fl, &front_state, "front task(s)", out);
         }
     } else {
         let _ = writeln!(out, "{end}");
@@ -557,6 +524,39 @@ struct Daemon {
     floored: BTreeSet<Tid>,
     /// [`KposConfig::grades`].
     grades: u32,
+}
+
+/// A lever beside the daemon's own (the weight lever's floor, the front's), its journal in
+/// `dir`, a directory of its own (one journal per lever and process); what a daemon that
+/// died left there is restored first.
+fn side_lever(
+    lc: LeverConfig,
+    dir: &std::path::Path,
+    what: &str,
+    out: &mut dyn Write,
+) -> Result<Lever, AttachError> {
+    let rec = os::lever::recover(dir);
+    if rec.journals > 0 {
+        let _ = writeln!(
+            out,
+            "recovered {} {what} journal(s): restored {} task(s)",
+            rec.journals,
+            rec.restored.len()
+        );
+    }
+    Ok(Lever::new(lc, dir)?)
+}
+
+/// Restore what a [`side_lever`] holds, say how many (`restored N <what>`), and remove its
+/// directory: its journal went with it, and the directory goes if no other daemon's is there.
+fn restore_side(mut l: Lever, dir: &std::path::Path, what: &str, out: &mut dyn Write) {
+    let n = l.raised();
+    for e in l.restore_all() {
+        let _ = writeln!(out, "restore: {e}");
+    }
+    let _ = writeln!(out, "restored {n} {what}");
+    drop(l);
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// The nice value of grade `g` of `n` ([`Action::Grade`]): `g / n` of the way from the text's

@@ -275,32 +275,47 @@ fn with_the_weight_lever_a_floor_holds_the_worker_at_its_nice_in_and_out_of_the_
 /// A text worker followed with the weight lever (and `floor` as `--floor-nice`): moved into
 /// the boost cgroup beside its own while followed (at the floor's nice value, if any), back
 /// in its cgroup at its own value after, with no boost cgroup and no journal left.
-fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
+/// The cpu controller's mount and a test cgroup `cgroup` for a weight-lever test; `None`
+/// (with a SKIP line naming `test`) without root or without the controller.
+fn weight_testbed(
+    test: &str,
+    cgroup: &str,
+) -> Option<(os::lever::weight::CpuMount, os::CgroupRoot)> {
     if !is_root() {
-        eprintln!("SKIP {name}: needs root (cgroup writes)");
-        return;
+        eprintln!("SKIP {test}: needs root (cgroup writes)");
+        return None;
     }
-    let _alone = alone();
-    let (m, root) = match os::lever::weight::cpu_mount()
+    match os::lever::weight::cpu_mount()
         .map_err(|e| e.to_string())
         .and_then(|m| {
-            os::CgroupRoot::open("triage-test-attach")
+            os::CgroupRoot::open(cgroup)
                 .map(|r| (m, r))
                 .map_err(|e| e.to_string())
         }) {
-        Ok(x) => x,
+        Ok(x) => Some(x),
         Err(e) => {
-            eprintln!("SKIP {name}: {e}");
-            return;
+            eprintln!("SKIP {test}: {e}");
+            None
         }
-    };
-    let leaf = root.create("web").unwrap();
-    // One process that sleeps 50 ms (longer than SLP) then burns a short burst, forking
-    // nothing (a child forked while raised would start in the boost cgroup).
-    let child = Reaped::spawn(Command::new("perl").args([
+    }
+}
+
+/// One process that sleeps 50 ms (longer than SLP) then burns a short burst, forking
+/// nothing (a child forked while raised would start in the boost cgroup).
+fn sleeping_burner() -> Reaped {
+    Reaped::spawn(Command::new("perl").args([
         "-e",
         "for (1..1000) { select(undef, undef, undef, 0.05); my $i = 0; $i++ while $i < 20000 }",
-    ]));
+    ]))
+}
+
+fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
+    let _alone = alone();
+    let Some((m, root)) = weight_testbed(name, "triage-test-attach") else {
+        return;
+    };
+    let leaf = root.create("web").unwrap();
+    let child = sleeping_burner();
     let pid = child.pid();
     leaf.add_pid(pid).unwrap();
     let home = os::lever::weight::task_dir(&m, pid).unwrap();
@@ -363,30 +378,15 @@ fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
 
 #[test]
 fn a_front_with_the_weight_lever_moves_to_the_boost_cgroup_while_the_worker_is_raised_by_nice() {
-    let name = "a_front_with_the_weight_lever...";
-    if !is_root() {
-        eprintln!("SKIP {name}: needs root (cgroup writes)");
-        return;
-    }
     let _alone = alone();
-    let (m, root) = match os::lever::weight::cpu_mount()
-        .map_err(|e| e.to_string())
-        .and_then(|m| {
-            os::CgroupRoot::open("triage-test-attach-front")
-                .map(|r| (m, r))
-                .map_err(|e| e.to_string())
-        }) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("SKIP {name}: {e}");
-            return;
-        }
+    let Some((m, root)) = weight_testbed(
+        "a_front_with_the_weight_lever...",
+        "triage-test-attach-front",
+    ) else {
+        return;
     };
     let leaf = root.create("web").unwrap();
-    let worker = Reaped::spawn(Command::new("perl").args([
-        "-e",
-        "for (1..1000) { select(undef, undef, undef, 0.05); my $i = 0; $i++ while $i < 20000 }",
-    ]));
+    let worker = sleeping_burner();
     let front = Reaped::spawn(Command::new("sleep").arg("30"));
     let (wpid, fpid) = (worker.pid(), front.pid());
     leaf.add_pid(wpid).unwrap();
