@@ -1,8 +1,8 @@
-//! Bad input and failure, on real sockets: a back end that answers garbage (502), resets
-//! (retried elsewhere; 502 when none is left), hangs (504 after `response_timeout`), or is
-//! removed from the configuration (no more requests); a client's malformed request (400,
-//! no back end touched) or forged `X-Triage-Forward` (removed); a configuration naming no
-//! back end (an error), and every back end down (503).
+//! Bad input and failure, on real sockets: a back end that answers garbage (502), resets or
+//! closes before its head ends (retried elsewhere; 502 when none is left), hangs (504 after
+//! `response_timeout`), or is removed from the configuration (no more requests); a client's
+//! malformed request (400, no back end touched) or forged `X-Triage-Forward` (removed); a
+//! configuration naming no back end (an error), and every back end down (503).
 
 #[macro_use]
 mod common;
@@ -77,6 +77,30 @@ fn a_reset_is_retried_on_another_back_end(engine: Engine) {
     // Alone, it is a 502.
     let front = Front::start(front_config_on(engine, &[bad.addr], "wrr")).unwrap();
     assert_eq!(get(front.addr(), "/f1.html", "").status, 502);
+    front.stop();
+}
+
+/// A back end that dies while its response head is on the way (part of it sent, then the
+/// connection closed): nothing reached the client, so the request goes to another back end,
+/// as after a reset.
+fn a_head_cut_short_is_retried_on_another_back_end(engine: Engine) {
+    let t = site();
+    let good = Backend::start(serve_config(t.path()));
+    let cut = ScriptBackend::start(|_, _| {
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nContent-Ty".to_vec(),
+            Then::Close,
+        )
+    });
+    // WRR's first choice is the one that cuts its head short.
+    let front = Front::start(front_config_on(engine, &[cut.addr, good.addr], "wrr")).unwrap();
+    let r = get(front.addr(), "/f1.html", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"file 1\n");
+    let m = front.metrics();
+    assert_eq!(m.retries, 1, "{m:?}");
+    assert_eq!(m.bad_gateway, 0, "{m:?}");
+    assert_eq!(cut.requests.load(Relaxed), 1);
     front.stop();
 }
 
@@ -161,6 +185,7 @@ both_engines!(
     a_hung_back_end_is_a_504_after_the_response_timeout,
     a_client_that_leaves_says_nothing_about_the_back_end,
     a_reset_is_retried_on_another_back_end,
+    a_head_cut_short_is_retried_on_another_back_end,
     a_malformed_request_is_a_400_that_touches_no_back_end,
     a_clients_forward_header_never_reaches_a_back_end,
     no_back_end_is_an_error_and_none_up_is_a_503,

@@ -72,6 +72,7 @@ fn lab_cluster_small_writes_complete_results() {
         "triage_vs_haproxy_best",
         "front_cpu_per_req_vs_haproxy",
         "failover_failed_requests",
+        "failover_failed_how",
         "variants",
     ] {
         assert!(s.get(k).is_some(), "summary.json lacks {k}: {s}");
@@ -79,7 +80,11 @@ fn lab_cluster_small_writes_complete_results() {
     let ratio = finite(&s["lard_wrr_ratio"], "lard_wrr_ratio");
     assert!(ratio > 0.0);
     // A back end killed mid-window costs no request.
-    assert_eq!(s["failover_failed_requests"], 0, "{}", s["points"]);
+    assert_eq!(
+        s["failover_failed_requests"], 0,
+        "{}: {}",
+        s["failover_failed_how"], s["points"]
+    );
     let names: Vec<&str> = s["variants"]
         .as_array()
         .unwrap()

@@ -9,14 +9,16 @@
 //! by its framing (`relay::framing`).
 //!
 //! Failures, as the pingora engine's (`proxy`): a back end that refuses the connection, or
-//! closes or resets it before any byte of the response, is taken out and an idempotent
-//! request whose body the front end still holds is tried on another (at most `retries` more
-//! times), else 502; a pooled connection that fails that way says nothing of its back end:
-//! the request is tried again on a fresh connection to the same back end. A back end silent
-//! for `response_timeout` gets 504 (not retried), garbage 502, no back end up 503. A
-//! malformed request is answered 400 and the connection closed, without a back end. A client
-//! that takes no byte of what the front end sends it for `keepalive_timeout` (it stopped
-//! reading) is let go: its connection and the back end's are closed.
+//! closes or resets it before the end of its response head (none of the response reached the
+//! client), is taken out and an idempotent request whose body the front end still holds is
+//! tried on another (at most `retries` more times), else 502; a pooled connection that fails
+//! that way says nothing of its back end: the request is tried again on a fresh connection to
+//! the same back end. A response whose body stops short (its head went out) closes the
+//! client's connection where it stopped. A back end silent for `response_timeout` gets 504
+//! (not retried), garbage 502, no back end up 503. A malformed request is answered 400 and
+//! the connection closed, without a back end. A client that takes no byte of what the front
+//! end sends it for `keepalive_timeout` (it stopped reading) is let go: its connection and
+//! the back end's are closed.
 
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -525,7 +527,9 @@ impl Conn {
         b: &Arc<Backend>,
     ) -> Result<Outcome, UpFail> {
         let mut filled = 0;
-        let mut got_any = false;
+        // Whether an interim response went to the client: from then on the exchange cannot
+        // be tried again.
+        let mut interim_sent = false;
         let (code, hlen, meta, close) = loop {
             let parsed = {
                 let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -563,6 +567,7 @@ impl Conn {
                     {
                         return Err(UpFail::ClientGone);
                     }
+                    interim_sent = true;
                     self.buf.copy_within(hlen..filled, 0);
                     filled -= hlen;
                     continue;
@@ -572,13 +577,15 @@ impl Conn {
             }
             let n = self.read_watching(&mut up, filled).await?;
             if n == 0 {
-                return Err(if got_any {
+                // Closed before the head ended (none of it, or a part: a back end that died
+                // writing it): nothing reached the client, so it is tried again as a reset
+                // is, unless an interim response already went out.
+                return Err(if interim_sent {
                     UpFail::Garbage
                 } else {
                     UpFail::Reset
                 });
             }
-            got_any = true;
             filled += n;
         };
         b.responses.fetch_add(1, Relaxed);

@@ -458,6 +458,8 @@ pub fn measure(
         latency_p50_ms: r.latency_p50_ms,
         latency_p99_ms: r.latency_p99_ms,
         failed: r.errors + r.non_2xx,
+        socket_errors: r.errors,
+        non_2xx: r.non_2xx,
         hit_ratio: if total > 0.0 { hits / total } else { f64::NAN },
         balance: super::summary::balance(&served),
         served,

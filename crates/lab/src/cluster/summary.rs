@@ -43,6 +43,11 @@ pub struct Measured {
     pub latency_p99_ms: f64,
     /// Failed requests: socket errors, timeouts and non-2xx/3xx answers.
     pub failed: u64,
+    /// Of `failed`, wrk's socket errors and timeouts (a connection closed or reset under a
+    /// request, a response cut short, a client timeout).
+    pub socket_errors: u64,
+    /// Of `failed`, answers with a status of 400 or more (a front end's 502, 503, 504).
+    pub non_2xx: u64,
     /// Content-cache hits over lookups, all back ends, in the window.
     pub hit_ratio: f64,
     /// Max over mean of the lookups per back end (NaN: a back end not read).
@@ -338,6 +343,8 @@ pub struct Summary {
     pub front_cpu_per_req_vs_haproxy_wrr: Option<f64>,
     /// Failed requests of the failover run (a back end killed mid-window).
     pub failover_failed_requests: Option<u64>,
+    /// How they failed: wrk's socket errors and timeouts, and answers of 400 or more.
+    pub failover_failed_how: Option<String>,
     /// LARD over WRR when the working set fits one cache.
     pub lard_wrr_ratio_fits: Option<f64>,
     /// LARD over WRR with one request per connection.
@@ -464,6 +471,14 @@ pub fn variant_rows(variants: &[Variant], pts: &[Measured]) -> Vec<VariantRow> {
         .collect()
 }
 
+/// How a point's requests failed, for the summary and the goal's line.
+fn failed_how(m: &Measured) -> String {
+    format!(
+        "wrk socket errors and timeouts {}, answers of 400 or more {}",
+        m.socket_errors, m.non_2xx
+    )
+}
+
 /// The summary of everything measured.
 pub fn summarize(
     o: &super::opts::ClusterOpts,
@@ -557,6 +572,7 @@ pub fn summarize(
         front_cpu_vs_haproxy,
         front_cpu_per_req_vs_haproxy_wrr: front_cpu_wrr.map(|r| r.value),
         failover_failed_requests: failover.map(|f| f.failed),
+        failover_failed_how: failover.map(failed_how),
         lard_wrr_ratio_fits: role_ratio(Role::Fits),
         lard_wrr_ratio_close: role_ratio(Role::Close),
         variants: rows,
@@ -666,9 +682,13 @@ pub fn goals(s: &Summary) -> Vec<Goal> {
     g.push(Goal {
         goal: "a back end killed mid-run: 0 failed idempotent requests".into(),
         met: s.failover_failed_requests == Some(0),
-        detail: s
-            .failover_failed_requests
-            .map_or("not measured".into(), |f| format!("{f} failed")),
+        detail: match (s.failover_failed_requests, &s.failover_failed_how) {
+            (None, _) => "not measured".into(),
+            (Some(0), _) | (Some(_), None) => {
+                format!("{} failed", s.failover_failed_requests.unwrap_or(0))
+            }
+            (Some(f), Some(how)) => format!("{f} failed ({how})"),
+        },
     });
     let c = &s.sim_check;
     g.push(Goal {
@@ -792,6 +812,8 @@ mod tests {
             latency_p50_ms: 1.0,
             latency_p99_ms: 2.0,
             failed: 0,
+            socket_errors: 0,
+            non_2xx: 0,
             hit_ratio: 0.5,
             balance: 1.1,
             served: vec![1.0, 1.0],
