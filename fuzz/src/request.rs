@@ -85,11 +85,32 @@ struct Target {
     _root: std::path::PathBuf,
 }
 
+/// Remove the trees of earlier runs whose process is gone: the target is a static, never
+/// dropped, so each run leaves its tree behind until a later run finds its process gone.
+fn remove_dead_roots() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let pid = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("triage-fuzz-"))
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(pid) = pid.filter(|p| *p != std::process::id() as i32) {
+            if !os::procfs::exists(pid) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
 fn target() -> &'static Target {
     static T: OnceLock<Target> = OnceLock::new();
     T.get_or_init(|| {
         let root = std::env::temp_dir().join(format!("triage-fuzz-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
+        remove_dead_roots();
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("secret.txt"), "secret\n").unwrap();
         for site in ["a", "b"] {
