@@ -684,10 +684,8 @@ pub fn goals(s: &Summary) -> Vec<Goal> {
         met: s.failover_failed_requests == Some(0),
         detail: match (s.failover_failed_requests, &s.failover_failed_how) {
             (None, _) => "not measured".into(),
-            (Some(0), _) | (Some(_), None) => {
-                format!("{} failed", s.failover_failed_requests.unwrap_or(0))
-            }
-            (Some(f), Some(how)) => format!("{f} failed ({how})"),
+            (Some(f), Some(how)) if f > 0 => format!("{f} failed ({how})"),
+            (Some(f), _) => format!("{f} failed"),
         },
     });
     let c = &s.sim_check;

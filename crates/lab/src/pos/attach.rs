@@ -281,11 +281,16 @@ pub struct PosOptions {
     pub flags: Vec<String>,
     /// The options in words, for the goal lines (empty for plain POS).
     pub how: String,
-    /// Whether the daemon moves tasks between cgroups (the weight lever, for the followed
-    /// tasks or the front): the run needs the nested layout and `favordynmods`.
-    pub moves: bool,
     /// Whether the options need the front (`frontweight`).
     pub front: bool,
+}
+
+impl PosOptions {
+    /// Whether the daemon moves tasks between cgroups (the weight lever, for the followed
+    /// tasks or the front): the run needs the nested layout and `favordynmods`.
+    pub fn moves(&self) -> bool {
+        self.lever == "weight" || self.front
+    }
 }
 
 /// The options of a POS variant kind: `pos` followed by any of
@@ -413,12 +418,10 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
     } else {
         format!(" with {}", how.join(", "))
     };
-    let moves = lever == "weight" || front;
     Some(PosOptions {
         lever,
         flags,
         how,
-        moves,
         front,
     })
 }
@@ -455,7 +458,7 @@ pub fn uses_weight_lever(only: &[String]) -> bool {
                     let k = k.strip_suffix("-front").unwrap_or(&k).to_owned();
                     pos_options(&k)
                 })
-                .is_some_and(|o| o.moves)
+                .is_some_and(|o| o.moves())
         })
     })
 }
@@ -504,7 +507,7 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         let flags: Vec<&str> = match (kind, pos_extra.as_ref()) {
             (_, Some(o)) => [
                 &["--lever", o.lever, "--slp", &slp, "--rw", &rw][..],
-                if o.moves {
+                if o.moves() {
                     &["--favor-dynmods"][..]
                 } else {
                     &[][..]
@@ -674,7 +677,7 @@ mod tests {
         // The front moved by the weight lever, the followed tasks by nice: a run with a
         // front, the nested layout and the moves favoured.
         let o = pos_options("pos-budget500us-tailwith-floor10-frontweight").unwrap();
-        assert!(o.moves && o.front && o.lever == "nice", "{o:?}");
+        assert!(o.moves() && o.front && o.lever == "nice", "{o:?}");
         assert!(o.flags.windows(2).any(|w| w == ["--front-lever", "weight"]));
         assert!(uses_weight_lever(&only(&[
             "php-fpm",
