@@ -63,6 +63,47 @@ impl Placement {
     }
 }
 
+/// The real-time budget of the cgroups of `tasks`, which the `fifo` lever runs them on, in
+/// words; an error naming the cgroup that has none (`cpu.rt_runtime_us` 0: the kernel
+/// refuses `SCHED_FIFO` there).
+pub fn realtime_budget(tasks: &[Tid]) -> Result<String, String> {
+    let m = os::lever::weight::cpu_mount().map_err(|e| e.to_string())?;
+    let mut seen: Vec<std::path::PathBuf> = Vec::new();
+    let mut out = Vec::new();
+    for &t in tasks {
+        let Ok(dir) = os::lever::weight::task_dir(&m, t) else {
+            continue; // exited
+        };
+        if seen.contains(&dir) {
+            continue;
+        }
+        match os::lever::realtime::budget(&dir) {
+            Ok(Some(b)) if b.runtime == Some(std::time::Duration::ZERO) => {
+                return Err(format!(
+                    "lever fifo: cgroup {} has no real-time budget (cpu.rt_runtime_us 0), so the \
+                     kernel refuses SCHED_FIFO there; grant one (echo N > cpu.rt_runtime_us, \
+                     its parents first), or use --lever nice or weight (inside the CPU quota)",
+                    dir.display()
+                ))
+            }
+            Ok(Some(b)) => out.push(format!(
+                "cgroup {}: {} per {:?}",
+                dir.display(),
+                b.runtime
+                    .map_or("unlimited".to_owned(), |r| format!("{r:?}")),
+                b.period
+            )),
+            Ok(None) => out.push(format!(
+                "cgroup {}: no real-time group scheduling, the machine-wide limit",
+                dir.display()
+            )),
+            Err(e) => return Err(format!("lever fifo: {}: {e}", dir.display())),
+        }
+        seen.push(dir);
+    }
+    Ok(out.join("; "))
+}
+
 /// Where `tasks` are, against the other tasks of their cgroups.
 pub fn placement(tasks: &[Tid]) -> Placement {
     let mut cgroups: Vec<(String, Vec<Tid>)> = Vec::new();

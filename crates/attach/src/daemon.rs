@@ -168,8 +168,9 @@ pub fn run(
     if let Some(f) = cfg.floor_nice {
         let text = -20;
         let above = match cfg.lever {
-            // The weight lever's raised tasks are in another cgroup: any nice value is below.
-            Some(LeverKind::Weight) => text,
+            // The weight lever's raised tasks are in another cgroup, the real-time lever's in
+            // another class: any nice value is below.
+            Some(LeverKind::Weight | LeverKind::Fifo) => text,
             _ => cfg.tail_nice.unwrap_or(text),
         };
         if cfg.lever.is_none() || cfg.direction == Direction::LowerRest || !(above..=0).contains(&f)
@@ -195,7 +196,9 @@ pub fn run(
                     .into(),
             ));
         }
-        if cfg.lever == Some(LeverKind::Weight) || !(0..=19).contains(&cfg.rest_nice) {
+        if matches!(cfg.lever, Some(LeverKind::Weight | LeverKind::Fifo))
+            || !(0..=19).contains(&cfg.rest_nice)
+        {
             return Err(AttachError::Usage(
                 "--direction lower-rest needs a nice lever and a --rest-nice of 0 to 19".into(),
             ));
@@ -244,6 +247,19 @@ pub fn run(
                 p.explain()
             )));
         }
+    }
+    if cfg.lever == Some(LeverKind::Fifo) {
+        let b = check::realtime_budget(&tasks).map_err(AttachError::Placement)?;
+        let _ = writeln!(
+            out,
+            "lever fifo: SCHED_FIFO, a reference on a second, real-time budget outside the CPU \
+             quota ({b})"
+        );
+    }
+    if cfg.front_lever == Some(LeverKind::Fifo) {
+        return Err(AttachError::Usage(
+            "--front-lever fifo: the front is raised inside the CPU budget (nice or weight)".into(),
+        ));
     }
     // The front's lever, where it is not the followed tasks' own.
     let front_kind = cfg.front_lever.filter(|k| Some(*k) != cfg.lever);
@@ -294,11 +310,12 @@ pub fn run(
         }
         None => None,
     };
-    // The weight lever's floor: a nice lever of its own holding every followed task at the
-    // floor, its journal in a directory of its own (one journal per lever and process).
+    // The weight and real-time levers' floor: a nice lever of its own holding every followed
+    // task at the floor, its journal in a directory of its own (one journal per lever and
+    // process).
     let floor_state = cfg.state_dir.join("floor");
     let floor_lever = match (cfg.lever, cfg.floor_nice) {
-        (Some(LeverKind::Weight), Some(f)) => {
+        (Some(LeverKind::Weight | LeverKind::Fifo), Some(f)) => {
             let mut lc = LeverConfig::new(LeverKind::Nice);
             lc.nice = f;
             Some(side_lever(lc, &floor_state, "floor", out)?)

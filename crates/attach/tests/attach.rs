@@ -643,3 +643,60 @@ fn with_grades_a_raised_task_steps_down_toward_the_floor_as_its_episode_runs() {
     );
     assert!(snap.pos.budget_lowers >= 1, "{out}");
 }
+
+#[test]
+fn the_fifo_lever_is_refused_without_a_real_time_budget_and_restores_the_fair_class() {
+    let name = "the_fifo_lever_is_refused_without_a_real_time_budget...";
+    let _alone = alone();
+    let Some((m, root)) = weight_testbed(name, "triage-test-attach-fifo") else {
+        return;
+    };
+    let leaf = root.create("web").unwrap();
+    if os::lever::realtime::budget(leaf.path()).unwrap().is_none() {
+        eprintln!("SKIP {name}: no real-time group scheduling here (no cpu.rt_runtime_us)");
+        root.cleanup().unwrap();
+        return;
+    }
+    let child = sleeping_burner();
+    let pid = child.pid();
+    leaf.add_pid(pid).unwrap();
+    let base = os::prio::thread_nice(pid).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(pid, dir.path());
+    cfg.lever = Some(os::lever::LeverKind::Fifo);
+    cfg.duration = Some(Duration::from_millis(1500));
+    // A new cgroup has no real-time time: a one-line error before anything is followed.
+    let (r, out) = spawn_daemon(cfg.clone(), Arc::new(AtomicBool::new(false)))
+        .join()
+        .unwrap();
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("cpu.rt_runtime_us 0"), "{e}\n{out}");
+    assert!(e.contains("--lever nice or weight"), "{e}");
+    // Granted (its parents too), the worker is raised to SCHED_FIFO while followed.
+    let grant =
+        os::lever::realtime::grant(&m, leaf.path(), 0.5, Duration::from_millis(100)).unwrap();
+    let daemon = spawn_daemon(cfg, Arc::new(AtomicBool::new(false)));
+    let mut seen_fifo = false;
+    for _ in 0..140 {
+        if os::prio::thread_policy(pid).is_ok_and(|p| p == libc::SCHED_FIFO) {
+            seen_fifo = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (r, out) = daemon.join().unwrap();
+    let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(seen_fifo, "raised to SCHED_FIFO while followed\n{out}");
+    assert!(out.contains("lever fifo: SCHED_FIFO, a reference"), "{out}");
+    assert!(snap.pos.marks > 0, "{out}");
+    assert_eq!(
+        os::prio::thread_policy(pid).unwrap(),
+        libc::SCHED_OTHER,
+        "back in the fair class\n{out}"
+    );
+    assert_eq!(os::prio::thread_nice(pid).unwrap(), base, "{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    drop(child);
+    drop(grant);
+    root.cleanup().unwrap();
+}

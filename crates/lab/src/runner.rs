@@ -56,6 +56,12 @@ pub struct Variant {
     /// raised with the followed tasks (no-op for a server without a front).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub attach_front: bool,
+    /// The daemon's lever runs raised tasks on a second, real-time budget (`--lever fifo`):
+    /// the run grants the server side's cgroup real-time time as large as its quota
+    /// ([`crate::testbed::Testbed::grant_realtime`]), and the variant is a labelled reference,
+    /// not one measured inside the one CPU budget.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub realtime_reference: bool,
 }
 
 impl Variant {
@@ -69,6 +75,7 @@ impl Variant {
             hog,
             attach: None,
             attach_front: false,
+            realtime_reference: false,
         }
     }
 
@@ -80,6 +87,7 @@ impl Variant {
             hog,
             attach: None,
             attach_front: false,
+            realtime_reference: false,
         }
     }
 
@@ -94,6 +102,12 @@ impl Variant {
     /// ([`Variant::attach_front`]).
     pub fn with_front(mut self) -> Variant {
         self.attach_front = true;
+        self
+    }
+
+    /// This variant as a real-time reference ([`Variant::realtime_reference`]).
+    pub fn with_realtime_reference(mut self) -> Variant {
+        self.realtime_reference = true;
         self
     }
 
@@ -364,6 +378,13 @@ impl Bench<'_> {
         } else {
             None
         };
+        // A real-time reference: real-time time for the server side, held until its tasks
+        // are stopped (a cgroup holding a real-time task refuses to give it back).
+        let realtime = if v.realtime_reference {
+            Some(self.tb.grant_realtime()?)
+        } else {
+            None
+        };
         // The daemon's /metrics, on the client side's loopback.
         let mut daemon_admin = None;
         let mut daemon = match &v.attach {
@@ -453,6 +474,7 @@ impl Bench<'_> {
         if let Some(cg) = self.tb.server_cgroup() {
             let _ = cg.kill_all();
         }
+        drop(realtime);
         let Some(status) = status else {
             return Err(LabError::Process {
                 name: "triage load".into(),

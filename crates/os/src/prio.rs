@@ -237,6 +237,12 @@ impl Drop for NiceGuard {
 
 /// Whether thread `tid` runs under the real-time `SCHED_FIFO` policy (`sched_getscheduler`).
 pub fn thread_is_fifo(tid: Tid) -> Result<bool, PrioError> {
+    Ok(thread_policy(tid)? == libc::SCHED_FIFO)
+}
+
+/// The scheduling policy of thread `tid` (`sched_getscheduler`, without
+/// `SCHED_RESET_ON_FORK`): `libc::SCHED_OTHER`, `SCHED_FIFO`, ...
+pub fn thread_policy(tid: Tid) -> Result<i32, PrioError> {
     // SAFETY: plain syscall wrapper; invalid ids are reported through errno.
     let r = unsafe { libc::sched_getscheduler(tid) };
     if r < 0 {
@@ -245,7 +251,29 @@ pub fn thread_is_fifo(tid: Tid) -> Result<bool, PrioError> {
             err: format!("sched_getscheduler: {}", std::io::Error::last_os_error()),
         });
     }
-    Ok(r & !libc::SCHED_RESET_ON_FORK == libc::SCHED_FIFO)
+    Ok(r & !libc::SCHED_RESET_ON_FORK)
+}
+
+/// Put thread `tid` under `SCHED_FIFO` at `priority` (1..=99). Refused
+/// ([`PrioError::Permission`]) without `CAP_SYS_NICE`, and, with real-time group scheduling,
+/// when the thread's cgroup has no real-time budget (`cpu.rt_runtime_us` 0, a new cgroup's
+/// value): see [`crate::lever::realtime`].
+pub fn set_thread_fifo(tid: Tid, priority: i32) -> Result<(), PrioError> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: sched_setscheduler reads a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) };
+    check(r == 0, tid, 0, "sched_setscheduler (SCHED_FIFO)")
+}
+
+/// Put thread `tid` back under the fair class (`SCHED_OTHER`) at nice `nice`.
+pub fn set_thread_fair(tid: Tid, nice: i32) -> Result<(), PrioError> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as above.
+    let r = unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &param) };
+    check(r == 0, tid, nice, "sched_setscheduler (SCHED_OTHER)")?;
+    set_thread_nice(tid, nice)
 }
 
 /// Runs the calling thread under `SCHED_FIFO` while alive (and every child it starts
@@ -269,22 +297,15 @@ impl FifoGuard {
     pub fn raise_current(priority: i32) -> Result<Self, PrioError> {
         let tid = current_tid();
         let nice = thread_nice(tid)?;
-        let param = libc::sched_param {
-            sched_priority: priority,
-        };
-        // SAFETY: sched_setscheduler reads a valid sched_param.
-        let r = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) };
-        check(r == 0, tid, nice, "sched_setscheduler (SCHED_FIFO)")?;
+        set_thread_fifo(tid, priority)?;
         Ok(Self { tid, nice })
     }
 }
 
 impl Drop for FifoGuard {
     fn drop(&mut self) {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: as above; back to the fair class, then the nice value it had.
-        unsafe { libc::sched_setscheduler(self.tid, libc::SCHED_OTHER, &param) };
-        let _ = set_thread_nice(self.tid, self.nice);
+        // Back to the fair class at the nice value it had.
+        let _ = set_thread_fair(self.tid, self.nice);
     }
 }
 

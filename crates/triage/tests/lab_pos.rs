@@ -219,7 +219,8 @@ fn lab_pos_cgi_site_tiny_compares_the_lever() {
 }
 
 /// nginx + php-fpm with and without `triage pos attach` (issue 16), at the tiny scale: the
-/// daemon follows the php-fpm master and its pool, reports itself, and leaves nothing raised.
+/// daemon follows the php-fpm master and its pool, reports itself, and leaves nothing raised;
+/// the SCHED_FIFO reference runs on a real-time budget granted for it and is reported apart.
 #[test]
 fn lab_pos_php_fpm_tiny_with_and_without_attach() {
     if !is_root() {
@@ -243,7 +244,7 @@ fn lab_pos_php_fpm_tiny_with_and_without_attach() {
     let (pid, _) = run_lab_to_success(&mut tiny_exp1(
         &out,
         &tmp.0,
-        &["--variants", "php-fpm,php-fpm+pos"],
+        &["--variants", "php-fpm,php-fpm+pos,php-fpm+pos-fifo"],
     ));
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -257,7 +258,7 @@ fn lab_pos_php_fpm_tiny_with_and_without_attach() {
         assert!((seen - 100.0).abs() < 20.0, "{}: {seen} ms", v["name"]);
     }
     let names: Vec<&str> = vs.iter().map(|v| v["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["php-fpm", "php-fpm+pos"]);
+    assert_eq!(names, ["php-fpm", "php-fpm+pos", "php-fpm+pos-fifo"]);
     for v in vs {
         assert_eq!(v["errors"], 0, "{}", v["name"]);
         assert_eq!(v["server"], "peer");
@@ -290,6 +291,32 @@ fn lab_pos_php_fpm_tiny_with_and_without_attach() {
             .iter()
             .any(|g| g.starts_with("php-fpm + triage pos attach")),
         "{goals:?}"
+    );
+    // The real-time reference: granted real-time time (the raises took), labelled, and no
+    // goal of its own.
+    let fifo = &vs[2];
+    assert_eq!(fifo["realtime_reference"], true);
+    assert!(vs[1].get("realtime_reference").is_none());
+    assert!(
+        finite(&fifo["daemon"]["raises"], "raises") > 0.0,
+        "{}",
+        fifo["daemon"]
+    );
+    let notes: Vec<&str> = s["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("php-fpm+pos-fifo is a reference on a second, real-time")),
+        "{notes:?}"
+    );
+    assert!(
+        !goals.iter().any(|g| g.contains("SCHED_FIFO")),
+        "the reference is not a goal: {goals:?}"
     );
     assert_eq!(leftovers(pid), Vec::<String>::new());
     // Nothing left raised: no journal of a daemon that is gone, no php-fpm of the lab's.

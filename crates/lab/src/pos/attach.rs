@@ -195,7 +195,8 @@ pub fn goals(vs: &[VariantSummary], quota: Option<f64>, period_ms: f64) -> Vec<G
                 };
                 pos_options(k).map(|o| format!("{}{front}", o.how))
             });
-        if let Some(how) = how {
+        // A real-time reference is reported apart ([`references`]), never against the goal.
+        if let Some(how) = how.filter(|_| !v.variant.realtime_reference) {
             let bound = t1_goal(base);
             let goal = format!(
                 "{base} + triage pos attach{how}: mean t1 >= {:.1}% better than {base} alone, \
@@ -271,6 +272,32 @@ pub fn goals(vs: &[VariantSummary], quota: Option<f64>, period_ms: f64) -> Vec<G
     out
 }
 
+/// The real-time references among `vs` ([`REALTIME_LABEL`]), each in a line with its figures
+/// against its baseline and its server-side CPU: reported beside the goals, not as one.
+pub fn references(vs: &[VariantSummary]) -> Vec<String> {
+    vs.iter()
+        .filter(|v| v.variant.realtime_reference)
+        .map(|v| {
+            let against = v.vs_baseline.as_ref().map_or(
+                "its baseline was not measured beside it".to_owned(),
+                |b| {
+                    format!(
+                        "mean t1 {}, mean t2 {} against {}",
+                        ci_text(b.t1_mean_improvement.as_ref()),
+                        ci_text(b.t2_mean_improvement.as_ref()),
+                        b.baseline
+                    )
+                },
+            );
+            format!(
+                "{} is {REALTIME_LABEL}: {against}; server-side CPU {:.2} s per run (real-time \
+                 time included); not a goal",
+                v.name, v.server_cpu_s
+            )
+        })
+        .collect()
+}
+
 /// A POS variant's options, read from its kind (`pos-budget-tailwith-floor10`: `pos`, then
 /// `-`-separated options in any order).
 #[derive(Debug, Clone, PartialEq)]
@@ -285,11 +312,22 @@ pub struct PosOptions {
     pub front: bool,
 }
 
+/// The words that label a real-time reference (`fifo`) wherever it is reported.
+pub const REALTIME_LABEL: &str = "a reference on a second, real-time budget (SCHED_FIFO: the \
+     server side's cgroup granted real-time time as large as its quota, which the quota does \
+     not count), not a lever inside the one CPU budget";
+
 impl PosOptions {
     /// Whether the daemon moves tasks between cgroups (the weight lever, for the followed
     /// tasks or the front): the run needs the nested layout and `favordynmods`.
     pub fn moves(&self) -> bool {
         self.lever == "weight" || self.front
+    }
+
+    /// Whether the raised tasks run on a second, real-time budget (`fifo`): a labelled
+    /// reference, not a variant inside the one budget.
+    pub fn realtime(&self) -> bool {
+        self.lever == "fifo"
     }
 }
 
@@ -310,7 +348,9 @@ impl PosOptions {
 ///   moved like the text, its nice moot), and `floor<N>` holds every followed task at nice -N
 ///   beside it;
 /// - `frontweight`: the front (nginx) raised by the weight lever while the followed tasks
-///   keep nice (`--front-lever weight`; the variant runs with its front).
+///   keep nice (`--front-lever weight`; the variant runs with its front);
+/// - `fifo`: `SCHED_FIFO` instead of nice (`--lever fifo`): a reference on a second,
+///   real-time budget ([`REALTIME_LABEL`]); `floor<N>` holds the others at nice -N beside it.
 ///
 /// `None` if `kind` is not such a name. What `<server>+pos` itself runs is
 /// [`default_pos_kind`], `<server>+pos-weight` [`server_kind`].
@@ -336,6 +376,7 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
         };
         match opt {
             "plain" => add(&[], ""),
+            "weight" | "fifo" if lever != "nice" => return None, // one lever
             "weight" => {
                 lever = "weight";
                 add(
@@ -343,6 +384,10 @@ pub fn pos_options(kind: &str) -> Option<PosOptions> {
                     "the cgroup-weight lever (a raised task moved into a high-weight sibling of \
                      the server's leaf cgroup, inside the budget)",
                 );
+            }
+            "fifo" => {
+                lever = "fifo";
+                add(&[], "SCHED_FIFO (a real-time reference)");
             }
             "frontweight" => {
                 front = true;
@@ -535,8 +580,14 @@ pub fn variants(only: &[String], p: &Params) -> Vec<Variant> {
         let mut f = flags;
         f.extend(["--cpus", "1"]);
         let front = front || pos_extra.as_ref().is_some_and(|o| o.front);
-        let v = Variant::peer(peer, p.hog).with_attach(name, &f);
-        out.push(if front { v.with_front() } else { v });
+        let mut v = Variant::peer(peer, p.hog).with_attach(name, &f);
+        if front {
+            v = v.with_front();
+        }
+        if pos_extra.as_ref().is_some_and(PosOptions::realtime) {
+            v = v.with_realtime_reference();
+        }
+        out.push(v);
     }
     out
 }

@@ -648,6 +648,12 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
             "no CPU hog"
         }
     );
+    let notes = env
+        .notes
+        .iter()
+        .cloned()
+        .chain(super::attach::references(&vs))
+        .collect();
     Summary {
         lab: "pos",
         exp: p.exp,
@@ -661,7 +667,7 @@ pub fn summarize(o: &PosOpts, p: &Params, env: &Env<'_>, cells: &[Cell]) -> Summ
         testbed: tb.info().clone(),
         variants: vs,
         skipped: env.skipped.clone(),
-        notes: env.notes.clone(),
+        notes,
         goals,
         pl_ratio,
         lrq_ratio,

@@ -429,6 +429,23 @@ impl Testbed {
         }
     }
 
+    /// Grant the main server side's process cgroup (and the cgroups above it, where they have
+    /// less) real-time time as large as its quota per quota period (95% of a CPU without
+    /// one), for a real-time reference variant: a second budget beside the quota, which the
+    /// fair class's quota does not count. Taken back when the grant is dropped (after the
+    /// side's real-time tasks are gone). An empty grant where the kernel has no real-time
+    /// group scheduling (the machine-wide limit applies).
+    pub fn grant_realtime(&self) -> Result<os::lever::realtime::RtGrant> {
+        let cg = self.process_cgroup_of(ServerSide::Main).ok_or_else(|| {
+            LabError::Os("a real-time reference needs the server side's cgroup".into())
+        })?;
+        let share = self.info.quota.unwrap_or(0.95).min(0.95);
+        let period = Duration::from_secs_f64(self.info.period_ms / 1e3);
+        os::lever::weight::cpu_mount()
+            .and_then(|m| os::lever::realtime::grant(&m, cg.path(), share, period))
+            .map_err(|e| LabError::Os(format!("granting real-time time: {e}")))
+    }
+
     /// The capacity of the server side in CPUs (its quota, or 1 CPU when pinned).
     pub fn server_capacity(&self) -> f64 {
         self.info.quota.unwrap_or(1.0)

@@ -3,10 +3,13 @@
 //!
 //! ```text
 //! R <tid> <task start time> <nice before> <slice ns before> <cgroup before or ->
+//! P <tid> <scheduling policy before>
 //! L <tid>
 //! ```
 //!
-//! `R` records a raise with what to restore, `L` that the task was restored (or exited). On
+//! `R` records a raise with what to restore, `P` (after its `R`, only when the raise changes
+//! the task's scheduling policy: the real-time lever) the policy to put back, `L` that the
+//! task was restored (or exited). On
 //! the next start [`recover`] replays the files of daemons that are gone and restores every
 //! task still raised whose start time matches (the tid was not reused).
 
@@ -31,6 +34,9 @@ pub struct Saved {
     pub slice_ns: u64,
     /// The cgroup directory it was moved out of (weight lever), if any.
     pub cgroup: Option<PathBuf>,
+    /// Its scheduling policy before the raise, when the raise changes it (the real-time
+    /// lever); `None`: the policy is left alone.
+    pub policy: Option<i32>,
 }
 
 impl Saved {
@@ -39,10 +45,14 @@ impl Saved {
             .cgroup
             .as_ref()
             .map_or("-".to_owned(), |p| p.display().to_string());
-        format!(
+        let mut line = format!(
             "R {} {} {} {} {}\n",
             self.tid, self.start_time, self.nice, self.slice_ns, cg
-        )
+        );
+        if let Some(p) = self.policy {
+            line.push_str(&format!("P {} {p}\n", self.tid));
+        }
+        line
     }
 }
 
@@ -68,8 +78,16 @@ pub fn parse(text: &str) -> BTreeMap<Tid, Saved> {
                         nice,
                         slice_ns,
                         cgroup,
+                        policy: None,
                     },
                 );
+            }
+            ["P", tid, policy] => {
+                if let (Ok(tid), Ok(p)) = (tid.parse::<Tid>(), policy.parse::<i32>()) {
+                    if let Some(s) = out.get_mut(&tid) {
+                        s.policy = Some(p);
+                    }
+                }
             }
             ["L", tid] => {
                 if let Ok(tid) = tid.parse::<Tid>() {

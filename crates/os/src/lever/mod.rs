@@ -7,6 +7,9 @@
 //!   `sched_runtime`): an earlier deadline, so it preempts on wake-up.
 //! - [`LeverKind::Weight`]: moves the task into a sibling cgroup with the highest weight
 //!   ([`weight`]): works across cgroups, costs a cgroup write.
+//! - [`LeverKind::Fifo`]: `SCHED_FIFO` at priority 1: ahead of every fair-class task on the
+//!   CPU, in any cgroup, but on a second, real-time budget outside the fair class's quota
+//!   ([`realtime`]): a labelled reference, not a lever inside one CPU budget.
 //!
 //! Everything raised is recorded first in a [`journal`] file and restored by
 //! [`Lever::lower`], [`Lever::restore_all`], on drop, and after a crash by [`recover`] on the
@@ -14,6 +17,7 @@
 //! one-line error.
 
 pub mod journal;
+pub mod realtime;
 pub mod weight;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,6 +28,10 @@ use std::time::Duration;
 use crate::prio;
 use crate::proctrace::Tid;
 pub use journal::Saved;
+
+/// The real-time priority of a task raised by [`LeverKind::Fifo`]: the lowest, enough to run
+/// ahead of every fair-class task.
+pub const FIFO_PRIORITY: i32 = 1;
 
 /// Where the journals live by default.
 pub const STATE_DIR: &str = "/run/triage/lever";
@@ -37,16 +45,21 @@ pub enum LeverKind {
     NiceSlice,
     /// A high-weight sibling cgroup.
     Weight,
+    /// `SCHED_FIFO` (a real-time budget of its own; see the module docs).
+    Fifo,
 }
 
 impl LeverKind {
-    /// Parse `nice`, `nice+slice` or `weight`.
+    /// Parse `nice`, `nice+slice`, `weight` or `fifo`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "nice" => Ok(Self::Nice),
             "nice+slice" => Ok(Self::NiceSlice),
             "weight" => Ok(Self::Weight),
-            _ => Err(format!("unknown lever {s:?} (nice, nice+slice, weight)")),
+            "fifo" => Ok(Self::Fifo),
+            _ => Err(format!(
+                "unknown lever {s:?} (nice, nice+slice, weight, fifo)"
+            )),
         }
     }
 
@@ -56,7 +69,14 @@ impl LeverKind {
             Self::Nice => "nice",
             Self::NiceSlice => "nice+slice",
             Self::Weight => "weight",
+            Self::Fifo => "fifo",
         }
+    }
+
+    /// Whether the lever leaves the tasks it raises on a budget of their own (real-time
+    /// time, outside the fair class's quota): a reference, not a lever inside one budget.
+    pub fn second_budget(&self) -> bool {
+        *self == Self::Fifo
     }
 }
 
@@ -220,12 +240,29 @@ impl Lever {
             Some(m) => Some(weight::task_dir(m, tid).map_err(|e| LeverError::from_io(tid, e))?),
             None => None,
         };
+        let policy = match self.cfg.kind {
+            LeverKind::Fifo => {
+                let p = prio::thread_policy(tid).map_err(|e| LeverError::from_prio(tid, e))?;
+                if p != libc::SCHED_OTHER {
+                    return Err(LeverError::Other {
+                        tid,
+                        msg: format!(
+                            "already under scheduling policy {p}, not the fair class: not \
+                             ours to change"
+                        ),
+                    });
+                }
+                Some(p)
+            }
+            _ => None,
+        };
         let saved = Saved {
             tid,
             start_time,
             nice,
             slice_ns,
             cgroup,
+            policy,
         };
         if let Some(j) = &mut self.journal {
             j.raised(&saved).map_err(|e| LeverError::Other {
@@ -245,12 +282,12 @@ impl Lever {
 
     /// The hook that raises a child at its start, applied by the child to itself between
     /// fork and exec (so it never runs its program unraised), for the nice levers; `None` for
-    /// [`LeverKind::Weight`] (a cgroup move is the parent's to make). The parent then calls
+    /// [`LeverKind::Weight`] and [`LeverKind::Fifo`] (the parent's to make). The parent then calls
     /// [`Lever::adopt`] with the child's id.
     pub fn spawn_hook(&self) -> Option<prio::NiceHook> {
         match self.cfg.kind {
             LeverKind::Nice | LeverKind::NiceSlice => prio::NiceHook::new(self.cfg.nice).ok(),
-            LeverKind::Weight => None,
+            LeverKind::Weight | LeverKind::Fifo => None,
         }
     }
 
@@ -282,6 +319,7 @@ impl Lever {
             nice: base,
             slice_ns: 0,
             cgroup: None,
+            policy: None,
         };
         if let Some(j) = &mut self.journal {
             j.raised(&saved).map_err(|e| LeverError::Other {
@@ -313,15 +351,21 @@ impl Lever {
                 self.boosts.insert(b.clone());
                 weight::move_task(&m, tid, &b).map_err(|e| LeverError::from_io(tid, e))
             }
+            LeverKind::Fifo => prio::set_thread_fifo(tid, FIFO_PRIORITY).map_err(|e| match e {
+                prio::PrioError::Permission { .. } => fifo_refused(tid),
+                e => LeverError::from_prio(tid, e),
+            }),
         }
     }
 
     /// Set a task held raised to nice `nice` (a graded raise, e.g. below the lever's own value
     /// for a raised task that should yield to an older one), still journaled with its value
-    /// to restore. Nice levers only: a no-op for [`LeverKind::Weight`] and for a task not
-    /// held.
+    /// to restore. Nice levers only: a no-op for [`LeverKind::Weight`], [`LeverKind::Fifo`]
+    /// and a task not held.
     pub fn set_level(&mut self, tid: Tid, nice: i32) -> Result<(), LeverError> {
-        if !self.raised.contains_key(&tid) || self.cfg.kind == LeverKind::Weight {
+        if !self.raised.contains_key(&tid)
+            || matches!(self.cfg.kind, LeverKind::Weight | LeverKind::Fifo)
+        {
             return Ok(());
         }
         prio::set_thread_nice(tid, nice).map_err(|e| LeverError::from_prio(tid, e))
@@ -401,7 +445,35 @@ fn restore(s: &Saved, mount: Option<&weight::CpuMount>) -> Result<(), LeverError
         let slice = (s.slice_ns != 0).then(|| Duration::from_nanos(s.slice_ns));
         let _ = prio::set_thread_slice(tid, slice);
     }
+    if s.policy.is_some() && prio::thread_policy(tid).is_ok_and(|p| p != libc::SCHED_OTHER) {
+        // Raised by the real-time lever: back to the fair class at the nice value it had.
+        return prio::set_thread_fair(tid, s.nice).map_err(|e| LeverError::from_prio(tid, e));
+    }
     prio::set_thread_nice(tid, s.nice).map_err(|e| LeverError::from_prio(tid, e))
+}
+
+/// The error of a `SCHED_FIFO` raise the kernel refused as root: its cgroup has no real-time
+/// budget (or the caller lacks `CAP_SYS_NICE`).
+fn fifo_refused(tid: Tid) -> LeverError {
+    let dir = weight::cpu_mount()
+        .ok()
+        .and_then(|m| weight::task_dir(&m, tid).ok());
+    let budget = dir.as_deref().map(realtime::budget);
+    match (dir, budget) {
+        (Some(d), Some(Ok(Some(b)))) if b.runtime == Some(Duration::ZERO) => LeverError::Other {
+            tid,
+            msg: format!(
+                "SCHED_FIFO refused: its cgroup {} has no real-time budget (cpu.rt_runtime_us \
+                 0); grant one (and its parents') to use the fifo lever, a second budget \
+                 outside the CPU quota",
+                d.display()
+            ),
+        },
+        _ => LeverError::Permission {
+            tid,
+            what: "sched_setscheduler (SCHED_FIFO)".into(),
+        },
+    }
 }
 
 /// What [`recover`] did.

@@ -23,6 +23,14 @@ fn journal_replays_raises_and_restores() {
     let s = &live[&11];
     assert_eq!((s.start_time, s.nice, s.slice_ns), (556, 5, 100_000));
     assert_eq!(s.cgroup.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu/a")));
+    assert_eq!(s.policy, None);
+    // The real-time lever's `P` line: the policy to put back, for the task raised last.
+    let live = journal::parse("R 20 7 0 0 -\nP 20 0\nP 99 0\nP 20 x\n");
+    assert_eq!(live[&20].policy, Some(0));
+    assert!(
+        !live.contains_key(&99),
+        "a P line without its R raises nothing"
+    );
     assert_eq!(
         journal::parse_start_time("7 (a b) S 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 4242 0 0"),
         Some(4242)
@@ -50,10 +58,16 @@ fn cpu_mount_from_mountinfo() {
 
 #[test]
 fn lever_names() {
-    for k in [LeverKind::Nice, LeverKind::NiceSlice, LeverKind::Weight] {
+    for k in [
+        LeverKind::Nice,
+        LeverKind::NiceSlice,
+        LeverKind::Weight,
+        LeverKind::Fifo,
+    ] {
         assert_eq!(LeverKind::parse(k.name()), Ok(k));
+        assert_eq!(k.second_budget(), k == LeverKind::Fifo);
     }
-    assert!(LeverKind::parse("fifo").unwrap_err().contains("nice+slice"));
+    assert!(LeverKind::parse("rr").unwrap_err().contains("nice+slice"));
 }
 
 #[test]
@@ -137,27 +151,23 @@ fn crash_child() {
     ) else {
         return;
     };
-    let mut lever = Lever::new(LeverConfig::new(LeverKind::Nice), Path::new(&dir)).unwrap();
+    let kind = std::env::var("OS_LEVER_CRASH_KIND").unwrap_or_else(|_| "nice".into());
+    let kind = LeverKind::parse(&kind).unwrap();
+    let mut lever = Lever::new(LeverConfig::new(kind), Path::new(&dir)).unwrap();
     lever.raise(tid.parse().unwrap()).unwrap();
     println!("RAISED");
     std::mem::forget(lever); // as a crash would
     std::thread::sleep(std::time::Duration::from_secs(30));
 }
 
-#[test]
-fn a_killed_daemon_is_undone_on_the_next_start() {
-    if !is_root() {
-        eprintln!("SKIP a_killed_daemon_is_undone_on_the_next_start: needs root");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let victim = sleeper();
-    let tid = victim.id() as Tid;
-    let base = prio::thread_nice(tid).unwrap();
+/// A process (this test binary's [`crash_child`]) that raises `tid` with a `kind` lever
+/// journaling into `dir`, returned once it says it did.
+fn crash_daemon(dir: &Path, tid: Tid, kind: LeverKind) -> Child {
     let mut daemon = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "lever::tests::crash_child", "--nocapture"])
-        .env("OS_LEVER_CRASH_DIR", dir.path())
+        .env("OS_LEVER_CRASH_DIR", dir)
         .env("OS_LEVER_CRASH_TID", tid.to_string())
+        .env("OS_LEVER_CRASH_KIND", kind.name())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -171,6 +181,20 @@ fn a_killed_daemon_is_undone_on_the_next_start() {
         }
     }
     assert!(line.contains("RAISED"), "the child raised the task");
+    daemon
+}
+
+#[test]
+fn a_killed_daemon_is_undone_on_the_next_start() {
+    if !is_root() {
+        eprintln!("SKIP a_killed_daemon_is_undone_on_the_next_start: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let victim = sleeper();
+    let tid = victim.id() as Tid;
+    let base = prio::thread_nice(tid).unwrap();
+    let mut daemon = crash_daemon(dir.path(), tid, LeverKind::Nice);
     assert_eq!(prio::thread_nice(tid).unwrap(), -20);
     // While its daemon lives, a journal is not stale.
     assert!(journal::stale(dir.path()).is_empty());
@@ -325,6 +349,97 @@ fn raise_lower_and_drop_restore_weight() {
     assert!(!boost.exists(), "the boost cgroup is emptied and removed");
     assert!(!journal.exists(), "the journal is removed");
     stop(stray);
+    stop(child);
+    root.cleanup().unwrap();
+}
+
+#[test]
+fn the_fifo_lever_needs_a_real_time_budget_and_puts_back_the_fair_class() {
+    let name = "the_fifo_lever_needs_a_real_time_budget_and_puts_back_the_fair_class";
+    if !is_root() {
+        eprintln!("SKIP {name}: needs root (sched_setscheduler, cgroup writes)");
+        return;
+    }
+    let (m, root) = match weight::cpu_mount()
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            crate::CgroupRoot::open("triage-test-fifo")
+                .map(|r| (m, r))
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("SKIP {name}: {e}");
+            return;
+        }
+    };
+    let leaf = root.create("leaf").unwrap();
+    if realtime::budget(leaf.path()).unwrap().is_none() {
+        eprintln!("SKIP {name}: no real-time group scheduling here (no cpu.rt_runtime_us)");
+        root.cleanup().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = sleeper();
+    let tid = child.id() as Tid;
+    leaf.add_pid(tid).unwrap();
+    prio::set_thread_nice(tid, 4).unwrap();
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::Fifo), dir.path()).unwrap();
+    assert!(
+        lever.spawn_hook().is_none(),
+        "a policy change is the parent's"
+    );
+    // A new cgroup has no real-time time: refused, with the file that says why.
+    let e = lever.raise(tid).unwrap_err().to_string();
+    assert!(e.contains("cpu.rt_runtime_us"), "{e}");
+    assert!(!lever.is_raised(tid));
+    assert_eq!(prio::thread_policy(tid).unwrap(), libc::SCHED_OTHER);
+    // Granted 5% of a CPU (its parents too), the raise takes.
+    let mut grant = realtime::grant(&m, leaf.path(), 0.05, Duration::from_millis(100)).unwrap();
+    assert!(!grant.is_empty());
+    let b = realtime::budget(leaf.path()).unwrap().unwrap();
+    assert_eq!(b.runtime, Some(Duration::from_millis(5)));
+    assert_eq!(b.period, Duration::from_millis(100));
+    lever.raise(tid).unwrap();
+    assert_eq!(prio::thread_policy(tid).unwrap(), libc::SCHED_FIFO);
+    let journal = lever.journal_path().unwrap().to_owned();
+    let saved = journal::parse(&std::fs::read_to_string(&journal).unwrap());
+    assert_eq!(saved[&tid].policy, Some(libc::SCHED_OTHER));
+    assert_eq!(saved[&tid].nice, 4);
+    lever.set_level(tid, -10).unwrap(); // no graded levels: a no-op
+    lever.lower(tid).unwrap();
+    assert_eq!(prio::thread_policy(tid).unwrap(), libc::SCHED_OTHER);
+    assert_eq!(prio::thread_nice(tid).unwrap(), 4, "back at its nice value");
+    lever.raise(tid).unwrap();
+    drop(lever);
+    assert_eq!(
+        prio::thread_policy(tid).unwrap(),
+        libc::SCHED_OTHER,
+        "drop restores"
+    );
+    // A daemon killed while it holds the task real-time: the next start puts it back.
+    let mut daemon = crash_daemon(dir.path(), tid, LeverKind::Fifo);
+    assert_eq!(prio::thread_policy(tid).unwrap(), libc::SCHED_FIFO);
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert_eq!(
+        prio::thread_policy(tid).unwrap(),
+        libc::SCHED_FIFO,
+        "left by the crash"
+    );
+    let r = recover(dir.path());
+    assert_eq!(r.restored, vec![tid]);
+    assert_eq!(prio::thread_policy(tid).unwrap(), libc::SCHED_OTHER);
+    assert_eq!(prio::thread_nice(tid).unwrap(), 4);
+    // The grant is taken back, deepest first.
+    assert!(grant.undo().is_empty());
+    let b = realtime::budget(leaf.path()).unwrap().unwrap();
+    assert_eq!(b.runtime, Some(Duration::ZERO));
+    let top = leaf.path().parent().unwrap();
+    assert_eq!(
+        realtime::budget(top).unwrap().unwrap().runtime,
+        Some(Duration::ZERO)
+    );
     stop(child);
     root.cleanup().unwrap();
 }

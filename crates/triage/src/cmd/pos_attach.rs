@@ -25,7 +25,9 @@ pub struct Args {
     #[arg(long)]
     exe: Option<String>,
     /// The kernel lever: `nice` (nice -20; orders tasks within one leaf cgroup), `nice+slice`
-    /// (also a 0.1 ms EEVDF slice), `weight` (move into a high-weight sibling cgroup).
+    /// (also a 0.1 ms EEVDF slice), `weight` (move into a high-weight sibling cgroup), `fifo`
+    /// (SCHED_FIFO: a reference only, on a real-time budget outside the CPU quota; the followed
+    /// tasks' cgroup must be granted one, cgroup v1 `cpu.rt_runtime_us`).
     #[arg(long, default_value = "nice", value_parser = LeverKind::parse)]
     lever: LeverKind,
     /// Follow and classify only: no priority is changed (measures the daemon's overhead).
