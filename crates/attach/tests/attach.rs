@@ -92,14 +92,7 @@ fn a_text_worker_is_raised_before_it_wakes_and_restored_at_the_end() {
         let r = attach::run(&cfg, &mut out, &move || s2.load(Ordering::Relaxed));
         (r, String::from_utf8_lossy(&out).into_owned())
     });
-    let mut seen_raised = false;
-    for _ in 0..120 {
-        if os::prio::thread_nice(pid) == Ok(-20) {
-            seen_raised = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let seen_raised = within(120, || os::prio::thread_nice(pid) == Ok(-20));
     let (r, out) = daemon.join().unwrap();
     let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
     assert!(seen_raised, "the worker was raised while followed\n{out}");
@@ -170,15 +163,20 @@ fn a_missing_target_is_a_one_line_error() {
     assert!(!e.to_string().contains('\n'));
 }
 
-/// Wait up to 1.5 s for `pid`'s nice value to be `want`.
-fn reaches_nice(pid: i32, want: i32) -> bool {
-    for _ in 0..150 {
-        if os::prio::thread_nice(pid) == Ok(want) {
+/// Whether `seen` holds at one of `tries` checks 10 ms apart.
+fn within(tries: u32, mut seen: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if seen() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     false
+}
+
+/// Wait up to 1.5 s for `pid`'s nice value to be `want`.
+fn reaches_nice(pid: i32, want: i32) -> bool {
+    within(150, || os::prio::thread_nice(pid) == Ok(want))
 }
 
 /// Run the daemon with `cfg` in a thread until `stop` is set; returns its result and output.
@@ -330,14 +328,9 @@ fn weight_lever_round_trip(name: &str, floor: Option<i32>) {
     cfg.duration = Some(Duration::from_millis(1500));
     let stop = Arc::new(AtomicBool::new(false));
     let daemon = spawn_daemon(cfg, stop);
-    let mut seen_boosted = false;
-    for _ in 0..140 {
-        if os::lever::weight::task_dir(&m, pid).is_ok_and(|d| d == boost) {
-            seen_boosted = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let seen_boosted = within(140, || {
+        os::lever::weight::task_dir(&m, pid).is_ok_and(|d| d == boost)
+    });
     // In the boost cgroup it keeps the floor's value (the weight lever changes no nice).
     let boosted_nice = os::prio::thread_nice(pid).unwrap();
     let (r, out) = daemon.join().unwrap();
@@ -676,14 +669,9 @@ fn the_fifo_lever_is_refused_without_a_real_time_budget_and_restores_the_fair_cl
     let grant =
         os::lever::realtime::grant(&m, leaf.path(), 0.5, Duration::from_millis(100)).unwrap();
     let daemon = spawn_daemon(cfg, Arc::new(AtomicBool::new(false)));
-    let mut seen_fifo = false;
-    for _ in 0..140 {
-        if os::prio::thread_policy(pid).is_ok_and(|p| p == libc::SCHED_FIFO) {
-            seen_fifo = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let seen_fifo = within(140, || {
+        os::prio::thread_policy(pid).is_ok_and(|p| p == libc::SCHED_FIFO)
+    });
     let (r, out) = daemon.join().unwrap();
     let snap = r.unwrap_or_else(|e| panic!("{e}\n{out}"));
     assert!(seen_fifo, "raised to SCHED_FIFO while followed\n{out}");

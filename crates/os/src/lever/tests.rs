@@ -277,24 +277,28 @@ fn boost_share(m: &weight::CpuMount, boost: &Path) -> String {
     std::fs::read_to_string(boost.join(f)).unwrap_or_default()
 }
 
-#[test]
-fn raise_lower_and_drop_restore_weight() {
+/// The cpu controller's mount and a cgroup tree `cgroup` of the test's own, or `None` (with
+/// why, for `test`) without root or cgroups.
+fn test_cgroups(test: &str, cgroup: &str) -> Option<(weight::CpuMount, crate::CgroupRoot)> {
     if !is_root() {
-        eprintln!("SKIP raise_lower_and_drop_restore_weight: needs root (cgroup writes)");
-        return;
+        eprintln!("SKIP {test}: needs root (cgroup writes, priorities)");
+        return None;
     }
-    let (m, root) = match weight::cpu_mount()
+    let r = weight::cpu_mount()
         .map_err(|e| e.to_string())
         .and_then(|m| {
-            crate::CgroupRoot::open("triage-test-lever")
+            crate::CgroupRoot::open(cgroup)
                 .map(|r| (m, r))
                 .map_err(|e| e.to_string())
-        }) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("SKIP raise_lower_and_drop_restore_weight: {e}");
-            return;
-        }
+        });
+    r.map_err(|e| eprintln!("SKIP {test}: {e}")).ok()
+}
+
+#[test]
+fn raise_lower_and_drop_restore_weight() {
+    let Some((m, root)) = test_cgroups("raise_lower_and_drop_restore_weight", "triage-test-lever")
+    else {
+        return;
     };
     let leaf = root.create("leaf").unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -356,22 +360,8 @@ fn raise_lower_and_drop_restore_weight() {
 #[test]
 fn the_fifo_lever_needs_a_real_time_budget_and_puts_back_the_fair_class() {
     let name = "the_fifo_lever_needs_a_real_time_budget_and_puts_back_the_fair_class";
-    if !is_root() {
-        eprintln!("SKIP {name}: needs root (sched_setscheduler, cgroup writes)");
+    let Some((m, root)) = test_cgroups(name, "triage-test-fifo") else {
         return;
-    }
-    let (m, root) = match weight::cpu_mount()
-        .map_err(|e| e.to_string())
-        .and_then(|m| {
-            crate::CgroupRoot::open("triage-test-fifo")
-                .map(|r| (m, r))
-                .map_err(|e| e.to_string())
-        }) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("SKIP {name}: {e}");
-            return;
-        }
     };
     let leaf = root.create("leaf").unwrap();
     if realtime::budget(leaf.path()).unwrap().is_none() {
