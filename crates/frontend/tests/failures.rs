@@ -1,5 +1,6 @@
 //! Bad input and failure, on real sockets: a back end that answers garbage (502), resets or
-//! closes before its head ends (retried elsewhere; 502 when none is left), hangs (504 after
+//! closes before its head ends, or (the relay) before the end of a response that fits its
+//! buffer (retried elsewhere; 502 when none is left), hangs (504 after
 //! `response_timeout`), or is removed from the configuration (no more requests); a client's
 //! malformed request (400, no back end touched) or forged `X-Triage-Forward` (removed); a
 //! configuration naming no back end (an error), and every back end down (503).
@@ -101,6 +102,40 @@ fn a_head_cut_short_is_retried_on_another_back_end(engine: Engine) {
     assert_eq!(m.retries, 1, "{m:?}");
     assert_eq!(m.bad_gateway, 0, "{m:?}");
     assert_eq!(cut.requests.load(Relaxed), 1);
+    front.stop();
+}
+
+/// A back end that dies in the middle of a small response's body: the relay holds a
+/// response that fits its buffer until it is whole, so nothing reached the client and the
+/// request goes to another back end. (The pingora engine relays the head at once: a cut in
+/// the body closes the client's connection there.)
+#[test]
+fn a_body_cut_short_is_retried_on_another_back_end_by_the_relay() {
+    let t = site();
+    let good = Backend::start(serve_config(t.path()));
+    let cut = ScriptBackend::start(|_, _| {
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nfil".to_vec(),
+            Then::Close,
+        )
+    });
+    let front = Front::start(front_config_on(
+        Engine::Relay,
+        &[cut.addr, good.addr],
+        "wrr",
+    ))
+    .unwrap();
+    let r = get(front.addr(), "/f1.html", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"file 1\n");
+    let m = front.metrics();
+    assert_eq!(m.retries, 1, "{m:?}");
+    assert_eq!(m.bad_gateway, 0, "{m:?}");
+    assert_eq!(cut.requests.load(Relaxed), 1);
+    front.stop();
+    // Alone, it is a 502 (not a response cut short).
+    let front = Front::start(front_config_on(Engine::Relay, &[cut.addr], "wrr")).unwrap();
+    assert_eq!(get(front.addr(), "/f1.html", "").status, 502);
     front.stop();
 }
 

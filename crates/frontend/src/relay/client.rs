@@ -530,6 +530,9 @@ impl Conn {
         // Whether an interim response went to the client: from then on the exchange cannot
         // be tried again.
         let mut interim_sent = false;
+        // The response head for the client goes into the output buffer after the request's
+        // (a retry sends that again): from here.
+        let start = self.out.len();
         let (code, hlen, meta, close) = loop {
             let parsed = {
                 let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -543,6 +546,7 @@ impl Conn {
                         let close = !req.meta.keep_alive
                             || meta.framing == Framing::Close
                             || *self.stop.borrow();
+                        self.out.truncate(start);
                         head::write_response(&mut self.out, &r, close, req.meta.http10);
                         Some((code, hlen, meta, close))
                     }
@@ -561,7 +565,7 @@ impl Conn {
                     }
                     let limit = self.shared.cfg.keepalive_timeout;
                     if !req.meta.http10
-                        && within(limit, self.client.write_all(&self.out))
+                        && within(limit, self.client.write_all(&self.out[start..]))
                             .await
                             .is_err()
                     {
@@ -596,7 +600,30 @@ impl Conn {
         let Ok(first) = body.advance(&self.buf[hlen..filled]) else {
             return Err(UpFail::Garbage);
         };
-        let mut reusable = meta.keep_alive && hlen + first.used == filled;
+        let mut used = first.used;
+        // A response that fits the relay buffer is held until it is whole: a back end that
+        // dies in the middle of its body (killed while sending it) has then sent nothing to
+        // the client, and the request is tried again as after a reset. A larger one is
+        // relayed as it comes, and a cut in it closes the client's connection.
+        while !body.is_done() && hlen + used == filled && filled < self.buf.len() {
+            let n = self.read_watching(&mut up, filled).await?;
+            if n == 0 {
+                if body.closed() {
+                    break; // delimited by the close: whole
+                }
+                return Err(if interim_sent {
+                    UpFail::Garbage
+                } else {
+                    UpFail::Reset
+                });
+            }
+            let Ok(step) = body.advance(&self.buf[filled..filled + n]) else {
+                return Err(UpFail::Garbage);
+            };
+            used += step.used;
+            filled += n;
+        }
+        let mut reusable = meta.keep_alive && hlen + used == filled;
         let gone = |bytes| Outcome {
             status: 0,
             bytes,
@@ -607,13 +634,13 @@ impl Conn {
         let to_client = self.shared.cfg.keepalive_timeout;
         let head_and_first = write_two(
             &mut self.client,
-            &self.out,
-            &self.buf[hlen..hlen + first.used],
+            &self.out[start..],
+            &self.buf[hlen..hlen + used],
         );
         if within(to_client, head_and_first).await.is_err() {
             return Ok(gone(0));
         }
-        let mut bytes = first.used as u64;
+        let mut bytes = used as u64;
         let limit = self.shared.cfg.response_timeout;
         let mut complete = body.is_done();
         while !complete {

@@ -203,7 +203,8 @@ pub fn end_request(out: &mut Vec<u8>, base: usize, forward_to: Option<&str>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Write the response head sent to the client into `out` (cleared first): the status line,
+/// Append the response head sent to the client to `out` (after the request head, which a
+/// retry sends again, is kept there): the status line,
 /// the back end's headers but the hop-by-hop ones and `X-Triage-Disk`, then `Connection:
 /// close` when the front end closes the client's connection after it, or `Connection:
 /// keep-alive` to an HTTP/1.0 client whose connection stays open.
@@ -213,7 +214,6 @@ pub fn write_response(
     close: bool,
     client_http10: bool,
 ) {
-    out.clear();
     out.extend_from_slice(if resp.version == Some(0) {
         b"HTTP/1.0 "
     } else {
@@ -373,11 +373,14 @@ mod tests {
         let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut r = httparse::Response::new(&mut h);
         r.parse(wire).unwrap();
+        let request = out.clone();
         write_response(&mut out, &r, true, false);
+        assert_eq!(&out[..request.len()], &request[..], "the request is kept");
         assert_eq!(
-            String::from_utf8(out.clone()).unwrap(),
+            String::from_utf8(out[request.len()..].to_vec()).unwrap(),
             "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         );
+        out.clear();
         write_response(&mut out, &r, false, true);
         assert!(String::from_utf8(out)
             .unwrap()
