@@ -247,10 +247,14 @@ fn respond<B>(
             .is_some_and(|ims| headers::not_modified_since(ims, entry.mtime)),
     };
 
-    let (hm, status, start, end) = if !gzippable && !not_modified && !rh.contains_key(header::RANGE)
-    {
+    let (hm, status, start, end) = if !gzip && !not_modified && !rh.contains_key(header::RANGE) {
         // The common case, the whole file as it is: its head is built once per entry.
-        (entry.plain_head(mime), StatusCode::OK, 0, entry.len)
+        (
+            entry.plain_head(mime, gzippable),
+            StatusCode::OK,
+            0,
+            entry.len,
+        )
     } else {
         match head_of(rh, &entry, mime, gzip, gzippable, not_modified) {
             Ok(h) => h,
@@ -303,8 +307,8 @@ fn respond<B>(
 /// A response's headers, status and the byte range of the file it sends.
 type Head = (HeaderMap, StatusCode, u64, u64);
 
-/// The head of a response that is not the whole file as it is: compressed, a range, not
-/// modified (then the whole response, as `Err`), or with `Vary`. `Err` is a response complete
+/// The head of a response that is not the whole file as it is: compressed, a range, or not
+/// modified (then the whole response, as `Err`). `Err` is a response complete
 /// without a body (boxed: the rare path).
 fn head_of(
     rh: &HeaderMap,

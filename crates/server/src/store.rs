@@ -60,9 +60,21 @@ pub struct Entry {
     /// The bytes.
     pub content: Content,
     /// The head of a plain `200` of the whole file, built on first use with its content type
-    /// and cloned for every such response after it (building it inserts six headers into a
-    /// hashed map: about 5% of a 1 KB response's user-space work).
-    pub plain_head: OnceLock<(&'static str, HeaderMap)>,
+    /// and whether it varies by `Accept-Encoding`, and cloned for every such response after it
+    /// (building it inserts six or seven headers into a hashed map: about 5% of a 1 KB
+    /// response's user-space work, and a map sized for ten headers, whose 1,248-byte table
+    /// shares the allocator's size class with every connection's task: docs/events.md).
+    pub plain_head: OnceLock<(PlainHeadKey, HeaderMap)>,
+}
+
+/// What an [`Entry`]'s cached plain head was built for: its content type, and whether it says
+/// `Vary: Accept-Encoding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainHeadKey {
+    /// The `Content-Type`.
+    pub mime: &'static str,
+    /// Whether the head holds `Vary: Accept-Encoding`.
+    pub vary: bool,
 }
 
 /// Where the bytes are.
@@ -96,21 +108,27 @@ impl Entry {
     }
 
     /// The headers of a plain `200` of the whole file served as `mime` (no compression, no
-    /// range): `Server`, `ETag`, `Last-Modified`, `Content-Type`, `Accept-Ranges`,
-    /// `Content-Length`, in that order. Built once per entry, then cloned.
-    pub fn plain_head(&self, mime: &'static str) -> HeaderMap {
+    /// range): `Server`, `ETag`, `Last-Modified`, `Vary: Accept-Encoding` if `vary` (a file
+    /// that is served compressed to clients that accept it), `Content-Type`, `Accept-Ranges`,
+    /// `Content-Length`, in that order. Built once per entry, then cloned (the clone's table is
+    /// sized to its headers).
+    pub fn plain_head(&self, mime: &'static str, vary: bool) -> HeaderMap {
         let build = || {
-            let mut hm = HeaderMap::with_capacity(6);
+            let mut hm = HeaderMap::with_capacity(7);
             hm.insert(header::SERVER, HeaderValue::from_static("triage"));
             hm.insert(header::ETAG, self.etag.clone());
             hm.insert(header::LAST_MODIFIED, self.last_modified.clone());
+            if vary {
+                hm.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+            }
             hm.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
             hm.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
             hm.insert(header::CONTENT_LENGTH, self.content_length.clone());
             hm
         };
-        match self.plain_head.get_or_init(|| (mime, build())) {
-            (m, hm) if *m == mime => hm.clone(),
+        let key = PlainHeadKey { mime, vary };
+        match self.plain_head.get_or_init(|| (key, build())) {
+            (k, hm) if *k == key => hm.clone(),
             _ => build(),
         }
     }
@@ -526,6 +544,36 @@ mod tests {
         // An absolute or overlong path never takes the check (and resolves as before).
         assert!(s.stat_beneath(b"/etc/passwd").is_none());
         assert!(s.stat_beneath(&[b'a'; STAT_PATH_MAX]).is_none());
+    }
+
+    #[test]
+    fn the_plain_head_is_built_for_its_type_and_vary() {
+        let e = Entry::new(1024, SystemTime::UNIX_EPOCH, Content::Mem(Bytes::new()));
+        let names = |hm: &HeaderMap| hm.keys().map(|k| k.as_str().to_owned()).collect::<Vec<_>>();
+        let vary = e.plain_head("text/html", true);
+        assert_eq!(
+            names(&vary),
+            [
+                "server",
+                "etag",
+                "last-modified",
+                "vary",
+                "content-type",
+                "accept-ranges",
+                "content-length"
+            ]
+        );
+        assert_eq!(vary[header::VARY], "Accept-Encoding");
+        assert_eq!(vary[header::CONTENT_LENGTH], "1024");
+        // Another key than the cached one is built afresh, never the cached head.
+        let plain = e.plain_head("text/html", false);
+        assert!(!plain.contains_key(header::VARY));
+        assert_eq!(plain.len(), 6);
+        assert_eq!(
+            e.plain_head("text/css", true)[header::CONTENT_TYPE],
+            "text/css"
+        );
+        assert_eq!(e.plain_head("text/html", true), vary);
     }
 
     #[test]
