@@ -105,10 +105,10 @@ fn a_head_cut_short_is_retried_on_another_back_end(engine: Engine) {
     front.stop();
 }
 
-/// A back end that dies in the middle of a small response's body: the relay holds a
-/// response that fits its buffer until it is whole, so nothing reached the client and the
-/// request goes to another back end. (The pingora engine relays the head at once: a cut in
-/// the body closes the client's connection there.)
+/// A back end that dies in the middle of a response's body: the relay holds a response of up
+/// to 64 KiB of body until it is whole, so nothing reached the client and the request goes to
+/// another back end. (The pingora engine relays the head at once: a cut in the body closes
+/// the client's connection there.)
 #[test]
 fn a_body_cut_short_is_retried_on_another_back_end_by_the_relay() {
     let t = site();
@@ -136,6 +136,26 @@ fn a_body_cut_short_is_retried_on_another_back_end_by_the_relay() {
     // Alone, it is a 502 (not a response cut short).
     let front = Front::start(front_config_on(Engine::Relay, &[cut.addr], "wrr")).unwrap();
     assert_eq!(get(front.addr(), "/f1.html", "").status, 502);
+    front.stop();
+    // Larger than the relay buffer's 16 KiB, within what it holds: cut after 20,000 bytes.
+    let big: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(t.path().join("big.bin"), &big).unwrap();
+    let part = big[..20_000].to_vec();
+    let cut = ScriptBackend::start(move |_, _| {
+        let mut r = b"HTTP/1.1 200 OK\r\nContent-Length: 50000\r\n\r\n".to_vec();
+        r.extend_from_slice(&part);
+        (r, Then::Close)
+    });
+    let front = Front::start(front_config_on(
+        Engine::Relay,
+        &[cut.addr, good.addr],
+        "wrr",
+    ))
+    .unwrap();
+    let r = get(front.addr(), "/big.bin", "");
+    assert_eq!(r.status, 200);
+    assert!(r.body == big, "the whole file, from the other back end");
+    assert_eq!(front.metrics().retries, 1);
     front.stop();
 }
 

@@ -205,9 +205,9 @@ fn a_pooled_connection_closed_while_idle_is_replaced(engine: Engine) {
     front.stop();
 }
 
-/// A response larger than the relay buffer, cut short: relayed as it came, so the client's
-/// connection is closed after what arrived. (A smaller one the relay holds until whole and
-/// tries again: tests/failures.rs.)
+/// A response larger than the relay holds whole (64 KiB of body), cut short: relayed as it
+/// came, so the client's connection is closed after what arrived. (A smaller one the relay
+/// holds until whole and tries again: tests/failures.rs.)
 fn relay_a_truncated_response_closes_the_client(engine: Engine) {
     let part = vec![b'p'; 40_000];
     let sent = part.clone();

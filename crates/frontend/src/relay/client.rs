@@ -45,6 +45,11 @@ pub const BUF_SIZE: usize = 16 * 1024;
 /// The longest request head (then 431).
 pub const MAX_HEAD: usize = 64 * 1024;
 
+/// The largest response body the relay holds until it is whole before the client sees any
+/// of it (see [`Client::response`]): the relay buffer grows to fit such a response for as
+/// long as it is on the way.
+pub const HOLD_MAX: u64 = 64 * 1024;
+
 /// What a request's head says, kept past its parse.
 #[derive(Debug)]
 struct Req {
@@ -122,7 +127,8 @@ pub struct Conn {
     stop: watch::Receiver<bool>,
     /// Bytes from the client not yet relayed.
     input: Vec<u8>,
-    /// The relay buffer (responses), `BUF_SIZE` bytes once the first request came.
+    /// The relay buffer (responses), `BUF_SIZE` bytes once the first request came; grown to
+    /// hold a response of up to `HOLD_MAX` bytes of body whole while it is on the way.
     buf: Vec<u8>,
     /// The head being written to the other side.
     out: Vec<u8>,
@@ -409,7 +415,13 @@ impl Conn {
             let result = match sent {
                 Ok(took) => {
                     consumed = took;
-                    self.response(up, req, &b).await
+                    let r = self.response(up, req, &b).await;
+                    if self.buf.len() > BUF_SIZE {
+                        // Grown to hold a response whole: back to its size.
+                        self.buf.truncate(BUF_SIZE);
+                        self.buf.shrink_to(BUF_SIZE);
+                    }
+                    r
                 }
                 Err(e) => Err(e),
             };
@@ -601,10 +613,17 @@ impl Conn {
             return Err(UpFail::Garbage);
         };
         let mut used = first.used;
-        // A response that fits the relay buffer is held until it is whole: a back end that
-        // dies in the middle of its body (killed while sending it) has then sent nothing to
-        // the client, and the request is tried again as after a reset. A larger one is
-        // relayed as it comes, and a cut in it closes the client's connection.
+        // A response of up to `HOLD_MAX` bytes of body is held until it is whole (the relay
+        // buffer grown to fit it, for as long as it is on the way): a back end that dies in
+        // the middle of its body (killed while sending it) has then sent nothing to the
+        // client, and the request is tried again as after a reset. A larger one is relayed as
+        // it comes, and a cut in it closes the client's connection.
+        if let Framing::Length(len) = meta.framing {
+            let whole = hlen + len as usize;
+            if len <= HOLD_MAX && whole > self.buf.len() {
+                self.buf.resize(whole, 0);
+            }
+        }
         while !body.is_done() && hlen + used == filled && filled < self.buf.len() {
             let n = self.read_watching(&mut up, filled).await?;
             if n == 0 {
