@@ -169,6 +169,9 @@ fn build_sites(
         if cfg.cgi_lever.back() {
             lever = lever.with_back();
         }
+        if cfg.cgi_lever.output() {
+            lever = lever.with_restore_at_output();
+        }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {
             c.set_lever(lever.clone());

@@ -516,3 +516,38 @@ async fn a_script_that_exited_leaves_the_tail_before_its_output_is_relayed() {
     assert_eq!(out.iter().filter(|&&b| b == b'x').count(), 60_000);
     stop_restored(run).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn with_output_a_raised_script_is_restored_at_its_first_output() {
+    if skip_unless_root("with_output_a_raised_script_is_restored_at_its_first_output") {
+        return;
+    }
+    // Workers idle past SLP (30 ms) are marked; RW 50: their bursts never demote them, so
+    // only the lever's own rule can restore a script here.
+    for (lever, later_base) in [("nice+output", true), ("nice", false)] {
+        let (_tmp, run) = start_pos(&[], (30 * MS, 50), lever).await;
+        let addr = run.addr;
+        let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stream = get(addr, "/cgi-bin/stream.pl").await;
+        assert_eq!(
+            value(&stream, "first"),
+            -20,
+            "{lever}: starts raised: {stream}"
+        );
+        let later = value(&stream, "later");
+        if later_base {
+            assert_eq!(later, base, "{lever}: restored once it printed: {stream}");
+        } else {
+            assert_eq!(later, -20, "{lever}: the worker keeps its mark: {stream}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let text = get(addr, "/cgi-bin/text.pl").await;
+        assert_eq!(
+            value(&text, "nice"),
+            -20,
+            "{lever}: a page runs raised: {text}"
+        );
+        stop_restored(run).await;
+    }
+}

@@ -248,7 +248,7 @@ pub const DEFAULT_LEVER_SUFFIX: &str = "budget-tailyield-threads-back";
 
 /// The flags of the server's CGI lever a variant's name may join with `-` after
 /// `pos-rw<N>-` (`--cgi-lever nice+<flag>+...`; the server's `CgiLever::FLAGS`).
-pub const LEVER_FLAGS: [&str; 8] = [
+pub const LEVER_FLAGS: [&str; 9] = [
     "budget",
     "tail",
     "tailyield",
@@ -257,6 +257,7 @@ pub const LEVER_FLAGS: [&str; 8] = [
     "threads",
     "textbelow",
     "back",
+    "output",
 ];
 
 /// The `--cgi-lever` of a variant named `pos-rw<N>-<suffix>`: `nice+` and the suffix's

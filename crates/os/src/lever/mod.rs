@@ -297,18 +297,24 @@ impl Lever {
     /// `base`. [`LeverError::Gone`]: it already exited; [`LeverError::Permission`]: it could
     /// not raise itself (it runs at another nice value; nothing is held).
     pub fn adopt(&mut self, tid: Tid, base: i32) -> Result<(), LeverError> {
+        self.adopt_at(tid, base, self.cfg.nice)
+    }
+
+    /// [`Lever::adopt`] a child that raised itself to nice `level` (a graded raise, as
+    /// [`Lever::set_level`] sets one, given from its start): held and restored to `base` the
+    /// same way.
+    pub fn adopt_at(&mut self, tid: Tid, base: i32, level: i32) -> Result<(), LeverError> {
         if self.raised.contains_key(&tid) {
             return Ok(());
         }
         let start_time = journal::start_time(tid).ok_or(LeverError::Gone(tid))?;
         let now = prio::thread_nice(tid).map_err(|e| LeverError::from_prio(tid, e))?;
-        if now != self.cfg.nice {
+        if now != level {
             // The child's `setpriority` was refused (no CAP_SYS_NICE): nothing to hold.
             return Err(LeverError::Permission {
                 tid,
                 what: format!(
-                    "it runs at nice {now}, not {}: setpriority at its start was refused",
-                    self.cfg.nice
+                    "it runs at nice {now}, not {level}: setpriority at its start was refused"
                 ),
             });
         }

@@ -612,6 +612,9 @@ impl Cgi {
         if let (Some(l), None) = (&self.lever, &raised) {
             l.tail_enter(leader, asked, &self.stats);
         }
+        if self.lever.is_some() {
+            tracing::debug!(script = %script_id, pid = leader, raised = raised.is_some(), "cgi lever: script started");
+        }
         if let Some((l, exited)) = self.lever.as_ref().zip(sp.guard.exit_watch()) {
             // The lever follows the process: an exited script leaves the head or the tail
             // now, not once the relay has sent its output over a slow link and reaped it
@@ -709,6 +712,10 @@ impl Cgi {
             }
             Ok(Ok(x)) => x,
         };
+        if let Some(r) = &raised {
+            // The script printed: restored now with the lever's `output` rule.
+            r.first_output();
+        }
         let parsed = match parse::parse(&buf[..hlen]) {
             Ok(p) => p,
             Err(why) => {

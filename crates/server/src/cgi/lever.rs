@@ -67,6 +67,15 @@
 //!   bottleneck every script runs at once, so the back costs nothing then (seed 001 serves
 //!   text first only while the CPU is the bottleneck).
 //!
+//! - **The first output** (`cgi_lever = "...+output"`): a raised script is restored as soon as
+//!   its first output has been read, the wake-up of its worker for that output (POS's second
+//!   run/wait change). A page script computes and then prints its HTML at once: when its
+//!   output arrives it has nothing left to compute, so this costs it nothing (its worker keeps
+//!   the mark for the relay). An image script that prints as it computes is restored at its
+//!   first band, where the worker's rule restores it only after the relay burst that follows
+//!   (a gate wait and a burst later: image scripts mis-marked on idle keep-alive connections
+//!   ran raised for 3.5-10 ms of CPU each, beside the text, and held off the tail's head).
+//!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
 
@@ -144,6 +153,8 @@ pub struct ScriptLever {
     /// The nice value of the scripts not raised, and of a raised script once restored (the
     /// back of the ready queue); `None`: the forking thread's own.
     back_nice: Option<i32>,
+    /// Restore a raised script once its first output has been read (see the module docs).
+    at_output: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -198,6 +209,7 @@ impl ScriptLever {
                 threads_first: false,
                 tail_head_top: false,
                 back_nice: None,
+                at_output: false,
             },
             recovered.restored.len(),
         ))
@@ -250,6 +262,19 @@ impl ScriptLever {
         self
     }
 
+    /// Restore a raised script once its first output has been read: the output's arrival is
+    /// its worker's wake-up (POS's second change), the earliest sign of the image behaviour
+    /// the worker's rule waits one relay burst longer for (see the module docs).
+    pub fn with_restore_at_output(mut self) -> Self {
+        self.at_output = true;
+        self
+    }
+
+    /// Whether a raised script is restored at its first output.
+    pub fn restores_at_output(&self) -> bool {
+        self.at_output
+    }
+
     /// The script of the head that runs at the raised value (the oldest or the newest).
     fn head_first(&self, g: &Inner) -> Option<i32> {
         if self.threads_first {
@@ -296,7 +321,7 @@ impl ScriptLever {
             return;
         };
         g.head.insert((key, pid));
-        if self.head_first(g) != Some(pid) {
+        if self.head_first(g) != Some(pid) && self.start_nice() != behind {
             // It raised itself to the raised value at its start.
             match g.lever.set_level(pid, behind) {
                 Ok(()) | Err(LeverError::Gone(_)) => {}
@@ -331,9 +356,23 @@ impl ScriptLever {
         }
     }
 
-    /// A script not raised as text (never raised, or just restored) runs, for a request that
-    /// began at `key`: it joins the tail.
+    /// A script never raised runs (its exec is done), for a request that began at `key`: it
+    /// goes to the back of the ready queue (with `back`) and joins the tail.
     pub fn tail_enter(&self, pid: i32, key: std::time::Instant, stats: &CgiStats) {
+        if let Some(b) = self.back_nice {
+            // Lowering needs no right and leaves nothing to restore: not journaled.
+            match os::prio::set_thread_nice(pid, b) {
+                Ok(()) => {}
+                Err(os::prio::PrioError::Sys { err, .. }) if err.contains("No such process") => {}
+                Err(e) => self.failed(
+                    stats,
+                    &LeverError::Other {
+                        tid: pid,
+                        msg: e.to_string(),
+                    },
+                ),
+            }
+        }
         if self.tail_order {
             let mut g = self.lock();
             self.tail_enter_locked(&mut g, pid, key, stats);
@@ -385,6 +424,13 @@ impl ScriptLever {
             if want == g.tail_head {
                 return;
             }
+            tracing::debug!(
+                old = ?g.tail_head,
+                new = ?want,
+                text,
+                tail = g.tail.len(),
+                "cgi lever: tail's head"
+            );
             if let Some(old) = g.tail_head.take() {
                 if let Err(e) = g.lever.lower(old) {
                     self.failed(stats, &e);
@@ -471,7 +517,7 @@ impl ScriptLever {
             match self.verdict(s.run_ns) {
                 Verdict::Unarmed => return false,
                 Verdict::Lower => {
-                    if script.lower() {
+                    if script.lower_for("budget") {
                         script.stats.lowered_budget.fetch_add(1, Relaxed);
                         return true;
                     }
@@ -510,11 +556,28 @@ impl ScriptLever {
             self.hold(&mut g, stats);
         }
         let rest = self.back_nice.unwrap_or(base);
-        let nice = if raise { self.raised_nice } else { rest };
+        // A script not raised starts at the thread's base, not at the back: at the back its
+        // exec waited behind the hog for the CPU (a script joins the tail, whose head the
+        // lever lifts, only once it runs), so the first image of every page, the one on its
+        // HTML's connection, joined the tail last and every page ended late together.
+        // [`ScriptLever::tail_enter`] moves it to the back once it runs.
+        let nice = if raise { self.start_nice() } else { base };
         Start {
             hook: NiceHook::new(nice).expect("nice values in range"),
             base: rest,
             raise,
+        }
+    }
+
+    /// The nice value a raised script gives itself at its start: with the server's threads
+    /// first, already below them (at -20 beside them until the server adopted it, a burst of
+    /// scripts started together took the CPU from the thread that starts and relays them:
+    /// the forks of a page's images waited hundreds of milliseconds while the scripts already
+    /// started ran raised to their end, never restored); else the raised value.
+    pub fn start_nice(&self) -> i32 {
+        match self.head_behind {
+            Some(b) if self.threads_first => b,
+            _ => self.raised_nice,
         }
     }
 
@@ -593,7 +656,7 @@ impl ScriptLever {
         }
         let mut g = self.lock();
         // The start's hold (see `prepare`) becomes the script's, or is given up.
-        match g.lever.adopt(pid, start.base) {
+        match g.lever.adopt_at(pid, start.base, start.hook.nice()) {
             Ok(()) => {}
             Err(LeverError::Gone(_)) => {
                 self.release(&mut g, stats);
@@ -655,9 +718,21 @@ impl Raised {
     /// Restore the script (its worker lost the mark, or it ran past the text budget); later
     /// calls do nothing. Returns whether this call restored it.
     pub fn lower(&self) -> bool {
+        self.lower_for("worker")
+    }
+
+    /// The script's first output has been read: restore it (with
+    /// [`ScriptLever::with_restore_at_output`]). Returns whether this call restored it.
+    pub fn first_output(&self) -> bool {
+        self.lever.at_output && self.lower_for("output")
+    }
+
+    /// [`Raised::lower`], saying why in the debug log (with the CPU the script used raised).
+    fn lower_for(&self, why: &'static str) -> bool {
         if !self.held.swap(false, Relaxed) {
             return false;
         }
+        self.trace(why);
         let mut g = self.lever.lock();
         match g.lever.lower(self.pid) {
             Ok(()) => {
@@ -674,6 +749,21 @@ impl Raised {
         true
     }
 
+    /// Debug log: the script leaves the raised class (`why`), its CPU time so far and the
+    /// time since its request asked the gate.
+    fn trace(&self, why: &'static str) {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let cpu = os::procfs::schedstat(self.pid).map_or(f64::NAN, |s| s.run_ns as f64 / 1e6);
+            tracing::debug!(
+                pid = self.pid,
+                why,
+                cpu_ms = cpu,
+                since_ask_ms = self.key.elapsed().as_secs_f64() * 1e3,
+                "cgi lever: raised script left"
+            );
+        }
+    }
+
     /// The script's process.
     pub fn pid(&self) -> i32 {
         self.pid
@@ -682,11 +772,50 @@ impl Raised {
     /// The script was reaped: forget it (nothing to restore on a process that is gone).
     pub fn exited(&self) {
         if self.held.swap(false, Relaxed) {
+            self.trace("exited");
             let mut g = self.lever.lock();
             g.lever.forget(self.pid);
             self.lever
                 .head_leave(&mut g, self.pid, self.key, &self.stats);
             self.lever.release(&mut g, &self.stats);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a raised start and an unraised one give the child, with and without the server's
+    /// threads first.
+    fn starts(lever: ScriptLever) -> (i32, i32) {
+        let stats = CgiStats::default();
+        let raised = lever.prepare(true, &stats);
+        lever.abandon(raised, &stats);
+        let plain = lever.prepare(false, &stats);
+        assert_eq!(lever.raised_tasks(), 0, "nothing left raised");
+        (raised.hook.nice(), plain.hook.nice())
+    }
+
+    #[test]
+    fn with_the_threads_first_a_raised_script_starts_below_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || ScriptLever::open(dir.path()).unwrap().0;
+        let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+        assert_eq!(starts(open()), (-20, base), "the plain lever");
+        let first = open().with_budget(std::time::Duration::from_millis(500));
+        let first = first.with_tail_order(true).with_threads_first(false);
+        assert_eq!(
+            starts(first.with_back()),
+            (BELOW_THREADS_NICE, base),
+            "raised below the server's threads from the fork on, never beside them; not \
+             raised at the base until it runs (the back's exec waited behind the hog)"
+        );
+        let order = open().with_head_order(false);
+        assert_eq!(
+            starts(order).0,
+            -20,
+            "the head's order starts the newest at the top"
+        );
     }
 }

@@ -41,11 +41,16 @@ pub struct CgiLever {
     /// seed 001 moves a process that lost characteristic 2; the tail's head is lifted from
     /// there one at a time (`back`, needs `tail` or `tailyield`).
     back: bool,
+    /// A raised script is restored once its first output has been read (its worker's wake-up
+    /// for output): a page script prints its HTML when it has computed it, so this costs it
+    /// nothing; an image script printing as it computes stops running raised at its first
+    /// band, not one relay burst (and a gate wait) later (`output`).
+    output: bool,
 }
 
 impl CgiLever {
     /// The flags that may follow `nice`, each with what it turns on.
-    pub const FLAGS: [(&'static str, &'static str); 8] = [
+    pub const FLAGS: [(&'static str, &'static str); 9] = [
         (
             "budget",
             "restore a raised script past the learnt text budget",
@@ -69,6 +74,7 @@ impl CgiLever {
             "back",
             "scripts not raised at the back of the ready queue (nice 19)",
         ),
+        ("output", "restore a raised script at its first output"),
     ];
 
     /// The lever off: scripts run at the server's nice value.
@@ -82,6 +88,7 @@ impl CgiLever {
         threads_first: false,
         tail_head_top: false,
         back: false,
+        output: false,
     };
 
     /// Whether scripts of marked workers start raised.
@@ -129,6 +136,11 @@ impl CgiLever {
         self.back
     }
 
+    /// Whether a raised script is restored at its first output.
+    pub fn output(self) -> bool {
+        self.output
+    }
+
     /// Turn on flag `f` (a name of [`CgiLever::FLAGS`]); `false` if unknown.
     fn set(&mut self, f: &str) -> bool {
         match f {
@@ -140,6 +152,7 @@ impl CgiLever {
             "threads" => self.threads_first = true,
             "textbelow" => (self.threads_first, self.tail_head_top) = (true, true),
             "back" => self.back = true,
+            "output" => self.output = true,
             _ => return false,
         }
         true
@@ -157,6 +170,7 @@ impl CgiLever {
             self.threads_first && !self.tail_head_top,
             self.tail_head_top,
             self.back,
+            self.output,
         ];
         Self::FLAGS
             .iter()

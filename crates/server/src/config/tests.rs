@@ -307,6 +307,8 @@ fn cgi_lever_names_and_what_each_turns_on() {
     assert!(o.head_order() && !o.head_newest() && !o.threads_first());
     assert!(l("nice+budget+tailyield+newest").head_newest());
     assert!(!l("nice+budget+tailyield").threads_first());
+    let out = l("nice+budget+tailyield+threads+back+output");
+    assert!(out.output() && out.back() && !t.output());
     let e = "nice+fast".parse::<CgiLever>().unwrap_err();
     assert!(e.contains("`fast`") && e.contains("textbelow"), "{e}");
     assert!("nice+order+threads".parse::<CgiLever>().is_err());
@@ -324,6 +326,8 @@ fn cgi_lever_names_and_what_each_turns_on() {
         "nice+budget+tailyield+newest",
         "nice+budget+tailyield+threads",
         "nice+budget+tailyield+textbelow",
+        "nice+budget+tailyield+threads+back",
+        "nice+budget+tailyield+threads+back+output",
     ] {
         assert_eq!(l(name).to_string(), name);
     }
