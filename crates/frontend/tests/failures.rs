@@ -113,26 +113,24 @@ fn a_head_cut_short_is_retried_on_another_back_end(engine: Engine) {
 fn a_body_cut_short_is_retried_on_another_back_end_by_the_relay() {
     let t = site();
     let good = Backend::start(serve_config(t.path()));
+    // `path` through a relay whose WRR tries the back end at `cut` first, then `good`.
+    let via = |cut: std::net::SocketAddr, path: &str| {
+        let front = Front::start(front_config_on(Engine::Relay, &[cut, good.addr], "wrr")).unwrap();
+        let r = get(front.addr(), path, "");
+        let m = front.metrics();
+        front.stop();
+        (r, m)
+    };
     let cut = ScriptBackend::start(|_, _| {
         (
             b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nfil".to_vec(),
             Then::Close,
         )
     });
-    let front = Front::start(front_config_on(
-        Engine::Relay,
-        &[cut.addr, good.addr],
-        "wrr",
-    ))
-    .unwrap();
-    let r = get(front.addr(), "/f1.html", "");
-    assert_eq!(r.status, 200);
-    assert_eq!(r.body, b"file 1\n");
-    let m = front.metrics();
-    assert_eq!(m.retries, 1, "{m:?}");
-    assert_eq!(m.bad_gateway, 0, "{m:?}");
+    let (r, m) = via(cut.addr, "/f1.html");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"file 1\n"[..]));
+    assert_eq!((m.retries, m.bad_gateway), (1, 0), "{m:?}");
     assert_eq!(cut.requests.load(Relaxed), 1);
-    front.stop();
     // Alone, it is a 502 (not a response cut short).
     let front = Front::start(front_config_on(Engine::Relay, &[cut.addr], "wrr")).unwrap();
     assert_eq!(get(front.addr(), "/f1.html", "").status, 502);
@@ -146,17 +144,10 @@ fn a_body_cut_short_is_retried_on_another_back_end_by_the_relay() {
         r.extend_from_slice(&part);
         (r, Then::Close)
     });
-    let front = Front::start(front_config_on(
-        Engine::Relay,
-        &[cut.addr, good.addr],
-        "wrr",
-    ))
-    .unwrap();
-    let r = get(front.addr(), "/big.bin", "");
+    let (r, m) = via(cut.addr, "/big.bin");
     assert_eq!(r.status, 200);
     assert!(r.body == big, "the whole file, from the other back end");
-    assert_eq!(front.metrics().retries, 1);
-    front.stop();
+    assert_eq!((m.retries, m.bad_gateway), (1, 0), "{m:?}");
 }
 
 fn a_malformed_request_is_a_400_that_touches_no_back_end(engine: Engine) {

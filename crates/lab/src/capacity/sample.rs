@@ -238,9 +238,14 @@ mod tests {
     }
 
     #[test]
-    fn records_this_process_and_the_machine() {
-        let me = std::process::id() as i32;
-        let mut r = Reader::new(Source::Pid(me), 1.0);
+    fn records_a_process_and_the_machine() {
+        // A sleeping child, not this process: the other tests of this binary run beside it
+        // and would make this one's CPU anything.
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let mut r = Reader::new(Source::Pid(child.id() as i32), 1.0);
         let mut out = Vec::new();
         let n = record(
             &mut r,
@@ -266,5 +271,7 @@ mod tests {
         assert!(g.read().is_err());
         let mut bad = Reader::new(Source::Pid(i32::MAX), 1.0);
         assert!(bad.read().unwrap_err().to_string().contains("process"));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
