@@ -217,7 +217,9 @@ mod tests {
         let a =
             crate::cmd::parse_args::<Args>(&["--exe", "apache2", "--lever", "nice+slice"]).unwrap();
         assert_eq!(a.lever, LeverKind::NiceSlice);
-        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--lever", "fifo"]).is_err());
+        assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--lever", "rr"]).is_err());
+        let a = crate::cmd::parse_args::<Args>(&["--pid", "1", "--lever", "fifo"]).unwrap();
+        assert_eq!(a.lever, LeverKind::Fifo);
         assert!(crate::cmd::parse_args::<Args>(&["--pid", "1", "--poll-every", "2"]).is_err());
         let a = crate::cmd::parse_args::<Args>(&[
             "--pid",
