@@ -257,7 +257,7 @@ pub fn thread_policy(tid: Tid) -> Result<i32, PrioError> {
 /// Put thread `tid` under `SCHED_FIFO` at `priority` (1..=99). Refused
 /// ([`PrioError::Permission`]) without `CAP_SYS_NICE`, and, with real-time group scheduling,
 /// when the thread's cgroup has no real-time budget (`cpu.rt_runtime_us` 0, a new cgroup's
-/// value): see [`crate::lever::realtime`].
+/// value).
 pub fn set_thread_fifo(tid: Tid, priority: i32) -> Result<(), PrioError> {
     let param = libc::sched_param {
         sched_priority: priority,
