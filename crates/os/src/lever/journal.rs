@@ -10,7 +10,7 @@
 //! `R` records a raise with what to restore, `P` (after its `R`, only when the raise changes
 //! the task's scheduling policy: the real-time lever) the policy to put back, `L` that the
 //! task was restored (or exited). On
-//! the next start [`recover`] replays the files of daemons that are gone and restores every
+//! the next start [`super::recover`] replays the files of daemons that are gone and restores every
 //! task still raised whose start time matches (the tid was not reused).
 
 use std::collections::BTreeMap;
