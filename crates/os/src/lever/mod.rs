@@ -446,10 +446,12 @@ fn restore(s: &Saved, mount: Option<&weight::CpuMount>) -> Result<(), LeverError
         };
         weight::move_task(&m, tid, cg).map_err(|e| LeverError::from_io(tid, e))?;
     }
-    if s.slice_ns != 0 || prio::thread_slice_ns(tid).is_ok_and(|n| n != 0) {
-        // Back to the slice it had (0: the default).
-        let slice = (s.slice_ns != 0).then(|| Duration::from_nanos(s.slice_ns));
-        let _ = prio::set_thread_slice(tid, slice);
+    if s.slice_ns != 0 {
+        // Raised with a slice (the kernel reports the slice in force, never 0, on kernels with
+        // custom slices): back to the one it had. A raise that did not touch the slice leaves
+        // alone the one its task asked for (the CGI lever's server threads ask for the
+        // shortest one and are raised and restored many times).
+        let _ = prio::set_thread_slice(tid, Some(Duration::from_nanos(s.slice_ns)));
     }
     if s.policy.is_some() && prio::thread_policy(tid).is_ok_and(|p| p != libc::SCHED_OTHER) {
         // Raised by the real-time lever: back to the fair class at the nice value it had.

@@ -113,6 +113,30 @@ fn raise_lower_and_drop_restore_nice() {
 }
 
 #[test]
+fn a_nice_raise_leaves_the_slice_a_task_asked_for() {
+    if !is_root() {
+        eprintln!("SKIP a_nice_raise_leaves_the_slice_a_task_asked_for: needs root (CAP_SYS_NICE)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = sleeper();
+    let pa = a.id() as Tid;
+    let short = Duration::from_micros(100);
+    prio::set_thread_slice(pa, Some(short)).unwrap();
+    let mut lever = Lever::new(LeverConfig::new(LeverKind::Nice), dir.path()).unwrap();
+    for _ in 0..2 {
+        lever.raise(pa).unwrap();
+        assert_eq!(prio::thread_slice_ns(pa).unwrap(), 100_000, "raised");
+        lever.lower(pa).unwrap();
+        assert_eq!(prio::thread_slice_ns(pa).unwrap(), 100_000, "restored");
+    }
+    lever.raise(pa).unwrap();
+    drop(lever);
+    assert_eq!(prio::thread_slice_ns(pa).unwrap(), 100_000, "dropped");
+    stop(a);
+}
+
+#[test]
 fn a_graded_raise_is_restored_to_the_base_value() {
     if !is_root() {
         eprintln!("SKIP a_graded_raise_is_restored_to_the_base_value: needs root (CAP_SYS_NICE)");
