@@ -16,6 +16,16 @@
 //! budget (a script cannot use more CPU than the wall time that passed), reads the script's
 //! CPU from the kernel then, and calls [`ScriptBudget::check`] again after the time the
 //! verdict names. The histogram decays once per policy period in which scripts ended (`now` is passed in; no clock).
+//!
+//! **A program's previous executions** ([`ScriptBudget::predicts_long`]): seed 001's POS
+//! (Program Oriented Schedule) alters a program's execution "according to the predicted
+//! behavior from the previous execution(s)". A CGI script is a program run again and again;
+//! every ending script also tells which program it ran (a key the mechanism derives from the
+//! script's file), and a program whose last execution ran past the text budget is predicted
+//! to show the image behaviour again: the mechanism starts it unraised even for a marked
+//! worker (the worker's mark does not know which program its request will run). Only CPU
+//! time is used, never what the script serves. A program whose behaviour changes is
+//! predicted from its last execution, so one execution corrects the prediction.
 
 use crate::predict::SplitRw;
 use crate::Nanos;
@@ -44,7 +54,14 @@ pub struct ScriptBudget {
     period: Nanos,
     /// End of the current period (`None` before the first observation).
     period_end: Option<Nanos>,
+    /// The CPU time of each program's last execution, by the mechanism's program key (at most
+    /// [`MAX_PROGRAMS`]: past that, forgotten all at once).
+    programs: std::collections::HashMap<u64, Nanos>,
 }
+
+/// The most programs whose last execution is remembered; one more and all are forgotten (a
+/// server with more distinct scripts than this learns them again).
+pub const MAX_PROGRAMS: usize = 4096;
 
 impl ScriptBudget {
     /// Nothing learnt; the histogram decays every `period` (the policy's, e.g. 500 ms).
@@ -53,6 +70,7 @@ impl ScriptBudget {
             hist: SplitRw::new(),
             period: period.max(1),
             period_end: None,
+            programs: std::collections::HashMap::new(),
         }
     }
 
@@ -75,6 +93,27 @@ impl ScriptBudget {
         self.age(now);
         let units = u32::try_from(cpu.div_ceil(UNIT)).unwrap_or(u32::MAX);
         self.hist.add(units.max(1));
+    }
+
+    /// A script of `program` (the mechanism's key for its file) ended at `now` having used
+    /// `cpu`: learnt as [`ScriptBudget::observe`] does, and remembered as that program's last
+    /// execution.
+    pub fn observe_program(&mut self, now: Nanos, program: u64, cpu: Nanos) {
+        self.observe(now, cpu);
+        if self.programs.len() >= MAX_PROGRAMS && !self.programs.contains_key(&program) {
+            self.programs.clear();
+        }
+        self.programs.insert(program, cpu);
+    }
+
+    /// Whether `program`'s last execution ran past the text budget (the image behaviour): its
+    /// next one is predicted to as well. `false` without a budget or without a previous
+    /// execution.
+    pub fn predicts_long(&self, program: u64) -> bool {
+        match (self.budget(), self.programs.get(&program)) {
+            (Some(b), Some(&last)) => last > b,
+            _ => false,
+        }
     }
 
     /// The text budget: the short class's longest CPU time while two separated
@@ -168,6 +207,46 @@ mod tests {
             one.observe(0, 11 * MS);
         }
         assert_eq!(one.budget_quantile(0.5), None);
+    }
+
+    #[test]
+    fn a_program_is_predicted_from_its_last_execution_once_a_budget_is_known() {
+        let (page, image) = (1u64, 2u64);
+        let mut b = ScriptBudget::new(PERIOD);
+        // Before any budget: no prediction, whatever was seen.
+        b.observe_program(0, image, 10 * MS);
+        assert!(!b.predicts_long(image));
+        learn(&mut b, 0);
+        assert!(
+            b.predicts_long(image),
+            "its last execution ran past the budget"
+        );
+        b.observe_program(0, page, 3 * MS);
+        assert!(!b.predicts_long(page), "within the budget");
+        assert!(!b.predicts_long(3), "never seen: no prediction");
+        // The program changes: one execution corrects the prediction.
+        b.observe_program(0, image, 2 * MS);
+        assert!(!b.predicts_long(image));
+        b.observe_program(0, page, 12 * MS);
+        assert!(b.predicts_long(page));
+    }
+
+    #[test]
+    fn past_the_bound_the_programs_are_forgotten_not_the_budget() {
+        let mut b = ScriptBudget::new(PERIOD);
+        learn(&mut b, 0);
+        for p in 0..MAX_PROGRAMS as u64 {
+            b.observe_program(0, p, 10 * MS);
+        }
+        assert!(b.predicts_long(0) && b.predicts_long(MAX_PROGRAMS as u64 - 1));
+        // A known program does not overflow the memory.
+        b.observe_program(0, 7, 10 * MS);
+        assert!(b.predicts_long(0));
+        // A new one does: all forgotten but it.
+        b.observe_program(0, MAX_PROGRAMS as u64, 10 * MS);
+        assert!(!b.predicts_long(0));
+        assert!(b.predicts_long(MAX_PROGRAMS as u64));
+        assert!(b.budget().is_some());
     }
 
     #[test]
