@@ -172,6 +172,12 @@ fn build_sites(
         if cfg.cgi_lever.output() {
             lever = lever.with_restore_at_output();
         }
+        if cfg.cgi_lever.program() {
+            lever = lever.with_program_memory();
+        }
+        if cfg.cgi_lever.preempt() {
+            lever = lever.with_thread_slice(crate::cgi::lever::THREAD_SLICE);
+        }
         let lever = Arc::new(lever);
         for c in cgis.iter_mut() {
             c.set_lever(lever.clone());

@@ -551,3 +551,107 @@ async fn with_output_a_raised_script_is_restored_at_its_first_output() {
         stop_restored(run).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn with_preempt_the_servers_threads_ask_for_the_shortest_slice_until_the_lever_goes() {
+    if skip_unless_root(
+        "with_preempt_the_servers_threads_ask_for_the_shortest_slice_until_the_lever_goes",
+    ) {
+        return;
+    }
+    let short = server::cgi::lever::THREAD_SLICE.as_nanos() as u64;
+    for (lever, preempt) in [("nice+threads+preempt", true), ("nice+threads", false)] {
+        let (_tmp, run) = start_pos(&[], (30 * MS, 50), lever).await;
+        let addr = run.addr;
+        let cgi = handler(&run);
+        let held = cgi.lever().expect("a CGI lever").clone();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let text = get(addr, "/cgi-bin/text.pl").await;
+        assert_eq!(
+            value(&text, "nice"),
+            -15,
+            "{lever}: a page runs raised: {text}"
+        );
+        let threads = held.threads();
+        assert!(!threads.is_empty(), "{lever}: a thread started the script");
+        let slices: Vec<u64> = threads
+            .iter()
+            .map(|&t| os::prio::thread_slice_ns(t).unwrap())
+            .collect();
+        assert_eq!(
+            slices.iter().all(|&s| s == short),
+            preempt,
+            "{lever}: the threads' slices {slices:?} (short: {short}; lever errors {})",
+            cgi.stats()
+                .lever_errors
+                .load(std::sync::atomic::Ordering::Relaxed)
+        );
+        stop_restored(run).await;
+        drop(held);
+        let after: Vec<u64> = threads
+            .iter()
+            .filter_map(|&t| os::prio::thread_slice_ns(t).ok())
+            .collect();
+        assert!(
+            after.iter().all(|&s| s != short),
+            "{lever}: the default slice once the lever is gone: {after:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn with_program_a_script_whose_last_run_passed_the_budget_starts_unraised() {
+    if skip_unless_root("with_program_a_script_whose_last_run_passed_the_budget_starts_unraised") {
+        return;
+    }
+    for (lever, predicts) in [("nice+budget+program", true), ("nice+budget", false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cgi = site(tmp.path());
+        // Two programs (files) running the same code; the query names the CPU each burns.
+        for name in ["short.pl", "long.pl"] {
+            let p = cgi.dirs[0].dir.join(name);
+            std::fs::write(&p, burn_script()).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        cgi.timeout = Duration::from_secs(20);
+        // Every request on a worker idle past SLP (marked); RW 50: no worker is demoted.
+        let run = start(tmp.path(), cgi, "pos", (30 * MS, 50), mode(lever)).await;
+        let addr = run.addr;
+        let cgi = handler(&run);
+        let held = cgi.lever().expect("a CGI lever").clone();
+        let stats = cgi.stats().clone();
+        let predicted = || {
+            stats
+                .predicted_long
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let base = os::prio::thread_nice(os::prio::current_tid()).unwrap();
+        let first = |path: &'static str| async move {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            value(&get(addr, path).await, "first")
+        };
+        // Learning: the short program about 8 ms, the long one 80 ms.
+        for _ in 0..3 {
+            first("/cgi-bin/short.pl?8").await;
+            first("/cgi-bin/long.pl?80").await;
+        }
+        assert!(held.budget().is_some(), "{lever}: a budget learnt");
+        let n = predicted();
+        assert_eq!(
+            first("/cgi-bin/short.pl?2").await,
+            -20,
+            "{lever}: a program within the budget starts raised"
+        );
+        let long = first("/cgi-bin/long.pl?2").await;
+        if predicts {
+            assert_eq!(long, base, "{lever}: its last run passed the budget");
+            assert_eq!(predicted(), n + 1);
+            // That run was short: the next one is predicted from it.
+            assert_eq!(first("/cgi-bin/long.pl?2").await, -20, "{lever}: corrected");
+        } else {
+            assert_eq!(long, -20, "{lever}: no prediction");
+            assert_eq!(predicted(), n);
+        }
+        stop_restored(run).await;
+    }
+}

@@ -519,6 +519,16 @@ impl Cgi {
         env.insert(at, mark);
         let cgroup = self.request_cgroup();
         // With a lever every child gets its nice value at its start (see `lever`).
+        // POS's prediction from the program's previous executions (`program`): a marked
+        // worker's script whose last execution ran past the text budget starts unraised.
+        let raise = raise
+            && !self.lever.as_ref().is_some_and(|l| {
+                let long = l.predicts_long(&script);
+                if long {
+                    self.stats.predicted_long.fetch_add(1, Relaxed);
+                }
+                long
+            });
         let start = self.lever.as_ref().map(|l| l.prepare(raise, &self.stats));
         let started = tokio::time::Instant::now();
         let deadline = started + self.timeout;
@@ -628,6 +638,18 @@ impl Cgi {
                 l.tail_leave(leader, asked, &stats);
             });
         }
+        if let (Some(r), Some(written)) = (
+            raised.clone().filter(|r| r.restores_at_output()),
+            sp.output_watch(),
+        ) {
+            // The `output` rule: restored at the script's first write, as the kernel tells
+            // it, not once this request's next burst has read it (the gate's order and the
+            // runtime's: a mis-marked image script ran 1.5 ms more of its CPU raised).
+            tokio::spawn(async move {
+                written.await;
+                r.first_output();
+            });
+        }
         let held = raised.clone();
         let timing = Arc::new(ScriptTiming::new(
             self.stats.times.clone(),
@@ -636,7 +658,7 @@ impl Cgi {
             spawned,
             raised.is_some(),
         ));
-        let (ended, lever) = (timing.clone(), self.lever.clone());
+        let (ended, lever, program) = (timing.clone(), self.lever.clone(), script.clone());
         if let (Some(l), Some(r)) = (&self.lever, &raised) {
             if l.has_budget() {
                 tokio::spawn(l.clone().watch(r.clone()));
@@ -651,7 +673,7 @@ impl Cgi {
             if let Some(l) = lever {
                 l.tail_leave(leader, asked, &stats);
                 if let Some(s) = sched {
-                    l.script_ended(Duration::from_nanos(s.run_ns));
+                    l.script_ended(&program, Duration::from_nanos(s.run_ns));
                 }
             }
             orphans.reaped(leader);

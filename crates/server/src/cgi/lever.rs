@@ -68,13 +68,31 @@
 //!   text first only while the CPU is the bottleneck).
 //!
 //! - **The first output** (`cgi_lever = "...+output"`): a raised script is restored as soon as
-//!   its first output has been read, the wake-up of its worker for that output (POS's second
-//!   run/wait change). A page script computes and then prints its HTML at once: when its
-//!   output arrives it has nothing left to compute, so this costs it nothing (its worker keeps
-//!   the mark for the relay). An image script that prints as it computes is restored at its
-//!   first band, where the worker's rule restores it only after the relay burst that follows
-//!   (a gate wait and a burst later: image scripts mis-marked on idle keep-alive connections
-//!   ran raised for 3.5-10 ms of CPU each, beside the text, and held off the tail's head).
+//!   it has written its first output (the kernel says its pipe is readable: a task waits on a
+//!   second descriptor of it, `Spawned::output_watch`), the wake-up of its worker for that
+//!   output (POS's second run/wait change), without waiting for the gate to grant the worker
+//!   the burst that reads it. A page script computes and then prints its HTML at once: when
+//!   its output arrives it has nothing left to compute, so this costs it nothing (its worker
+//!   keeps the mark for the relay). An image script that prints as it computes is restored at
+//!   its first band, where the worker's rule restores it only after the relay burst that
+//!   follows (a gate wait and a burst later: image scripts mis-marked on idle keep-alive
+//!   connections ran raised for 3.5-10 ms of CPU each, beside the text, and held off the
+//!   tail's head).
+//!
+//! - **The server's threads preempt** (`cgi_lever = "...+preempt"`): the threads that start
+//!   scripts and relay their output ask for the kernel's shortest slice ([`THREAD_SLICE`]).
+//!   EEVDF lets a running task finish its slice unless the task that wakes asks for a
+//!   shorter one: with the default slice a thread woken for a script's output waited for the
+//!   running script's slice (about 1.4 ms here) before it ran.
+//!
+//! - **A program's previous executions** (`cgi_lever = "...+budget+...+program"`): seed 001's
+//!   POS (Program Oriented Schedule) predicts a program's behaviour from its previous
+//!   executions. A CGI script is a program run again and again: the policy remembers the CPU
+//!   time of each program's last execution (`policy::script_budget::ScriptBudget::
+//!   predicts_long`, keyed by the script's file), and a script of a marked worker whose
+//!   program last ran past the text budget starts unraised (counted as `predicted_long`): a
+//!   worker's mark says that its request *may* be text, the program's last run says it is
+//!   not. Only CPU time is used, never what a script serves; one execution corrects it.
 //!
 //! nice orders a process only against the tasks of its own leaf cgroup: the scripts must run
 //! in the server's cgroup beside their competitors (`cgroups = false`).
@@ -101,6 +119,20 @@ pub const BELOW_THREADS_NICE: i32 = -15;
 /// The nice value of a script not raised with `back` (the back of the ready queue): weight
 /// 15, about a 68th of the hog's 1024 and a 1900th of a script raised at -15.
 pub const BACK_NICE: i32 = 19;
+
+/// The slice the server's threads ask for with `preempt`: the kernel's shortest. A thread
+/// that wakes with a shorter slice than the running task's preempts it (EEVDF); with the
+/// default slice a woken thread waited for the running script's slice to end (about 1.5 ms
+/// of a mis-marked image script's CPU, raised, before its first output was seen).
+pub const THREAD_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// The key of a program (a script's file) in the policy's memory of previous executions.
+fn program_key(program: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    program.hash(&mut h);
+    h.finish()
+}
 
 /// What the lock guards.
 struct Inner {
@@ -155,6 +187,12 @@ pub struct ScriptLever {
     back_nice: Option<i32>,
     /// Restore a raised script once its first output has been read (see the module docs).
     at_output: bool,
+    /// The slice the server's threads ask for (`None`: the kernel's default), set on each
+    /// when first seen and put back when the lever is dropped.
+    thread_slice: Option<std::time::Duration>,
+    /// A marked worker's script starts unraised when its program's last execution ran past
+    /// the text budget (see the module docs).
+    program_memory: bool,
 }
 
 impl std::fmt::Debug for ScriptLever {
@@ -162,6 +200,18 @@ impl std::fmt::Debug for ScriptLever {
         f.debug_struct("ScriptLever")
             .field("nice", &self.raised_nice)
             .finish()
+    }
+}
+
+impl Drop for ScriptLever {
+    /// The server's threads back at the default slice (their nice values are the lever's).
+    fn drop(&mut self) {
+        if self.thread_slice.is_some() {
+            let g = self.lock();
+            for &(t, _) in &g.threads {
+                let _ = os::prio::set_thread_slice(t, None);
+            }
+        }
     }
 }
 
@@ -210,6 +260,8 @@ impl ScriptLever {
                 tail_head_top: false,
                 back_nice: None,
                 at_output: false,
+                thread_slice: None,
+                program_memory: false,
             },
             recovered.restored.len(),
         ))
@@ -268,6 +320,35 @@ impl ScriptLever {
     pub fn with_restore_at_output(mut self) -> Self {
         self.at_output = true;
         self
+    }
+
+    /// The server's threads that start scripts ask for `slice` from their first script on,
+    /// and for the default again when the lever is dropped: woken (a script's output, a
+    /// request), a thread with a shorter slice than the running script's takes the CPU at
+    /// once instead of after that script's slice (see [`THREAD_SLICE`]).
+    pub fn with_thread_slice(mut self, slice: std::time::Duration) -> Self {
+        self.thread_slice = Some(slice);
+        self
+    }
+
+    /// A script of a marked worker starts unraised when its program's last execution ran
+    /// past the text budget (with [`ScriptLever::with_budget`]; see the module docs).
+    pub fn with_program_memory(mut self) -> Self {
+        self.program_memory = true;
+        self
+    }
+
+    /// Whether the next script of `program` (its file) is predicted to run past the text
+    /// budget, from its last execution: start it unraised. `false` without the rule, a
+    /// budget or a previous execution.
+    pub fn predicts_long(&self, program: &Path) -> bool {
+        match (&self.budget, self.program_memory) {
+            (Some((b, _)), true) => b
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .predicts_long(program_key(program)),
+            _ => false,
+        }
     }
 
     /// Whether a raised script is restored at its first output.
@@ -479,14 +560,17 @@ impl ScriptLever {
         Some(std::time::Duration::from_nanos(b))
     }
 
-    /// A script ended having used `cpu` of CPU (read from the kernel before it was reaped).
-    pub fn script_ended(&self, cpu: std::time::Duration) {
+    /// A script of `program` (its file) ended having used `cpu` of CPU (read from the kernel
+    /// before it was reaped).
+    pub fn script_ended(&self, program: &Path, cpu: std::time::Duration) {
         if let Some((b, origin)) = &self.budget {
             let now = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
             let cpu = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
-            b.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .observe(now, cpu);
+            b.lock().unwrap_or_else(|p| p.into_inner()).observe_program(
+                now,
+                program_key(program),
+                cpu,
+            );
         }
     }
 
@@ -544,6 +628,11 @@ impl ScriptLever {
             None => {
                 let b = os::prio::thread_nice(me).unwrap_or(0);
                 g.threads.push((me, b));
+                if let Some(slice) = self.thread_slice {
+                    if let Err(e) = os::prio::set_thread_slice(me, Some(slice)) {
+                        self.failed(stats, &e);
+                    }
+                }
                 if g.held > 0 {
                     if let Err(e) = g.lever.raise(me) {
                         self.failed(stats, &e);
@@ -590,6 +679,11 @@ impl ScriptLever {
             .collect()
     }
 
+    /// The server's threads that started scripts (tests, metrics).
+    pub fn threads(&self) -> Vec<Tid> {
+        self.lock().threads.iter().map(|&(t, _)| t).collect()
+    }
+
     /// Scripts held raised now.
     pub fn raised(&self) -> usize {
         self.lock().held
@@ -633,7 +727,7 @@ impl ScriptLever {
         }
     }
 
-    fn failed(&self, stats: &CgiStats, e: &LeverError) {
+    fn failed(&self, stats: &CgiStats, e: &dyn std::fmt::Display) {
         stats.lever_errors.fetch_add(1, Relaxed);
         if !self.warned.swap(true, Relaxed) {
             tracing::warn!("cgi lever: {e} (further failures are only counted)");
@@ -725,6 +819,11 @@ impl Raised {
     /// [`ScriptLever::with_restore_at_output`]). Returns whether this call restored it.
     pub fn first_output(&self) -> bool {
         self.lever.at_output && self.lower_for("output")
+    }
+
+    /// Whether the lever restores a raised script at its first output (the `output` rule).
+    pub fn restores_at_output(&self) -> bool {
+        self.lever.at_output
     }
 
     /// [`Raised::lower`], saying why in the debug log (with the CPU the script used raised).

@@ -35,6 +35,7 @@ pub fn render_metrics(with: &[(&str, &Cgi)]) -> String {
             ("lever_error", &s.lever_errors),
             ("lowered_budget", &s.lowered_budget),
             ("tail_head", &s.tail_heads),
+            ("predicted_long", &s.predicted_long),
         ] {
             let _ = writeln!(
                 out,

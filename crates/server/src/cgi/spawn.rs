@@ -104,6 +104,23 @@ pub struct Spawned {
     pub placed: Placed,
 }
 
+impl Spawned {
+    /// A future ready once the script has written to its stdout (or closed it), that does
+    /// not borrow the pipe (it waits on a second descriptor of it, nothing is read): the CGI
+    /// lever's `output` rule restores a raised script at its first write, not once the relay
+    /// has read it (a gate wait later). `None` if the descriptor cannot be duplicated.
+    pub fn output_watch(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        use std::os::fd::AsFd;
+        let fd = self.stdout.as_fd().try_clone_to_owned().ok()?;
+        // SAFETY: the AsyncFd owns its duplicate of the pipe for as long as it is registered.
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
+        Some(async move {
+            // Readable once bytes are in the pipe or its writer is closed; nothing is read.
+            let _ = fd.readable().await;
+        })
+    }
+}
+
 /// Why a script could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {

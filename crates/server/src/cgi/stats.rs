@@ -46,6 +46,9 @@ pub struct CgiStats {
     pub lowered_budget: AtomicU64,
     /// Scripts raised as the oldest of the tail (`cgi_lever = "nice+tail"`).
     pub tail_heads: AtomicU64,
+    /// Scripts of marked workers started unraised because their program's last execution
+    /// ran past the text budget (`cgi_lever = "nice+budget+program"`).
+    pub predicted_long: AtomicU64,
     /// Where requests' time went, per class (gate, start, run, run queue, relay...).
     pub times: Arc<ClassTimes>,
 }

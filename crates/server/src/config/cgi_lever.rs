@@ -46,11 +46,19 @@ pub struct CgiLever {
     /// nothing; an image script printing as it computes stops running raised at its first
     /// band, not one relay burst (and a gate wait) later (`output`).
     output: bool,
+    /// The server's threads that start scripts and relay their output ask for the shortest
+    /// slice: woken, they take the CPU from a running script at once instead of after the
+    /// script's slice (`preempt`).
+    preempt: bool,
+    /// A script of a marked worker starts unraised when its program's last execution ran
+    /// past the learnt text budget: POS's prediction from a program's previous executions
+    /// (`program`, needs `budget`).
+    program: bool,
 }
 
 impl CgiLever {
     /// The flags that may follow `nice`, each with what it turns on.
-    pub const FLAGS: [(&'static str, &'static str); 9] = [
+    pub const FLAGS: [(&'static str, &'static str); 11] = [
         (
             "budget",
             "restore a raised script past the learnt text budget",
@@ -75,6 +83,14 @@ impl CgiLever {
             "scripts not raised at the back of the ready queue (nice 19)",
         ),
         ("output", "restore a raised script at its first output"),
+        (
+            "preempt",
+            "the server's threads preempt a running script when they wake",
+        ),
+        (
+            "program",
+            "a program whose last run passed the text budget starts unraised",
+        ),
     ];
 
     /// The lever off: scripts run at the server's nice value.
@@ -89,6 +105,8 @@ impl CgiLever {
         tail_head_top: false,
         back: false,
         output: false,
+        preempt: false,
+        program: false,
     };
 
     /// Whether scripts of marked workers start raised.
@@ -141,6 +159,16 @@ impl CgiLever {
         self.output
     }
 
+    /// Whether the server's threads ask for the shortest slice.
+    pub fn preempt(self) -> bool {
+        self.preempt
+    }
+
+    /// Whether a program's last execution can keep its next script unraised.
+    pub fn program(self) -> bool {
+        self.program
+    }
+
     /// Turn on flag `f` (a name of [`CgiLever::FLAGS`]); `false` if unknown.
     fn set(&mut self, f: &str) -> bool {
         match f {
@@ -153,6 +181,8 @@ impl CgiLever {
             "textbelow" => (self.threads_first, self.tail_head_top) = (true, true),
             "back" => self.back = true,
             "output" => self.output = true,
+            "preempt" => self.preempt = true,
+            "program" => self.program = true,
             _ => return false,
         }
         true
@@ -171,6 +201,8 @@ impl CgiLever {
             self.tail_head_top,
             self.back,
             self.output,
+            self.preempt,
+            self.program,
         ];
         Self::FLAGS
             .iter()
@@ -232,6 +264,12 @@ impl std::str::FromStr for CgiLever {
         if l.tail_head_top && !l.tail {
             return Err(format!(
                 "cgi lever `{s}`: `textbelow` places the tail's head; add `tail` or `tailyield`"
+            ));
+        }
+        if l.program && !l.budget {
+            return Err(format!(
+                "cgi lever `{s}`: `program` compares a program's last execution with the text \
+                 budget; add `budget`"
             ));
         }
         if l.back && !l.tail {

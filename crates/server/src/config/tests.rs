@@ -309,6 +309,10 @@ fn cgi_lever_names_and_what_each_turns_on() {
     assert!(!l("nice+budget+tailyield").threads_first());
     let out = l("nice+budget+tailyield+threads+back+output");
     assert!(out.output() && out.back() && !t.output());
+    let p = l("nice+budget+tailyield+threads+back+preempt+program");
+    assert!(p.preempt() && p.program() && !t.preempt() && !t.program());
+    let e = "nice+tailyield+program".parse::<CgiLever>().unwrap_err();
+    assert!(e.contains("add `budget`"), "{e}");
     let e = "nice+fast".parse::<CgiLever>().unwrap_err();
     assert!(e.contains("`fast`") && e.contains("textbelow"), "{e}");
     assert!("nice+order+threads".parse::<CgiLever>().is_err());
@@ -328,6 +332,9 @@ fn cgi_lever_names_and_what_each_turns_on() {
         "nice+budget+tailyield+textbelow",
         "nice+budget+tailyield+threads+back",
         "nice+budget+tailyield+threads+back+output",
+        "nice+budget+tailyield+threads+back+program",
+        "nice+budget+tailyield+threads+back+preempt+program",
+        "nice+threads+preempt",
     ] {
         assert_eq!(l(name).to_string(), name);
     }
