@@ -181,7 +181,7 @@ fn lab_pos_cgi_site_tiny_compares_the_lever() {
         [
             "fifo",
             "pos-rw3",
-            "pos-rw3-budget-tailyield-threads-back",
+            "pos-rw3-budget-tailyield-threads-back-program",
             "pos-rw3-nolever",
             "content"
         ]

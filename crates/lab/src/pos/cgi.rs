@@ -16,7 +16,7 @@
 //! - **The variants** ([`variants`]): `fifo`, `content` (the content-type oracle: it learns
 //!   the type only from the script's output, too late to order the script), `pos-rw<N>` (POS
 //!   with the CGI lever: a script started for a marked worker runs at nice -20 until its worker
-//!   loses the mark, `server::cgi::lever`), `pos-rw<N>-budget-tailyield-threads-back` (the
+//!   loses the mark, `server::cgi::lever`), `pos-rw<N>-budget-tailyield-threads-back-program` (the
 //!   lever with the rules that met the goal, [`DEFAULT_LEVER_SUFFIX`]; any other
 //!   `pos-rw<N>-<flag>-...` runs when named, [`lever_of_suffix`]) and `pos-rw<N>-nolever`
 //!   (the same POS without the lever: what it adds). nginx and Apache do not run this site.
@@ -242,13 +242,15 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
 }
 
 /// The lever's rules the lab runs by default beside the plain lever (`pos-rw<N>-<this>`,
-/// `--cgi-lever nice+budget+tailyield+threads+back`): it met both goals in the default-scale
-/// runs of 2026-11-27 (docs/kpos.md "The back of the ready queue: measured").
-pub const DEFAULT_LEVER_SUFFIX: &str = "budget-tailyield-threads-back";
+/// `--cgi-lever nice+budget+tailyield+threads+back+program`): the back of the ready queue
+/// (docs/kpos.md "The back of the ready queue") and the programs' previous executions
+/// ("A program's previous executions": the mis-marked image scripts of a page no longer
+/// start raised once their program has run).
+pub const DEFAULT_LEVER_SUFFIX: &str = "budget-tailyield-threads-back-program";
 
 /// The flags of the server's CGI lever a variant's name may join with `-` after
 /// `pos-rw<N>-` (`--cgi-lever nice+<flag>+...`; the server's `CgiLever::FLAGS`).
-pub const LEVER_FLAGS: [&str; 9] = [
+pub const LEVER_FLAGS: [&str; 11] = [
     "budget",
     "tail",
     "tailyield",
@@ -258,6 +260,8 @@ pub const LEVER_FLAGS: [&str; 9] = [
     "textbelow",
     "back",
     "output",
+    "preempt",
+    "program",
 ];
 
 /// The `--cgi-lever` of a variant named `pos-rw<N>-<suffix>`: `nice+` and the suffix's
@@ -495,7 +499,7 @@ mod tests {
             [
                 "fifo",
                 "pos-rw3",
-                "pos-rw3-budget-tailyield-threads-back",
+                "pos-rw3-budget-tailyield-threads-back-program",
                 "pos-rw3-nolever",
                 "content"
             ]
@@ -507,9 +511,9 @@ mod tests {
         assert!(args("pos-rw3")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "nice"]));
-        assert!(args("pos-rw3-budget-tailyield-threads-back")
+        assert!(args("pos-rw3-budget-tailyield-threads-back-program")
             .windows(2)
-            .any(|w| w == ["--cgi-lever", "nice+budget+tailyield+threads+back"]));
+            .any(|w| w == ["--cgi-lever", "nice+budget+tailyield+threads+back+program"]));
         assert!(args("pos-rw3-nolever")
             .windows(2)
             .any(|w| w == ["--cgi-lever", "off"]));
