@@ -249,7 +249,8 @@ pub fn variants(p: &Params, o: &PosOpts) -> Vec<Variant> {
 pub const DEFAULT_LEVER_SUFFIX: &str = "budget-tailyield-threads-back-program";
 
 /// The flags of the server's CGI lever a variant's name may join with `-` after
-/// `pos-rw<N>-` (`--cgi-lever nice+<flag>+...`; the server's `CgiLever::FLAGS`).
+/// `pos-rw<N>-` (`--cgi-lever nice+<flag>+...`; the server's `CgiLever::FLAGS`, the same list:
+/// the `triage` binary's tests compare them).
 pub const LEVER_FLAGS: [&str; 11] = [
     "budget",
     "tail",

@@ -38,4 +38,21 @@ mod tests {
         assert_eq!(t.opts.rw, Some(vec![3, 6]));
         assert!(crate::cmd::parse_args::<Args>(&["--interval", "5"]).is_err());
     }
+
+    /// The lab names a `--site cgi` variant's lever with the server's flags (the lab does not
+    /// depend on the server crate): the two lists must be the same.
+    #[test]
+    fn the_labs_lever_flags_are_the_servers() {
+        let server: Vec<&str> = server::config::CgiLever::FLAGS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(lab::pos::cgi::LEVER_FLAGS.to_vec(), server);
+        let default = lab::pos::cgi::lever_of_suffix(lab::pos::cgi::DEFAULT_LEVER_SUFFIX)
+            .expect("the default's flags are the server's");
+        assert!(
+            default.parse::<server::config::CgiLever>().is_ok(),
+            "{default}"
+        );
+    }
 }
