@@ -138,43 +138,46 @@ pub fn majority(votes: &[bool]) -> Option<bool> {
     }
 }
 
-/// [`time_order`] when steps may repeat a rate: a step that kept up (not `drained`) at the rate
-/// of an earlier step that kept up (within [`REPEAT_REL`]; the nearest of such) is a second
-/// run of that step, as a load test runs a rate again to check it. It is no point of the line:
-/// keyed past every step (out), it votes for the step it repeats, whose verdict is the
-/// [`majority`] of its runs. Without repeats, [`time_order`] itself.
+/// [`time_order`] when steps may repeat a rate. A step's rate **offered** is its rate served
+/// when it kept up, and its rate served grossed up by its drain when it fell behind
+/// (`offered`, one entry per step: the requests it left queued were offered during it, see
+/// [`offered_rate`]). A step whose rate offered lies within [`REPEAT_REL`] of an earlier
+/// step's (the nearest of such, not itself a repeat) is a second run of that rate, as a load
+/// test runs a rate again to check it. It is no point of the line: keyed past every step
+/// (out), it votes for the step it repeats (out of CPU when it fell behind or its idle is
+/// under `saturated_idle_pct`), whose verdict is the [`majority`] of its runs. So a rate whose
+/// first run fell behind and whose repeats kept up has idle left, and one whose first run
+/// kept up and whose repeats fell behind ran out, as the lab's votes by the rate offered say.
+/// Without repeats, [`time_order`] itself.
 pub fn repeat_order(
     points: &[(f64, f64, f64, f64)],
     drained: &[bool],
+    offered: &[f64],
     saturated_idle_pct: f64,
 ) -> Order {
     let mut order = time_order(points, drained, saturated_idle_pct);
-    let n = points.len().min(drained.len());
+    let n = points.len().min(drained.len()).min(offered.len());
     // Each step's first run, when it repeats one: its index.
     let mut first: Vec<Option<usize>> = vec![None; n];
     for j in 0..n {
-        if drained[j] {
-            continue;
-        }
         first[j] = (0..j)
-            .filter(|&i| first[i].is_none() && !drained[i])
-            .filter(|&i| (points[j].0 - points[i].0).abs() <= REPEAT_REL * points[i].0)
+            .filter(|&i| first[i].is_none())
+            .filter(|&i| (offered[j] - offered[i]).abs() <= REPEAT_REL * offered[i])
             .min_by(|&a, &b| {
-                (points[j].0 - points[a].0)
+                (offered[j] - offered[a])
                     .abs()
-                    .total_cmp(&(points[j].0 - points[b].0).abs())
+                    .total_cmp(&(offered[j] - offered[b]).abs())
             });
     }
     for i in 0..n {
         if first[i].is_some() {
             continue;
         }
-        // A repeat kept up (it is not drained), so its own vote is its idle share's.
         let votes: Vec<bool> = std::iter::once(order[i].1)
             .chain(
                 (i + 1..n)
                     .filter(|&j| first[j] == Some(i))
-                    .map(|j| idle_out(&points[j], saturated_idle_pct)),
+                    .map(|j| drained[j] || idle_out(&points[j], saturated_idle_pct)),
             )
             .collect();
         order[i].1 = majority(&votes).unwrap_or(order[i].1);
@@ -185,6 +188,17 @@ pub fn repeat_order(
         }
     }
     order
+}
+
+/// The rate step `b` was offered: its rate served, grossed up by its drain (the requests it
+/// left queued, served in the second after it) when it fell behind
+/// ([`super::steps::fell_behind`]); a step that kept up was offered what it served.
+pub fn offered_rate(b: &Bucket) -> f64 {
+    if super::steps::fell_behind(b) && b.requests > 0 {
+        b.rate * (b.requests + b.drain_requests) as f64 / b.requests as f64
+    } else {
+        b.rate
+    }
 }
 
 /// The order key from which points are past the knee: the lowest key above the split of
@@ -317,7 +331,8 @@ pub fn bucket_order(buckets: &[Bucket], steps: bool, saturated_idle_pct: f64) ->
     let pts = points(buckets);
     if steps {
         let drained: Vec<bool> = buckets.iter().map(super::steps::fell_behind).collect();
-        repeat_order(&pts, &drained, saturated_idle_pct)
+        let offered: Vec<f64> = buckets.iter().map(offered_rate).collect();
+        repeat_order(&pts, &drained, &offered, saturated_idle_pct)
     } else {
         served_order(&pts, saturated_idle_pct)
     }
@@ -828,7 +843,7 @@ mod tests {
         // idle = 100 - 0.1 * rate; the ladder's 500 read 2% (a dear run), 600 out. Two later
         // steps at 500 (within 2% of it, kept up) read idle left: 500's verdict is idle left
         // and the knee moves to 600. The step at 520 (4% away) is no repeat: keyed in time,
-        // past the ladder; the one at 590 fell behind (drained): no repeat either.
+        // past the ladder; the one at 590 fell behind (drained), offered 640: no repeat either.
         let p = |rate: f64, idle: f64| (rate, 0.0, 100.0 - idle, idle);
         let pts = [
             p(100.0, 90.0),
@@ -847,7 +862,10 @@ mod tests {
         ];
         let ladder = time_order(&pts[..6], &drained[..6], SATURATED_IDLE_PCT);
         assert_eq!(knee_in_order(&ladder), Some(4.0));
-        let order = repeat_order(&pts, &drained, SATURATED_IDLE_PCT);
+        let offered = [
+            100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 499.0, 505.0, 520.0, 640.0,
+        ];
+        let order = repeat_order(&pts, &drained, &offered, SATURATED_IDLE_PCT);
         assert_eq!(order[4], (4.0, false));
         assert_eq!(order[6], (REPEAT_KEY, true));
         assert_eq!(order[7], (REPEAT_KEY, true));
@@ -862,12 +880,12 @@ mod tests {
             [100.0, 200.0, 300.0, 400.0]
         );
         // One repeat against the first run: a tie, the first run's verdict stands.
-        let one = repeat_order(&pts[..7], &drained[..7], SATURATED_IDLE_PCT);
+        let one = repeat_order(&pts[..7], &drained[..7], &offered[..7], SATURATED_IDLE_PCT);
         assert_eq!(one[4], (4.0, true));
         assert_eq!(knee_in_order(&one), Some(4.0));
         // Without repeats, the time order itself.
         assert_eq!(
-            repeat_order(&pts[..6], &drained[..6], SATURATED_IDLE_PCT),
+            repeat_order(&pts[..6], &drained[..6], &offered[..6], SATURATED_IDLE_PCT),
             ladder
         );
         // The analysis of such steps says how many voted, and fits the ladder's 100-400
@@ -889,6 +907,63 @@ mod tests {
         assert_eq!(a.prediction_range, Range::Unsaturated);
         let x = a.predicted_peak_rps.expect("a line");
         assert!((x - 1000.0).abs() < 1e-6, "{x}");
+    }
+
+    #[test]
+    fn a_step_that_fell_behind_votes_for_the_rate_it_was_offered() {
+        // A ladder to 212 with idle left, then a probe at 247 that kept up (10% idle) and two
+        // more at the same rate that fell behind (served 231, drained: offered 251, within 2%
+        // of 247): the rate ran out by two votes to one, and 247 is past the knee (the lab's
+        // vote by the rate offered; lead-evq3, nginx at 0).
+        let p = |rate: f64, idle: f64| (rate, 0.0, 100.0 - idle, idle);
+        let pts = [
+            p(112.0, 55.0),
+            p(152.0, 28.0),
+            p(192.0, 16.0),
+            p(212.0, 12.6),
+            p(247.3, 9.8),
+            p(231.3, 0.2),
+            p(231.0, 1.2),
+        ];
+        let drained = [false, false, false, false, false, true, true];
+        let offered = [112.0, 152.0, 192.0, 212.0, 247.3, 250.7, 250.7];
+        let order = repeat_order(&pts, &drained, &offered, SATURATED_IDLE_PCT);
+        assert_eq!(order[4], (4.0, true), "247 ran out by the majority");
+        assert_eq!(order[5], (REPEAT_KEY, true));
+        assert_eq!(order[6], (REPEAT_KEY, true));
+        let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);
+        assert_eq!(busy.last().map(|p| p.0), Some(212.0));
+        // Read by the rates served (the steps' old reading), the two that fell behind were no
+        // repeats and 247 stayed in the line.
+        let served = repeat_order(
+            &pts,
+            &drained,
+            &[112.0, 152.0, 192.0, 212.0, 247.3, 231.3, 231.0],
+            SATURATED_IDLE_PCT,
+        );
+        assert_eq!(served[4], (4.0, false));
+        // A first run that fell behind (served 182.6 of 192 offered) and two later runs at 192
+        // that kept up with idle left: the rate has idle left and its first run is a point of
+        // the line (lead-evq2, nginx at 10k).
+        let pts = [
+            p(141.2, 32.7),
+            p(166.6, 20.4),
+            p(182.6, 3.9),
+            p(214.1, 0.1),
+            p(192.0, 8.0),
+            p(191.9, 3.1),
+        ];
+        let drained = [false, false, true, true, false, false];
+        let offered = [141.2, 166.6, 191.5, 240.0, 192.0, 191.9];
+        let order = repeat_order(&pts, &drained, &offered, SATURATED_IDLE_PCT);
+        assert_eq!(order[2], (2.0, false), "idle left by the majority");
+        assert_eq!(order[4], (REPEAT_KEY, true));
+        assert_eq!(order[5], (REPEAT_KEY, true));
+        let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);
+        assert_eq!(
+            busy.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [141.2, 166.6, 182.6]
+        );
     }
 
     #[test]

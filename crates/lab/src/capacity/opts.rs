@@ -24,9 +24,10 @@ pub struct AnalyzeOpts {
     /// out of CPU or fell behind its rate: served less than an earlier step, or left a queue
     /// (the second after it held more than 2% of its requests beyond its own partial last
     /// second, which for a step that starts inside a second is taken to end as far into one).
-    /// A step that kept up at the rate of an earlier one that kept up (within 2%) runs that
-    /// rate again: it is no point of the line but a vote on whether that rate ran out of CPU
-    /// (the majority of the rate's steps decides, the first on a tie).
+    /// A step whose rate offered (what it served, grossed up by its queue when it fell behind)
+    /// lies within 2% of an earlier step's runs that rate again: it is no point of the line
+    /// but a vote on whether that rate ran out of CPU (the majority of the rate's steps
+    /// decides, the first on a tie).
     #[arg(long, value_name = "MIN", value_parser = units::parse_positive_duration, conflicts_with = "bucket")]
     pub steps: Option<Duration>,
     /// Also fit the busy range, the buckets at or above this many requests/s (seed 002's

@@ -1662,7 +1662,20 @@ mod tests {
             .chain(&probes)
             .map(|m| !trial_of(m).sustained())
             .collect();
-        let tool = crate::capacity::analyze::repeat_order(&steps, &drained, KNEE_IDLE_PCT);
+        // What a step that fell behind was offered, as the tool estimates it from its drain.
+        let offered: Vec<f64> = rates
+            .iter()
+            .chain(&probes)
+            .map(|m| {
+                if trial_of(m).sustained() {
+                    m.rps
+                } else {
+                    m.target_rps
+                }
+            })
+            .collect();
+        let tool =
+            crate::capacity::analyze::repeat_order(&steps, &drained, &offered, KNEE_IDLE_PCT);
         let (tr, tf) = prediction_fit(&steps, &tool, Some(row.cut_rps), KNEE_IDLE_PCT);
         assert_eq!(
             (tr, tf.buckets),
