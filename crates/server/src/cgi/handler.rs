@@ -638,10 +638,13 @@ impl Cgi {
                 l.tail_leave(leader, asked, &stats);
             });
         }
-        if let (Some(r), Some(written)) = (
-            raised.clone().filter(|r| r.restores_at_output()),
-            sp.output_watch(),
-        ) {
+        // Only a raised script under the `output` rule gets the watch (a descriptor each).
+        let at_output = self.lever.as_ref().is_some_and(|l| l.restores_at_output());
+        if let Some((r, written)) = raised
+            .clone()
+            .filter(|_| at_output)
+            .and_then(|r| Some((r, sp.output_watch()?)))
+        {
             // The `output` rule: restored at the script's first write, as the kernel tells
             // it, not once this request's next burst has read it (the gate's order and the
             // runtime's: a mis-marked image script ran 1.5 ms more of its CPU raised).

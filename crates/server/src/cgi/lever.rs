@@ -821,11 +821,6 @@ impl Raised {
         self.lever.at_output && self.lower_for("output")
     }
 
-    /// Whether the lever restores a raised script at its first output (the `output` rule).
-    pub fn restores_at_output(&self) -> bool {
-        self.lever.at_output
-    }
-
     /// [`Raised::lower`], saying why in the debug log (with the CPU the script used raised).
     fn lower_for(&self, why: &'static str) -> bool {
         if !self.held.swap(false, Relaxed) {

@@ -111,14 +111,22 @@ impl Spawned {
     /// has read it (a gate wait later). `None` if the descriptor cannot be duplicated.
     pub fn output_watch(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
         use std::os::fd::AsFd;
-        let fd = self.stdout.as_fd().try_clone_to_owned().ok()?;
-        // SAFETY: the AsyncFd owns its duplicate of the pipe for as long as it is registered.
-        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
-        Some(async move {
-            // Readable once bytes are in the pipe or its writer is closed; nothing is read.
-            let _ = fd.readable().await;
-        })
+        // Readable once bytes are in the pipe or its writer is closed.
+        readable_watch(self.stdout.as_fd())
     }
+}
+
+/// A future ready once `fd` is readable, on a second descriptor of it (nothing is read, the
+/// caller's descriptor is not borrowed); `None` if it cannot be duplicated or registered.
+fn readable_watch(
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+    let fd = fd.try_clone_to_owned().ok()?;
+    // SAFETY: the AsyncFd owns its duplicate for as long as it is registered.
+    let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
+    Some(async move {
+        let _ = fd.readable().await;
+    })
 }
 
 /// Why a script could not be started.
@@ -607,13 +615,9 @@ impl ProcGuard {
     /// learns of the exit when it happens, not when the relay has sent the output and reaps.
     /// `None` if already reaped or the descriptor cannot be duplicated.
     pub fn exit_watch(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
-        let fd = self.pidfd.as_ref()?.get_ref().try_clone().ok()?;
-        // SAFETY: the AsyncFd owns its duplicate of the pidfd for as long as it is registered.
-        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
-        Some(async move {
-            // A pidfd becomes readable when its process exits, and stays so.
-            let _ = fd.readable().await;
-        })
+        use std::os::fd::AsFd;
+        // A pidfd becomes readable when its process exits, and stays so.
+        readable_watch(self.pidfd.as_ref()?.get_ref().as_fd())
     }
 
     /// The exit status if already reaped.
