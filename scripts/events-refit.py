@@ -10,6 +10,8 @@ or not sustained, lowest of ties, the bracket's geometric midpoint).
 Estimators, each against the same measured crossing:
   quick           the quick ladder's rates (10 %, 30 %, 50-95 % of the overload run in 6 steps;
                   from a denser run's ladder, the nearest rate to each), the lab's fit
+  vote+probes     the lab's fit (knee-offered,ranout,vote) with every probe at a rate no
+                  earlier run was offered as a point too (its repeats vote)
   quick+probes    the same and the probes (points near the crossing) as fitted points
   quick,knee-all  the quick ladder, its knee read off every run (probes, overload) too
   quick,knee-low  the quick ladder, the knee at the lowest of equally good splits
@@ -44,6 +46,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("dirs", nargs="+")
 ap.add_argument("--p99", type=float, default=50.0)
 ap.add_argument("--cut", type=float, default=0.40, help="the low-rate cut, a fraction of the overload run (the lab: 0.40)")
+ap.add_argument("--crossing", choices=["majority", "runs"], default="majority",
+                help="the measured crossing: the lab's since cap14 (each rate's majority), or every run alone (before)")
 ap.add_argument("--rows", action="store_true", help="print every row's errors")
 a = ap.parse_args()
 SAT, CUT, MIN_R = 3.0, a.cut, 0.8
@@ -125,6 +129,20 @@ def crossing(runs, p99=math.inf, highest=False, idle_only=False, throttled=math.
     return math.sqrt(lo * hi) if lo and hi else None
 
 
+def majority_crossing(runs):
+    """The lab's crossing (`events::runout`, since cap14): each offered rate's verdict is the
+    majority of its runs (none on a tie), the rates with a verdict split where the fewest
+    disagree, lowest of ties; the bracket's geometric midpoint."""
+    by = {}
+    for r in runs:
+        by.setdefault(float(r["target_rps"]), []).append(ran_out(r))
+    decided = [(x, 2 * sum(v) > len(v)) for x, v in by.items() if 2 * sum(v) != len(v)]
+    if not decided:
+        return None
+    lo, hi, _ = split(decided, False)
+    return math.sqrt(lo * hi) if lo and hi else None
+
+
 def ran_out(r):
     return r["sustained"] != "true" or float(r["idle_pct"]) < SAT
 
@@ -135,6 +153,29 @@ def vote(runs, r):
     v = [ran_out(x) for x in runs if x["target_rps"] == r["target_rps"]]
     out = sum(v)
     return ran_out(r) if 2 * out == len(v) else 2 * out > len(v)
+
+
+def grouped(runs, within=0.0):
+    """Every run a point unless it repeats an earlier one (`capacity::analyze::offered_order`):
+    in time order, a run whose offered rate lies within `within` (the lab: 0, its repeats are
+    exact; the tool: 2 %) of an earlier group's first run votes in that group; else it starts a
+    group of its own, a point of the line. Returns (points, knee_runs) for `predict`."""
+    groups = []
+    for r in runs:
+        x = float(r["target_rps"])
+        g = next((g for g in groups if abs(x - float(g[0]["target_rps"])) <= within * float(g[0]["target_rps"])), None)
+        if g is None:
+            groups.append([r])
+        else:
+            g.append(r)
+    pts, kr = [], []
+    for g in groups:
+        v = [ran_out(x) for x in g]
+        out = sum(v)
+        verdict = v[0] if 2 * out == len(v) else 2 * out > len(v)
+        pts.append(point(g[0]))
+        kr.append((float(g[0]["target_rps"]), verdict))
+    return pts, kr
 
 
 def region_crossing(runs):
@@ -162,7 +203,7 @@ for d in a.dirs:
             continue
         ref = float(over["rps"])
         runs = [over] + rates + probes
-        meas = crossing(runs)
+        meas = majority_crossing(runs) if a.crossing == "majority" else crossing(runs)
         q = list({id(r): r for r in (min(rates, key=lambda r: abs(float(r["frac"]) - f))
                                       for f in QUICK)}.values())
         P = lambda rs, p99=None, fo=False: [point(r, p99, fo) for r in rs]
@@ -191,6 +232,9 @@ for d in a.dirs:
                 for r in q]), meas),
             "knee-offered,ranout,vote": (predict(P(q), CUT * ref, highest=False, knee_runs=[
                 (float(r["target_rps"]), vote(runs, r)) for r in q]), meas),
+            "vote+probes": (predict(*grouped(q + probes)[:1], CUT * ref,
+                                                      highest=False,
+                                                      knee_runs=grouped(q + probes)[1]), meas),
             "all": (predict(P(rates), CUT * ref), meas),
             "all+probes": (predict(P(rates + probes), CUT * ref), meas),
             f"p99<={a.p99:g}": (predict(P(q, a.p99), CUT * ref), crossing(runs, a.p99)),
@@ -209,6 +253,6 @@ for n, v in res.items():
     if not got:
         continue
     pos = sum(1 for e in v if e is not None and e > 0)
-    print(f"{n:<26} predicted {len(got):2d}/{len(v):2d}, within 10%: {sum(x <= 10 for x in got):2d}, "
+    print(f"{n:<30} predicted {len(got):2d}/{len(v):2d}, within 10%: {sum(x <= 10 for x in got):2d}, "
           f"max |error| {got[-1]:5.1f}%, median |error| {got[len(got) // 2]:4.1f}%, above the "
           f"crossing {pos}")

@@ -90,39 +90,15 @@ pub fn served_order(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) ->
         .collect()
 }
 
-/// The order of a rising ladder's steps read from a log (`triage capacity --steps`): their
-/// time order is their offered order, a step's key is its place in time. A step is out of CPU
-/// when its idle is under `saturated_idle_pct` (or unknown), when it fell behind its rate
-/// (`drained`: its queue was served after the rate ended, [`super::steps::fell_behind`]), or
-/// when it served less than an earlier step: offered more than that step served, it fell
-/// behind (as the lab counts a run not sustained as out of CPU, `events::runout`). `points`
-/// and `drained` in time order, one entry each.
-pub fn time_order(
-    points: &[(f64, f64, f64, f64)],
-    drained: &[bool],
-    saturated_idle_pct: f64,
-) -> Order {
-    let mut highest = f64::NEG_INFINITY;
-    points
-        .iter()
-        .zip(drained)
-        .enumerate()
-        .map(|(i, (p, &d))| {
-            let behind = d || p.0 < highest;
-            highest = highest.max(p.0);
-            (i as f64, behind || idle_out(p, saturated_idle_pct))
-        })
-        .collect()
-}
-
-/// Two steps of a ladder are one rate run twice when their rates served lie within this
-/// fraction of each other and neither fell behind. A run that kept up serves its rate to
-/// within about 1% (the lab's repeats of a rate served within 1.8% of each other), and the
-/// lab's probes between two rates lie at least 2.4% from either.
+/// Two runs of a ladder read from a log (`triage capacity --steps`) are one rate run twice when
+/// their rates offered ([`offered_rate`]) lie within this fraction of each other, and a step
+/// rises above the ladder only by more than this. A run that kept up serves its rate to within
+/// about 1% (the lab's repeats of a rate served within 1.8% of each other), and the lab's
+/// probes between two rates lie at least 2.4% from either.
 pub const REPEAT_REL: f64 = 0.02;
 
-/// The order key of a step that runs an earlier step's rate again ([`repeat_order`]): past
-/// every step, so that it is never fitted and never moves the knee.
+/// The order key of a run that is no step of the ladder ([`Role::Repeat`], [`Role::Check`]):
+/// past every step, so that it is never fitted and never moves the knee itself.
 pub const REPEAT_KEY: f64 = f64::INFINITY;
 
 /// A rate's verdict from its runs' votes (out of CPU or not), the first run's first: the
@@ -138,56 +114,75 @@ pub fn majority(votes: &[bool]) -> Option<bool> {
     }
 }
 
-/// [`time_order`] when steps may repeat a rate. A step's rate **offered** is its rate served
-/// when it kept up, and its rate served grossed up by its drain when it fell behind
-/// (`offered`, one entry per step: the requests it left queued were offered during it, see
-/// [`offered_rate`]). A step whose rate offered lies within [`REPEAT_REL`] of an earlier
-/// step's (the nearest of such, not itself a repeat) is a second run of that rate, as a load
-/// test runs a rate again to check it. It is no point of the line: keyed past every step
-/// (out), it votes for the step it repeats (out of CPU when it fell behind or its idle is
-/// under `saturated_idle_pct`), whose verdict is the [`majority`] of its runs. So a rate whose
-/// first run fell behind and whose repeats kept up has idle left, and one whose first run
-/// kept up and whose repeats fell behind ran out, as the lab's votes by the rate offered say.
-/// Without repeats, [`time_order`] itself.
-pub fn repeat_order(
-    points: &[(f64, f64, f64, f64)],
-    drained: &[bool],
-    offered: &[f64],
-    saturated_idle_pct: f64,
-) -> Order {
-    let mut order = time_order(points, drained, saturated_idle_pct);
-    let n = points.len().min(drained.len()).min(offered.len());
-    // Each step's first run, when it repeats one: its index.
-    let mut first: Vec<Option<usize>> = vec![None; n];
-    for j in 0..n {
-        first[j] = (0..j)
-            .filter(|&i| first[i].is_none())
-            .filter(|&i| (offered[j] - offered[i]).abs() <= REPEAT_REL * offered[i])
-            .min_by(|&a, &b| {
-                (offered[j] - offered[a])
-                    .abs()
-                    .total_cmp(&(offered[j] - offered[b]).abs())
-            });
-    }
-    for i in 0..n {
-        if first[i].is_some() {
+/// What one run of a load test is to the fit ([`ladder_roles`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A step of the rising ladder: a point of the line.
+    Step,
+    /// A later run of the ladder step at this index (its rate again): a vote on whether that
+    /// rate ran out of CPU, no point.
+    Repeat(usize),
+    /// A later run at a rate the ladder did not run (a probe between two rates): neither a
+    /// point nor a vote. Near the crossing only the runs that happened to be cheap keep idle
+    /// left, so such runs as points would lean the line towards them.
+    Check,
+}
+
+/// The roles of a load test's runs, in time order, from their rates offered: the **ladder**
+/// is the runs up to the first that does not rise above every earlier one by more than
+/// `within` (a fraction: the lab, whose rates offered are exact, 0; a log's steps,
+/// [`REPEAT_REL`]); every run from that one on checks the ladder: a [`Role::Repeat`] of the
+/// ladder step whose rate offered lies within `within` of its own (the nearest), else a
+/// [`Role::Check`]. The lab's ladder rises and its probes come after it, so a log of the lab's
+/// runs gives the lab's own roles: a probe that runs a rate of the ladder again votes on it,
+/// and a probe between two rates is neither point nor vote, in the lab and in the tool alike.
+pub fn ladder_roles(offered: &[f64], within: f64) -> Vec<Role> {
+    let mut roles: Vec<Role> = Vec::with_capacity(offered.len());
+    let mut top = f64::NEG_INFINITY;
+    let mut ended = false;
+    for &x in offered {
+        if !ended && (top == f64::NEG_INFINITY || x > top * (1.0 + within)) {
+            top = x;
+            roles.push(Role::Step);
             continue;
         }
-        let votes: Vec<bool> = std::iter::once(order[i].1)
-            .chain(
-                (i + 1..n)
-                    .filter(|&j| first[j] == Some(i))
-                    .map(|j| drained[j] || idle_out(&points[j], saturated_idle_pct)),
-            )
-            .collect();
-        order[i].1 = majority(&votes).unwrap_or(order[i].1);
+        ended = true;
+        let near = (0..roles.len())
+            .filter(|&i| roles[i] == Role::Step)
+            .filter(|&i| (x - offered[i]).abs() <= within * offered[i])
+            .min_by(|&a, &b| (x - offered[a]).abs().total_cmp(&(x - offered[b]).abs()));
+        roles.push(near.map_or(Role::Check, Role::Repeat));
     }
-    for j in 0..n {
-        if first[j].is_some() {
-            order[j] = (REPEAT_KEY, true);
-        }
-    }
-    order
+    roles
+}
+
+/// The order the knee of a load test's runs is split in ([`knee_in_order`]), one entry per
+/// run in time order, from each run's rate **offered** and whether it ran out of CPU (`out`:
+/// its idle under the threshold, or it fell behind its rate; as the lab's measured crossing
+/// counts a run, `events::runout`). A ladder step is keyed by its rate offered, its verdict
+/// the [`majority`] of its own run and its repeats ([`ladder_roles`]); a repeat or a check is
+/// keyed [`REPEAT_KEY`], out. The lab calls it on its rates and probes with their rates
+/// offered (`within` 0), `triage capacity --steps` on the steps of a log with their rates
+/// offered estimated from their drains ([`offered_rate`], `within` [`REPEAT_REL`]): one rule,
+/// so the two differ only in how their points and rates were measured.
+pub fn ladder_order(offered: &[f64], out: &[bool], within: f64) -> Order {
+    let n = offered.len().min(out.len());
+    let roles = ladder_roles(&offered[..n], within);
+    (0..n)
+        .map(|i| match roles[i] {
+            Role::Step => {
+                let votes: Vec<bool> = std::iter::once(out[i])
+                    .chain(
+                        (i + 1..n)
+                            .filter(|&j| roles[j] == Role::Repeat(i))
+                            .map(|j| out[j]),
+                    )
+                    .collect();
+                (offered[i], majority(&votes).unwrap_or(out[i]))
+            }
+            Role::Repeat(_) | Role::Check => (REPEAT_KEY, true),
+        })
+        .collect()
 }
 
 /// The rate step `b` was offered: its rate served, grossed up by its drain (the requests it
@@ -324,15 +319,20 @@ pub fn fits_of(points: &[(f64, f64, f64, f64)]) -> Fits {
     }
 }
 
-/// The order the knee of `buckets` (in time order) is split in: the steps of a ladder in their
-/// time order, a repeated rate voting with its first step ([`repeat_order`]); fixed-width buckets of a day's traffic are not a ladder, and
-/// split by their rate ([`served_order`]).
+/// The order the knee of `buckets` (in time order) is split in: the steps of a load test by
+/// their rates offered, the ladder's steps points and the runs after it votes or checks
+/// ([`ladder_order`]); fixed-width buckets of a day's traffic are not a ladder, and split by
+/// their rate ([`served_order`]).
 pub fn bucket_order(buckets: &[Bucket], steps: bool, saturated_idle_pct: f64) -> Order {
     let pts = points(buckets);
     if steps {
-        let drained: Vec<bool> = buckets.iter().map(super::steps::fell_behind).collect();
+        let out: Vec<bool> = buckets
+            .iter()
+            .zip(&pts)
+            .map(|(b, p)| super::steps::fell_behind(b) || idle_out(p, saturated_idle_pct))
+            .collect();
         let offered: Vec<f64> = buckets.iter().map(offered_rate).collect();
-        repeat_order(&pts, &drained, &offered, saturated_idle_pct)
+        ladder_order(&offered, &out, REPEAT_REL)
     } else {
         served_order(&pts, saturated_idle_pct)
     }
@@ -481,14 +481,26 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
             )
         });
     }
-    let repeats = order.iter().filter(|o| o.0 == REPEAT_KEY).count();
-    if repeats > 0 {
-        notes.push(format!(
-            "{repeats} step(s) ran an earlier step's rate again (within {:.0}%): each voted on \
-             whether that rate ran out of CPU (the majority of its steps decides) and is no \
-             point of the busy-range line",
-            REPEAT_REL * 100.0
-        ));
+    if b.steps {
+        let offered: Vec<f64> = b.buckets.iter().map(offered_rate).collect();
+        let roles = ladder_roles(&offered, REPEAT_REL);
+        let repeats = roles
+            .iter()
+            .filter(|r| matches!(r, Role::Repeat(_)))
+            .count();
+        let checks = roles.iter().filter(|r| **r == Role::Check).count();
+        if repeats + checks > 0 {
+            notes.push(format!(
+                "the ladder is the first {} step(s), each rising above the one before by more \
+                 than {:.0}%; of the {} after it, {repeats} ran a ladder step's rate again \
+                 (each voted on whether that rate ran out of CPU, the majority of its runs \
+                 deciding) and {checks} ran a rate the ladder did not (neither point nor \
+                 vote); none is a point of the line",
+                roles.len() - repeats - checks,
+                REPEAT_REL * 100.0,
+                repeats + checks
+            ));
+        }
     }
     Analysis {
         bucket_s: b.width_s,
@@ -780,11 +792,11 @@ mod tests {
     }
 
     #[test]
-    fn a_step_that_served_less_than_an_earlier_one_fell_behind() {
-        // Steps in time order: rising rates with idle falling, then one offered more that
-        // served less than the step before it with idle left (9%): it fell behind, out of
-        // CPU, and ends the fit where the CPU ran out; split by the rate served it would sit
-        // below 3500 with idle left, and the fit would go on through it.
+    fn a_step_below_the_ladder_ends_it_and_is_no_point() {
+        // Steps in time order: rising rates with idle falling, then one that served less than
+        // the step before it with idle left (9%) and no drain: the ladder ended there, and the
+        // step is a check, neither point nor vote; split by the rate served it would sit below
+        // 3500 with idle left, and the fit would go on through it.
         let p = |rate: f64, idle: f64| (rate, 0.0, 100.0 - idle, idle);
         let pts = [
             p(1000.0, 70.0),
@@ -793,38 +805,51 @@ mod tests {
             p(3500.0, 20.0),
             p(3200.0, 9.0),
         ];
-        let order = time_order(&pts, &[false; 5], SATURATED_IDLE_PCT);
+        let offered: Vec<f64> = pts.iter().map(|p| p.0).collect();
+        assert_eq!(
+            ladder_roles(&offered, REPEAT_REL),
+            [Role::Step, Role::Step, Role::Step, Role::Step, Role::Check]
+        );
+        let order = ladder_order(&offered, &[false; 5], REPEAT_REL);
         assert_eq!(
             order,
             [
-                (0.0, false),
-                (1.0, false),
-                (2.0, false),
-                (3.0, false),
-                (4.0, true)
+                (1000.0, false),
+                (2000.0, false),
+                (3000.0, false),
+                (3500.0, false),
+                (REPEAT_KEY, true)
             ]
         );
-        assert_eq!(knee_in_order(&order), Some(4.0));
         let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);
         assert_eq!(busy.len(), 4);
         let by_rate = served_order(&pts, SATURATED_IDLE_PCT);
         assert_eq!(knee_in_order(&by_rate), None);
         assert_eq!(busy_range(&pts, &by_rate, 0.0, SATURATED_IDLE_PCT).len(), 5);
         // A step that served more than the one before it but left a queue behind it (its
-        // drain: it fell behind, `steps::fell_behind`) is out of CPU as well, and ends the
-        // fit there (cap11-quick2's nginx at 10000 cold: offered 7390 req/s, served 7049
-        // with 4.9% idle).
-        let drained = time_order(&pts[..4], &[false, false, true, false], SATURATED_IDLE_PCT);
-        assert_eq!(knee_in_order(&drained), Some(2.0));
+        // drain: it fell behind, `steps::fell_behind`) is out of CPU, and ends the fit there
+        // (cap11-quick2's nginx at 10000 cold: offered 7390 req/s, served 7049 with 4.9% idle).
+        let drained = ladder_order(&offered[..4], &[false, false, true, false], REPEAT_REL);
+        assert_eq!(knee_in_order(&drained), Some(3000.0));
         assert_eq!(
             busy_range(&pts[..4], &drained, 0.0, SATURATED_IDLE_PCT).len(),
             2
         );
-        // Idle under the threshold is out of CPU whatever the order; buckets of a day's
-        // traffic (no steps) are split by their rate.
+        // A step within 2% above the ladder's top runs the top's rate again; the lab's exact
+        // rates offered (within 0) rise by any amount.
         assert_eq!(
-            time_order(&[p(1.0, 2.0)], &[false], SATURATED_IDLE_PCT),
-            [(0.0, true)]
+            ladder_roles(&[100.0, 200.0, 203.0], REPEAT_REL),
+            [Role::Step, Role::Step, Role::Repeat(1)]
+        );
+        assert_eq!(
+            ladder_roles(&[100.0, 200.0, 203.0, 200.0, 150.0], 0.0),
+            [
+                Role::Step,
+                Role::Step,
+                Role::Step,
+                Role::Repeat(1),
+                Role::Check
+            ]
         );
     }
 
@@ -842,8 +867,9 @@ mod tests {
     fn a_step_run_again_votes_with_its_first_and_is_no_point_of_its_own() {
         // idle = 100 - 0.1 * rate; the ladder's 500 read 2% (a dear run), 600 out. Two later
         // steps at 500 (within 2% of it, kept up) read idle left: 500's verdict is idle left
-        // and the knee moves to 600. The step at 520 (4% away) is no repeat: keyed in time,
-        // past the ladder; the one at 590 fell behind (drained), offered 640: no repeat either.
+        // and the knee moves to 600. The step at 520 (4% away) is no repeat: a check, neither
+        // point nor vote; the one at 590 fell behind (drained), offered 640, above the
+        // ladder's top but after its end: a check too.
         let p = |rate: f64, idle: f64| (rate, 0.0, 100.0 - idle, idle);
         let pts = [
             p(100.0, 90.0),
@@ -860,18 +886,24 @@ mod tests {
         let drained = [
             false, false, false, false, false, false, false, false, false, true,
         ];
-        let ladder = time_order(&pts[..6], &drained[..6], SATURATED_IDLE_PCT);
-        assert_eq!(knee_in_order(&ladder), Some(4.0));
         let offered = [
             100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 499.0, 505.0, 520.0, 640.0,
         ];
-        let order = repeat_order(&pts, &drained, &offered, SATURATED_IDLE_PCT);
-        assert_eq!(order[4], (4.0, false));
-        assert_eq!(order[6], (REPEAT_KEY, true));
-        assert_eq!(order[7], (REPEAT_KEY, true));
-        assert_eq!(order[8], (8.0, true), "served less than the ladder's 600");
-        assert_eq!(order[9], (9.0, true));
-        assert_eq!(knee_in_order(&order), Some(5.0));
+        let out: Vec<bool> = pts
+            .iter()
+            .zip(drained)
+            .map(|(p, d)| d || idle_out(p, SATURATED_IDLE_PCT))
+            .collect();
+        let ladder = ladder_order(&offered[..6], &out[..6], REPEAT_REL);
+        assert_eq!(knee_in_order(&ladder), Some(500.0));
+        assert_eq!(
+            ladder_roles(&offered, REPEAT_REL)[6..],
+            [Role::Repeat(4), Role::Repeat(4), Role::Check, Role::Check]
+        );
+        let order = ladder_order(&offered, &out, REPEAT_REL);
+        assert_eq!(order[4], (500.0, false));
+        assert_eq!(order[6..], [(REPEAT_KEY, true); 4]);
+        assert_eq!(knee_in_order(&order), Some(600.0));
         // The repeats are votes, not points: the busy range is the ladder's below 600 with
         // idle left (500's own 2% is still saturated).
         let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);
@@ -880,13 +912,17 @@ mod tests {
             [100.0, 200.0, 300.0, 400.0]
         );
         // One repeat against the first run: a tie, the first run's verdict stands.
-        let one = repeat_order(&pts[..7], &drained[..7], &offered[..7], SATURATED_IDLE_PCT);
-        assert_eq!(one[4], (4.0, true));
-        assert_eq!(knee_in_order(&one), Some(4.0));
-        // Without repeats, the time order itself.
+        let one = ladder_order(&offered[..7], &out[..7], REPEAT_REL);
+        assert_eq!(one[4], (500.0, true));
+        assert_eq!(knee_in_order(&one), Some(500.0));
+        // Without later runs, every step is keyed by its rate offered, its own verdict.
         assert_eq!(
-            repeat_order(&pts[..6], &drained[..6], &offered[..6], SATURATED_IDLE_PCT),
-            ladder
+            ladder,
+            offered[..6]
+                .iter()
+                .zip(&out[..6])
+                .map(|(&x, &o)| (x, o))
+                .collect::<Vec<_>>()
         );
         // The analysis of such steps says how many voted, and fits the ladder's 100-400
         // alone: the line's own X-intercept, 1000 (the repeats at 499 and 505 lie off it).
@@ -900,7 +936,9 @@ mod tests {
         assert!(
             a.notes
                 .iter()
-                .any(|n| n.starts_with("2 step(s) ran an earlier step's rate again")),
+                .any(|n| n.starts_with("the ladder is the first 6 step(s)")
+                    && n.contains("2 ran a ladder step's rate again")
+                    && n.contains("0 ran a rate the ladder did not")),
             "{:?}",
             a.notes
         );
@@ -927,21 +965,26 @@ mod tests {
         ];
         let drained = [false, false, false, false, false, true, true];
         let offered = [112.0, 152.0, 192.0, 212.0, 247.3, 250.7, 250.7];
-        let order = repeat_order(&pts, &drained, &offered, SATURATED_IDLE_PCT);
-        assert_eq!(order[4], (4.0, true), "247 ran out by the majority");
+        let out = |pts: &[(f64, f64, f64, f64)], drained: &[bool]| -> Vec<bool> {
+            pts.iter()
+                .zip(drained)
+                .map(|(p, &d)| d || idle_out(p, SATURATED_IDLE_PCT))
+                .collect()
+        };
+        let order = ladder_order(&offered, &out(&pts, &drained), REPEAT_REL);
+        assert_eq!(order[4], (247.3, true), "247 ran out by the majority");
         assert_eq!(order[5], (REPEAT_KEY, true));
         assert_eq!(order[6], (REPEAT_KEY, true));
         let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);
         assert_eq!(busy.last().map(|p| p.0), Some(212.0));
         // Read by the rates served (the steps' old reading), the two that fell behind were no
         // repeats and 247 stayed in the line.
-        let served = repeat_order(
-            &pts,
-            &drained,
+        let served = ladder_order(
             &[112.0, 152.0, 192.0, 212.0, 247.3, 231.3, 231.0],
-            SATURATED_IDLE_PCT,
+            &out(&pts, &drained),
+            REPEAT_REL,
         );
-        assert_eq!(served[4], (4.0, false));
+        assert_eq!(served[4], (247.3, false));
         // A first run that fell behind (served 182.6 of 192 offered) and two later runs at 192
         // that kept up with idle left: the rate has idle left and its first run is a point of
         // the line (lead-evq2, nginx at 10k).
@@ -955,8 +998,8 @@ mod tests {
         ];
         let drained = [false, false, true, true, false, false];
         let offered = [141.2, 166.6, 191.5, 240.0, 192.0, 191.9];
-        let order = repeat_order(&pts, &drained, &offered, SATURATED_IDLE_PCT);
-        assert_eq!(order[2], (2.0, false), "idle left by the majority");
+        let order = ladder_order(&offered, &out(&pts, &drained), REPEAT_REL);
+        assert_eq!(order[2], (191.5, false), "idle left by the majority");
         assert_eq!(order[4], (REPEAT_KEY, true));
         assert_eq!(order[5], (REPEAT_KEY, true));
         let busy = busy_range(&pts, &order, 0.0, SATURATED_IDLE_PCT);

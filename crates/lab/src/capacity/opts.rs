@@ -19,15 +19,15 @@ pub struct AnalyzeOpts {
     /// Bucket by the steps of a rate ladder instead of --bucket: each run of whole seconds
     /// whose request counts stay at one rate, at least this long, is one bucket, and the
     /// seconds between steps are left out (for a load test that steps its rate every few
-    /// seconds, so that no bucket mixes two rates). The ladder must rise: the steps' time order
-    /// is taken for their offered order, and the busy range ends at the first step that ran
-    /// out of CPU or fell behind its rate: served less than an earlier step, or left a queue
-    /// (the second after it held more than 2% of its requests beyond its own partial last
-    /// second, which for a step that starts inside a second is taken to end as far into one).
-    /// A step whose rate offered (what it served, grossed up by its queue when it fell behind)
-    /// lies within 2% of an earlier step's runs that rate again: it is no point of the line
-    /// but a vote on whether that rate ran out of CPU (the majority of the rate's steps
-    /// decides, the first on a tie).
+    /// seconds, so that no bucket mixes two rates). Each step's rate offered is what it
+    /// served, grossed up by its queue when it fell behind (the second after it held more than
+    /// 2% of its requests beyond its own partial last second, which for a step that starts
+    /// inside a second is taken to end as far into one). The ladder is the steps up to the
+    /// first whose rate offered does not rise more than 2% above every earlier step's; the
+    /// busy range ends at the first ladder step that ran out of CPU or fell behind. A later
+    /// step within 2% of a ladder step's rate runs that rate again: no point of the line but a
+    /// vote on whether it ran out of CPU (the majority of the rate's runs decides, the first
+    /// on a tie); any other later step (a check between two rates) is neither point nor vote.
     #[arg(long, value_name = "MIN", value_parser = units::parse_positive_duration, conflicts_with = "bucket")]
     pub steps: Option<Duration>,
     /// Also fit the busy range, the buckets at or above this many requests/s (seed 002's

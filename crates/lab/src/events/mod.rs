@@ -42,6 +42,7 @@ pub mod cold;
 pub mod opts;
 pub mod plan;
 pub mod report;
+pub mod reread;
 pub mod run;
 pub mod runout;
 #[cfg(test)]
@@ -323,5 +324,16 @@ impl Experiment for EventsLab {
 
 /// Run the lab `o` asks for and write its results directory. Returns the directory.
 pub fn run(o: &EventsOpts) -> Result<PathBuf> {
+    if let Some(last) = o.reread.last() {
+        for dir in &o.reread {
+            let r = reread::reread(dir)?;
+            reread::print(&r);
+            let path = dir.join("reread.json");
+            let json = serde_json::to_string_pretty(&r)
+                .map_err(|e| LabError::Results(format!("reread.json: {e}")))?;
+            std::fs::write(&path, json).map_err(|e| LabError::io("writing", &path, e))?;
+        }
+        return Ok(last.clone());
+    }
     run_experiment(EventsLab::new(o.clone())?)
 }

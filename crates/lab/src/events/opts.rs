@@ -172,6 +172,11 @@ pub struct EventsOpts {
     /// Results directory [default: results/events/YYYYMMDDTHHMMSSZ, the UTC time].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Measure nothing: fit the runs saved in each DIR (its raw.csv, logs/ and cpu/) again by
+    /// today's method, run `triage capacity` on its logs again, print each group's prediction,
+    /// measured crossing and the tool's, and write DIR/reread.json.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with = "out")]
+    pub reread: Vec<PathBuf>,
     /// The `triage` binary the lab runs as the server.
     #[arg(skip)]
     pub triage_bin: PathBuf,
@@ -240,6 +245,14 @@ mod tests {
             ClientSched::Nice
         );
         assert_eq!(d.period, Duration::from_millis(5));
-        assert!(cmd.try_get_matches_from(["--window", "2"]).is_err());
+        assert!(cmd.clone().try_get_matches_from(["--window", "2"]).is_err());
+        assert_eq!(
+            p(&["--reread", "a", "b"]).reread,
+            vec![PathBuf::from("a"), PathBuf::from("b")]
+        );
+        assert!(d.reread.is_empty());
+        assert!(cmd
+            .try_get_matches_from(["--reread", "a", "--out", "b"])
+            .is_err());
     }
 }

@@ -17,7 +17,7 @@ use super::run::Measured;
 use super::runout::{ran_out, RunOut};
 use super::search::{SatSearch, Trial};
 use crate::capacity::analyze::{
-    bucket_order, busy_range, fits_of, majority, points, prediction_fit, Fits, Options, Range,
+    bucket_order, busy_range, fits_of, ladder_order, points, prediction_fit, Fits, Options, Range,
     DEFAULT_MIN_R,
 };
 use crate::capacity::Bucketing;
@@ -473,24 +473,25 @@ pub fn fit_row(
     for m in rates.iter().chain(probes) {
         runout.record(&trial_of(m));
     }
-    // The knee splits the rates by the rate offered, out of CPU as the measured crossing
-    // counts a run (idle under the threshold, or not sustained) and by the majority of the
-    // runs at that rate (the ladder's first, the probes' repeats after it), so the fit and
-    // the crossing read one quantity; `triage capacity` reads the same order off the steps'
-    // time order, a repeated step voting with its first (`capacity::analyze::repeat_order`).
-    let order: Vec<(f64, bool)> = rates
+    // The ladder's rates and the probes after them, in time order, as `triage capacity
+    // --steps` reads them off a log: the ladder's rates are the points of the line, a probe
+    // that runs one of them again votes on it and a probe between two rates is neither point
+    // nor vote (`capacity::analyze::ladder_order`); the knee splits the rates offered, each
+    // out of CPU as the measured crossing counts a run (idle under the threshold, or not
+    // sustained) by the majority of its runs, so the fit and the crossing read one quantity.
+    let runs: Vec<&Measured> = rates.iter().chain(probes).copied().collect();
+    let run_pts: Vec<(f64, f64, f64, f64)> = runs
         .iter()
-        .map(|m| {
-            let votes: Vec<bool> = runout
-                .runs
-                .iter()
-                .filter(|v| v.rate == m.target_rps)
-                .map(|v| v.out)
-                .collect();
-            let own = ran_out(&trial_of(m));
-            (m.target_rps, majority(&votes).unwrap_or(own))
-        })
+        .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
         .collect();
+    let order = ladder_order(
+        &runs.iter().map(|m| m.target_rps).collect::<Vec<_>>(),
+        &runs
+            .iter()
+            .map(|m| ran_out(&trial_of(m)))
+            .collect::<Vec<_>>(),
+        0.0,
+    );
     let split = runout.split();
     let run_at = |rate: Option<f64>, sustained: bool| {
         let rate = rate?;
@@ -512,9 +513,9 @@ pub fn fit_row(
     // The cut is of the ladder's reference, so that the fitted rates are the same whatever
     // the search finds above them.
     let cut = CUT_FRAC * reference;
-    let busy = busy_range(&pts, &order, cut, KNEE_IDLE_PCT);
+    let busy = busy_range(&run_pts, &order, cut, KNEE_IDLE_PCT);
     let above_cut = fits_of(&busy);
-    let (range, prediction) = prediction_fit(&pts, &order, Some(cut), KNEE_IDLE_PCT);
+    let (range, prediction) = prediction_fit(&run_pts, &order, Some(cut), KNEE_IDLE_PCT);
     // Fewer than 3 rates with idle CPU left: no line on which a request has a cost (a
     // server on poll with 10000 cold connections has none at any rate). No figure, said so.
     // Nor is a line with |r| under DEFAULT_MIN_R a measurement (`triage capacity` warns "too
@@ -526,13 +527,13 @@ pub fn fit_row(
     let predicted = prediction
         .predicted_peak_rps
         .filter(|_| trusted(range, &prediction));
-    let unsaturated = busy_range(&pts, &order, f64::NEG_INFINITY, KNEE_IDLE_PCT);
+    let unsaturated = busy_range(&run_pts, &order, f64::NEG_INFINITY, KNEE_IDLE_PCT);
     let in_range = |p: &(f64, f64, f64, f64)| match range {
         Range::Busy => busy.contains(p),
         Range::Unsaturated => unsaturated.contains(p),
         Range::All => true,
     };
-    let fitted_costs: Vec<f64> = rates
+    let fitted_costs: Vec<f64> = runs
         .iter()
         .filter(|m| in_range(&(m.rps, m.user_pct, m.kernel_pct, m.idle_pct)))
         .map(|m| m.cpu_per_req_us)
@@ -544,7 +545,11 @@ pub fn fit_row(
         .map(|m| m.cpu_per_req_us)
         .filter(|c| c.is_finite() && *c > 0.0);
     let err = |p: f64| measured.map(|m| (p - m) / m * 100.0);
-    let used: Vec<f64> = pts.iter().filter(|p| in_range(p)).map(|p| p.0).collect();
+    let used: Vec<f64> = run_pts
+        .iter()
+        .filter(|p| in_range(p))
+        .map(|p| p.0)
+        .collect();
     let fitted = prediction.idle.and_then(|_| {
         let lo = used.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = used.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -564,7 +569,10 @@ pub fn fit_row(
         all_points_error_pct: all.predicted_peak_rps.and_then(err),
         all,
         cut_rps: cut,
-        saturated_points: pts.iter().filter(|p| p.0 >= cut).count() - busy.len(),
+        saturated_points: pts
+            .iter()
+            .filter(|p| p.0 >= cut && !busy.contains(p))
+            .count(),
         unsaturated_points: pts.iter().filter(|p| p.3 >= KNEE_IDLE_PCT).count(),
         above_cut,
         prediction_range: range,
@@ -1573,10 +1581,11 @@ mod tests {
     }
 
     #[test]
-    fn the_tool_reads_the_labs_knee_off_the_steps_time_order() {
-        // The same rates as a log's steps, in the time they were run: the tool has no offered
-        // rate, but its time order is the offered order and the step that served less than
-        // the one before it fell behind, so it fits what the lab fits.
+    fn the_tool_reads_the_labs_ladder_off_the_steps_rates() {
+        // The same rates as a log's steps, in the time they were run, without their drains:
+        // the step that served less than the one before it ended the tool's ladder (a check),
+        // where the lab's exact rates offered rise to it and count it out of CPU: the two fit
+        // the same points.
         let rates = lighttpd_epoll_cap9_quick4();
         let pts: Vec<(f64, f64, f64, f64)> = rates
             .iter()
@@ -1586,8 +1595,9 @@ mod tests {
             .iter()
             .map(|m| (m.target_rps, ran_out(&trial_of(m))))
             .collect();
-        let tool =
-            crate::capacity::analyze::time_order(&pts, &vec![false; pts.len()], KNEE_IDLE_PCT);
+        let served: Vec<f64> = pts.iter().map(|p| p.0).collect();
+        let idle_out: Vec<bool> = pts.iter().map(|p| p.3 < KNEE_IDLE_PCT).collect();
+        let tool = ladder_order(&served, &idle_out, crate::capacity::analyze::REPEAT_REL);
         let cut = Some(8004.4);
         let (lr, lf) = prediction_fit(&pts, &lab, cut, KNEE_IDLE_PCT);
         let (tr, tf) = prediction_fit(&pts, &tool, cut, KNEE_IDLE_PCT);
@@ -1650,8 +1660,8 @@ mod tests {
         let err = row.error_pct.expect("an error");
         assert!(err.abs() < 10.0, "{err}");
         assert!(alone.predicted_rps.unwrap() < row.predicted_rps.unwrap() - 40.0);
-        // The tool reads the same fit off the steps in time order: the probes that kept up
-        // at a ladder step's rate vote with it; the rest lie past the knee.
+        // The tool reads the same fit off the steps: the probes at a ladder step's rate vote
+        // with it, the two above the ladder's top after it ended are checks.
         let steps: Vec<(f64, f64, f64, f64)> = rates
             .iter()
             .chain(&probes)
@@ -1674,8 +1684,12 @@ mod tests {
                 }
             })
             .collect();
-        let tool =
-            crate::capacity::analyze::repeat_order(&steps, &drained, &offered, KNEE_IDLE_PCT);
+        let out: Vec<bool> = steps
+            .iter()
+            .zip(&drained)
+            .map(|(p, &d)| d || p.3 < KNEE_IDLE_PCT)
+            .collect();
+        let tool = ladder_order(&offered, &out, crate::capacity::analyze::REPEAT_REL);
         let (tr, tf) = prediction_fit(&steps, &tool, Some(row.cut_rps), KNEE_IDLE_PCT);
         assert_eq!(
             (tr, tf.buckets),
@@ -1683,6 +1697,131 @@ mod tests {
         );
         let (t, l) = (tf.predicted_peak_rps.unwrap(), row.predicted_rps.unwrap());
         assert!((t - l).abs() < 1e-6, "tool {t} lab {l}");
+    }
+
+    /// lead-evq4's lighttpd-epoll at 10000 cold: the ladder (offered, served, idle %), then
+    /// the probes: the ladder's top rate again (21.1% idle where the ladder's run read 6.1%),
+    /// then two rates above the ladder's top, each run twice.
+    fn lighttpd_epoll_evq4_10k() -> (Vec<Measured>, Vec<Measured>) {
+        let run = |step: &str, (offered, served, idle): (f64, f64, f64)| {
+            let mut r = m(step, served, idle);
+            r.target_rps = offered;
+            r
+        };
+        let rates = [
+            (22.4, 22.7, 90.74),
+            (112.0, 112.2, 52.31),
+            (132.2, 132.3, 39.81),
+            (152.4, 152.4, 33.60),
+            (172.5, 172.6, 23.62),
+            (192.7, 192.7, 15.21),
+            (212.8, 212.9, 6.11),
+        ]
+        .map(|r| run("rate", r));
+        let probes = [
+            (212.8, 212.8, 21.13),
+            (262.1, 262.1, 3.65),
+            (262.1, 262.0, 7.82),
+            (290.9, 290.8, 2.82),
+            (290.9, 264.5, 1.04),
+        ]
+        .map(|r| run("probe", r));
+        (rates.to_vec(), probes.to_vec())
+    }
+
+    #[test]
+    fn probes_above_the_ladder_are_checks_in_the_lab_and_the_tool_alike() {
+        // The probes at 262 and 291 req/s ran after the ladder ended (its top rate run
+        // again): neither points nor votes, in the lab and in the tool, which until this
+        // rule fitted the two at 262 that kept up as steps of its own and predicted 251 req/s
+        // against the lab's 226 (10.8% apart).
+        let (rates, probes) = lighttpd_epoll_evq4_10k();
+        let sat = m("saturate", 256.9, 0.29);
+        let mut over = m("overload", 224.0, -0.05);
+        over.target_rps = 322.9;
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let probe_refs: Vec<&Measured> = probes.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, &probe_refs, 3, Saturation::Cpu);
+        assert_eq!(row.fitted_rps, Some((112.2, 212.9)), "{row:?}");
+        let lab = row.predicted_rps.expect("a prediction");
+        // The tool: the steps' rates served (every one kept up but the last, which drained:
+        // offered as estimated, 290.8).
+        let runs: Vec<&Measured> = rates.iter().chain(&probes).collect();
+        let steps: Vec<(f64, f64, f64, f64)> = runs
+            .iter()
+            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
+            .collect();
+        let offered: Vec<f64> = runs
+            .iter()
+            .map(|m| {
+                if trial_of(m).sustained() {
+                    m.rps
+                } else {
+                    290.8
+                }
+            })
+            .collect();
+        let out: Vec<bool> = runs.iter().map(|m| ran_out(&trial_of(m))).collect();
+        let rel = crate::capacity::analyze::REPEAT_REL;
+        use crate::capacity::analyze::Role;
+        assert_eq!(
+            crate::capacity::analyze::ladder_roles(&offered, rel)[7..],
+            [
+                Role::Repeat(6),
+                Role::Check,
+                Role::Check,
+                Role::Check,
+                Role::Check
+            ]
+        );
+        let tool = ladder_order(&offered, &out, rel);
+        let (_, tf) = prediction_fit(&steps, &tool, Some(row.cut_rps), KNEE_IDLE_PCT);
+        let t = tf.predicted_peak_rps.expect("a line");
+        assert!((t - lab).abs() < 1e-6, "tool {t} lab {lab}");
+        assert!((lab - 226.2).abs() < 0.5, "{lab}");
+    }
+
+    #[test]
+    fn a_saved_run_reads_back_as_it_was_measured() {
+        // raw.csv as the lab writes it, read back by `--reread`: the same fit.
+        let (rates, probes) = lighttpd_epoll_evq4_10k();
+        let sat = m("saturate", 256.9, 0.29);
+        let mut over = m("overload", 224.0, -0.05);
+        over.target_rps = 322.9;
+        let mut all = vec![sat.clone(), over.clone()];
+        all.extend(rates.iter().cloned());
+        all.extend(probes.iter().cloned());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("raw.csv"), raw_csv(&all)).unwrap();
+        let back = super::super::reread::read_points(dir.path()).unwrap();
+        assert_eq!(back.len(), all.len());
+        assert_eq!(back[3].target_rps, rates[1].target_rps);
+        assert_eq!(back[3].idle_pct, rates[1].idle_pct);
+        let r = super::super::reread::reread(dir.path()).unwrap();
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let probe_refs: Vec<&Measured> = probes.iter().collect();
+        let row = fit_row(&sat, Some(&over), &refs, &probe_refs, 1, Saturation::Cpu);
+        assert_eq!(r.fits.len(), 1);
+        assert_eq!(r.fits[0].predicted_rps, row.predicted_rps);
+        assert_eq!(r.fits[0].measured_rps, row.measured_rps);
+        assert_eq!(
+            r.fits[0].tool_error.as_deref(),
+            Some("no CPU samples"),
+            "no cpu/ saved: the tool is not run"
+        );
+        // A raw.csv without its header's columns, or with a field that is no number, is an
+        // error naming the line.
+        std::fs::write(dir.path().join("raw.csv"), "server,rep\ntriage,0\n").unwrap();
+        let e = super::super::reread::reread(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no column"), "{e}");
+        let bad = raw_csv(&all).replacen(",22.4,", ",x,", 1);
+        std::fs::write(dir.path().join("raw.csv"), bad).unwrap();
+        let e = super::super::reread::reread(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line") && e.contains("not a number"), "{e}");
     }
 
     #[test]
