@@ -10,6 +10,8 @@ or not sustained, lowest of ties, the bracket's geometric midpoint).
 Estimators, each against the same measured crossing:
   quick           the quick ladder's rates (10 %, 30 %, 50-95 % of the overload run in 6 steps;
                   from a denser run's ladder, the nearest rate to each), the lab's fit
+  vote,mean       the lab's fit, each ladder rate's point the mean of its runs (served rate,
+                  idle) over the ladder's and the probes' repeats
   vote+probes     the lab's fit (knee-offered,ranout,vote) with every probe at a rate no
                   earlier run was offered as a point too (its repeats vote)
   quick+probes    the same and the probes (points near the crossing) as fitted points
@@ -178,6 +180,13 @@ def grouped(runs, within=0.0):
     return pts, kr
 
 
+def mean_point(runs, r):
+    """A ladder rate's point as the mean of every run at its offered rate (the ladder's and the
+    probes' repeats): (mean served rate, mean idle %)."""
+    at = [x for x in runs if x["target_rps"] == r["target_rps"] and x["step"] != "overload"]
+    return (sum(float(x["rps"]) for x in at) / len(at), sum(float(x["idle_pct"]) for x in at) / len(at))
+
+
 def region_crossing(runs):
     """The middle of the rates where runs disagree: the geometric midpoint of the lowest run
     out of CPU and the highest with idle left (the lab's crossing where they do not overlap)."""
@@ -235,6 +244,9 @@ for d in a.dirs:
             "vote+probes": (predict(*grouped(q + probes)[:1], CUT * ref,
                                                       highest=False,
                                                       knee_runs=grouped(q + probes)[1]), meas),
+            "vote,mean": (predict([mean_point(runs, r) for r in q], CUT * ref, highest=False,
+                                  knee_runs=[(float(r["target_rps"]), vote(runs, r)) for r in q]),
+                          meas),
             "all": (predict(P(rates), CUT * ref), meas),
             "all+probes": (predict(P(rates + probes), CUT * ref), meas),
             f"p99<={a.p99:g}": (predict(P(q, a.p99), CUT * ref), crossing(runs, a.p99)),

@@ -90,11 +90,13 @@ pub fn served_order(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) ->
         .collect()
 }
 
-/// Two runs of a ladder read from a log (`triage capacity --steps`) are one rate run twice when
-/// their rates offered ([`offered_rate`]) lie within this fraction of each other, and a step
-/// rises above the ladder only by more than this. A run that kept up serves its rate to within
-/// about 1% (the lab's repeats of a rate served within 1.8% of each other), and the lab's
-/// probes between two rates lie at least 2.4% from either.
+/// Two runs of a load test are one rate run twice when their rates offered lie within this
+/// fraction of each other, and a step rises above the ladder only by more than this. A run
+/// that kept up serves its rate to within about 1% (the lab's repeats of a rate served within
+/// 1.8% of each other), so a log ([`offered_rate`]) cannot tell a run of a rate from one 2%
+/// away; the lab, which knows its rates offered exactly, groups its runs the same way, so
+/// that both fit the same points (a probe bisecting next to a ladder rate is that rate's run
+/// in both).
 pub const REPEAT_REL: f64 = 0.02;
 
 /// The order key of a run that is no step of the ladder ([`Role::Repeat`], [`Role::Check`]):
@@ -130,8 +132,8 @@ pub enum Role {
 
 /// The roles of a load test's runs, in time order, from their rates offered: the **ladder**
 /// is the runs up to the first that does not rise above every earlier one by more than
-/// `within` (a fraction: the lab, whose rates offered are exact, 0; a log's steps,
-/// [`REPEAT_REL`]); every run from that one on checks the ladder: a [`Role::Repeat`] of the
+/// `within` (a fraction, [`REPEAT_REL`] for the lab and the tool); every run from that one on
+/// checks the ladder: a [`Role::Repeat`] of the
 /// ladder step whose rate offered lies within `within` of its own (the nearest), else a
 /// [`Role::Check`]. The lab's ladder rises and its probes come after it, so a log of the lab's
 /// runs gives the lab's own roles: a probe that runs a rate of the ladder again votes on it,
@@ -162,9 +164,9 @@ pub fn ladder_roles(offered: &[f64], within: f64) -> Vec<Role> {
 /// counts a run, `events::runout`). A ladder step is keyed by its rate offered, its verdict
 /// the [`majority`] of its own run and its repeats ([`ladder_roles`]); a repeat or a check is
 /// keyed [`REPEAT_KEY`], out. The lab calls it on its rates and probes with their rates
-/// offered (`within` 0), `triage capacity --steps` on the steps of a log with their rates
-/// offered estimated from their drains ([`offered_rate`], `within` [`REPEAT_REL`]): one rule,
-/// so the two differ only in how their points and rates were measured.
+/// offered, `triage capacity --steps` on the steps of a log with their rates offered estimated
+/// from their drains ([`offered_rate`]), both `within` [`REPEAT_REL`]: one rule, so the two
+/// differ only in how their points and rates were measured.
 pub fn ladder_order(offered: &[f64], out: &[bool], within: f64) -> Order {
     let n = offered.len().min(out.len());
     let roles = ladder_roles(&offered[..n], within);
@@ -183,6 +185,41 @@ pub fn ladder_order(offered: &[f64], out: &[bool], within: f64) -> Order {
             Role::Repeat(_) | Role::Check => (REPEAT_KEY, true),
         })
         .collect()
+}
+
+/// A point of the fit: (rate served, user %, kernel %, idle %).
+pub type Point = (f64, f64, f64, f64);
+
+/// A load test's runs as the fit takes them ([`ladder_roles`], [`ladder_order`]): each ladder
+/// step's point is the mean of its own run's and its repeats' (rate served, user, kernel and
+/// idle shares), so a rate run three times is one point with a third of one run's noise in
+/// its idle share (a run's cost per request moves by 3-7% from one run to the next on this
+/// host); a repeat or a check keeps its own point, keyed past every step. Every run at the
+/// rate counts, out of CPU or not: a mean over the runs that kept idle would lean towards the
+/// cheap ones. `points`, `offered` and `out` one entry per run, in time order.
+pub fn ladder_fit(
+    points: &[Point],
+    offered: &[f64],
+    out: &[bool],
+    within: f64,
+) -> (Vec<Point>, Order) {
+    let n = points.len().min(offered.len()).min(out.len());
+    let roles = ladder_roles(&offered[..n], within);
+    let fit_points = (0..n)
+        .map(|i| {
+            if roles[i] != Role::Step {
+                return points[i];
+            }
+            let at: Vec<&Point> = std::iter::once(i)
+                .chain((i + 1..n).filter(|&j| roles[j] == Role::Repeat(i)))
+                .map(|j| &points[j])
+                .collect();
+            let k = at.len() as f64;
+            let mean = |f: fn(&Point) -> f64| at.iter().map(|p| f(p)).sum::<f64>() / k;
+            (mean(|p| p.0), mean(|p| p.1), mean(|p| p.2), mean(|p| p.3))
+        })
+        .collect();
+    (fit_points, ladder_order(&offered[..n], &out[..n], within))
 }
 
 /// The rate step `b` was offered: its rate served, grossed up by its drain (the requests it
@@ -319,11 +356,11 @@ pub fn fits_of(points: &[(f64, f64, f64, f64)]) -> Fits {
     }
 }
 
-/// The order the knee of `buckets` (in time order) is split in: the steps of a load test by
-/// their rates offered, the ladder's steps points and the runs after it votes or checks
-/// ([`ladder_order`]); fixed-width buckets of a day's traffic are not a ladder, and split by
-/// their rate ([`served_order`]).
-pub fn bucket_order(buckets: &[Bucket], steps: bool, saturated_idle_pct: f64) -> Order {
+/// The points the prediction of `buckets` (in time order) is fitted on and the order their
+/// knee is split in: the steps of a load test by their rates offered, each ladder step's
+/// point the mean of its runs ([`ladder_fit`]); fixed-width buckets of a day's traffic are no
+/// ladder: each its own point, split by its rate ([`served_order`]).
+pub fn bucket_fit(buckets: &[Bucket], steps: bool, saturated_idle_pct: f64) -> (Vec<Point>, Order) {
     let pts = points(buckets);
     if steps {
         let out: Vec<bool> = buckets
@@ -332,9 +369,10 @@ pub fn bucket_order(buckets: &[Bucket], steps: bool, saturated_idle_pct: f64) ->
             .map(|(b, p)| super::steps::fell_behind(b) || idle_out(p, saturated_idle_pct))
             .collect();
         let offered: Vec<f64> = buckets.iter().map(offered_rate).collect();
-        ladder_order(&offered, &out, REPEAT_REL)
+        ladder_fit(&pts, &offered, &out, REPEAT_REL)
     } else {
-        served_order(&pts, saturated_idle_pct)
+        let order = served_order(&pts, saturated_idle_pct);
+        (pts, order)
     }
 }
 
@@ -399,12 +437,12 @@ pub struct Analysis {
 /// Analyse bucketed data; `malformed` lines of the log were skipped (`note` says how).
 pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) -> Analysis {
     let pts = points(&b.buckets);
-    let order = bucket_order(&b.buckets, b.steps, o.saturated_idle_pct);
+    let (fit_pts, order) = bucket_fit(&b.buckets, b.steps, o.saturated_idle_pct);
     let all = fits_of(&pts);
     let above_cut = o.low_rate_cut.map(|cut| {
         (
             cut,
-            fits_of(&busy_range(&pts, &order, cut, o.saturated_idle_pct)),
+            fits_of(&busy_range(&fit_pts, &order, cut, o.saturated_idle_pct)),
         )
     });
     let saturated_buckets = o.low_rate_cut.map_or(0, |cut| {
@@ -419,7 +457,7 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
         .copied();
     let busiest_rps = busiest.map_or(0.0, |x| x.rate);
     let busiest_cpu_pct = busiest.map_or(0.0, |x| 100.0 - x.idle_pct);
-    let (range, pf) = prediction_fit(&pts, &order, o.low_rate_cut, o.saturated_idle_pct);
+    let (range, pf) = prediction_fit(&fit_pts, &order, o.low_rate_cut, o.saturated_idle_pct);
     let (line, predicted) = (pf.idle, pf.predicted_peak_rps);
     let headroom_pct = predicted
         .filter(|_| busiest_rps > 0.0)
@@ -494,8 +532,8 @@ pub fn analyze(b: &Bucketed, malformed: u64, malformed_note: &str, o: &Options) 
                 "the ladder is the first {} step(s), each rising above the one before by more \
                  than {:.0}%; of the {} after it, {repeats} ran a ladder step's rate again \
                  (each voted on whether that rate ran out of CPU, the majority of its runs \
-                 deciding) and {checks} ran a rate the ladder did not (neither point nor \
-                 vote); none is a point of the line",
+                 deciding, and is averaged into that step's point) and {checks} ran a rate \
+                 the ladder did not (neither point nor vote)",
                 roles.len() - repeats - checks,
                 REPEAT_REL * 100.0,
                 repeats + checks
@@ -924,8 +962,8 @@ mod tests {
                 .map(|(&x, &o)| (x, o))
                 .collect::<Vec<_>>()
         );
-        // The analysis of such steps says how many voted, and fits the ladder's 100-400
-        // alone: the line's own X-intercept, 1000 (the repeats at 499 and 505 lie off it).
+        // The analysis of such steps says how many voted, and fits the ladder's 100-400 and
+        // 500 as the mean of its three runs (501.3 req/s, 33.7% idle), not the repeats alone.
         let mut b = bucketed(pts[..8].iter().map(|p| bucket(p.0, p.3)).collect());
         b.steps = true;
         let o = Options {
@@ -944,7 +982,16 @@ mod tests {
         );
         assert_eq!(a.prediction_range, Range::Unsaturated);
         let x = a.predicted_peak_rps.expect("a line");
-        assert!((x - 1000.0).abs() < 1e-6, "{x}");
+        let mut expect = pts[..4].to_vec();
+        expect.push((
+            (500.0 + 499.0 + 505.0) / 3.0,
+            0.0,
+            100.0 - (2.0 + 50.0 + 49.0) / 3.0,
+            (2.0 + 50.0 + 49.0) / 3.0,
+        ));
+        let want = fits_of(&expect).predicted_peak_rps.unwrap();
+        assert!((x - want).abs() < 1e-6, "{x} against {want}");
+        assert!(x < 1000.0, "the dear run at 500 pulls the line down: {x}");
     }
 
     #[test]

@@ -24,7 +24,9 @@
 //! without a verdict, then an edge of the bracket that rests on one run (the rate above, then
 //! the rate below), unless that run was *clear*: a run about 8% dearer or cheaper would have
 //! read the same (idle at least [`CLEAR_IDLE_PCT`], or served under [`CLEAR_SERVED_FRAC`] of
-//! its rate). The overload run is a vote but is never repeated: it was offered far above the
+//! its rate) and no one-run rate beyond it on the wrong side of the split contradicts it (a
+//! clear run can still be an outlier: one 22% dearer than its neighbours fell far behind),
+//! then such a run on the wrong side itself. The overload run is a vote but is never repeated: it was offered far above the
 //! crossing. Pure: tested on a model server, and on a seeded model with the measured noise
 //! against the method before the repeats.
 
@@ -190,7 +192,9 @@ impl RunOut {
 
     /// The next rate to try. First a rate without a verdict (as many runs each way; the one
     /// nearest the bracket), then, with a rate on each side, an edge that rests on one run
-    /// that was not clear ([`Vote::clear`]): the rate above, then the rate below. Else the
+    /// that was not clear ([`Vote::clear`]) or that a one-run rate on the wrong side beyond it
+    /// contradicts: the rate above, then the rate below; then such a run on the wrong side
+    /// itself (the one nearest the bracket). Else the
     /// bracket's geometric midpoint; [`GROW`] times the highest rate with nothing
     /// ran out; the lowest rate over [`GROW`] with everything ran out. `None` before any run.
     pub fn next(&self) -> Option<f64> {
@@ -212,17 +216,43 @@ impl RunOut {
             return Some(t.rate);
         }
         let s = split?;
-        // An edge whose rate has one run, which may be run again and was not clear.
-        let doubtful = |rate: f64| {
+        // A rate of one run on the wrong side of the split (out of CPU at or below its lower
+        // edge, idle left at or above its upper edge): either that run was noise or the split
+        // is, and more runs say which.
+        let single = |r: &&Rate| r.repeatable && r.left + r.out == 1;
+        let wrong_above = |r: &&Rate| r.left == 1 && s.above.is_some_and(|a| r.rate >= a);
+        let wrong_below = |r: &&Rate| r.out == 1 && s.below.is_some_and(|b| r.rate <= b);
+        // An edge whose rate has one run, which may be run again and was not clear, or that a
+        // run on the wrong side beyond it contradicts, clear or not (a run 22% dearer than its
+        // neighbours fell far behind, clear, below a rate with idle left, and set a crossing
+        // 10% low).
+        let doubtful = |rate: f64, contested: bool| {
             let mut at = self.runs.iter().filter(|r| r.rate == rate);
             match (at.next(), at.next()) {
-                (Some(r), None) => r.repeatable && !r.clear,
+                (Some(r), None) => r.repeatable && (!r.clear || contested),
                 _ => false,
             }
         };
+        let contested_above = rates.iter().filter(single).any(|r| wrong_above(&r));
+        let contested_below = rates.iter().filter(single).any(|r| wrong_below(&r));
+        match (s.below, s.above) {
+            (Some(_), Some(hi)) if doubtful(hi, contested_above) => return Some(hi),
+            (Some(lo), Some(_)) if doubtful(lo, contested_below) => return Some(lo),
+            _ => {}
+        }
+        // Then the run on the wrong side itself, the nearest the bracket first.
+        if let Some(r) = rates
+            .iter()
+            .filter(single)
+            .filter(|r| wrong_above(r) || wrong_below(r))
+            .min_by(|a, b| {
+                let d = |r: &Rate| (r.rate / centre).ln().abs();
+                d(a).total_cmp(&d(b))
+            })
+        {
+            return Some(r.rate);
+        }
         Some(match (s.below, s.above) {
-            (Some(_), Some(hi)) if doubtful(hi) => hi,
-            (Some(lo), Some(_)) if doubtful(lo) => lo,
             (Some(lo), Some(hi)) => (lo * hi).sqrt(),
             (Some(lo), None) => lo * GROW,
             (None, Some(hi)) => hi / GROW,
@@ -428,6 +458,46 @@ mod tests {
             idle_pct: 0.08,
         });
         assert!(!s.runs.last().unwrap().clear);
+    }
+
+    #[test]
+    fn a_run_on_the_wrong_side_is_run_again_even_when_clear() {
+        // s44-q2's triage at 10000 cold: the ladder's 317.2 req/s cost 22% more per request
+        // than its neighbours and fell far behind (served 296.3: clear), its 350.4 kept 3.5%
+        // idle. Two splits with one run against each, the lowest taken: [284.0, 317.2], both
+        // edges clear. The probes bisected it (300-316 req/s, all with 10-19% idle) and the
+        // crossing read 316.6 against a prediction of 381. 350.4, idle left above that
+        // split, contradicts its upper edge: the edge is run again first, clear or not.
+        let mut s = RunOut::default();
+        s.record_overload(&trial(501.2, 368.8, 900.0, -0.04));
+        for (r, i) in [
+            (36.9, 88.54),
+            (184.4, 48.48),
+            (217.6, 32.69),
+            (250.8, 30.51),
+            (284.0, 23.75),
+        ] {
+            s.record(&run(r, i));
+        }
+        s.record(&trial(317.2, 296.3, 400.0, 0.31));
+        s.record(&run(350.4, 3.53));
+        let sp = s.split().unwrap();
+        assert_eq!(
+            (sp.below, sp.above, sp.disagreeing),
+            (Some(284.0), Some(317.2), 1)
+        );
+        assert!(s.runs.iter().all(|r| r.rate != 317.2 || r.clear));
+        assert_eq!(s.next(), Some(317.2));
+        // It keeps idle this time: one run each way, no verdict, so it is run a third time.
+        s.record(&run(317.2, 12.0));
+        assert_eq!(s.next(), Some(317.2));
+        s.record(&run(317.2, 9.0));
+        // Idle left by two to one: the split moves above 350.4, whose one run is now on the
+        // right side.
+        let sp = s.split().unwrap();
+        assert_eq!((sp.below, sp.above), (Some(350.4), Some(501.2)));
+        // Then its lower edge, 350.4, rests on one run with 3.5% idle (not clear).
+        assert_eq!(s.next(), Some(350.4));
     }
 
     #[test]
