@@ -3,7 +3,7 @@
 # compiler, linker or cargo process and each niced (nice > 0) user process that is running
 # (those running when it starts, and those started later: another build beside the
 # measurement ran on the server's CPU too, 20-45% of CPU 0 in runs of 2026-11-27,
-# docs/events.md); resume them all when CMD ends. CMD's own descendants are never paused: a
+# docs/results-log.md); resume them all when CMD ends. CMD's own descendants are never paused: a
 # lab lowers some of its own processes below nice 0 (`triage lab pos --site cgi` puts scripts
 # and the server's threads at the back of the ready queue, nice 19), and a CMD that builds
 # before it measures (scripts/run.sh) must not stop its own cargo. Nor are the tasks whose nice

@@ -369,7 +369,7 @@ impl Gate {
     /// ids, down to the newest still in use, all waiting) and shrink the per-worker tables to
     /// the workers left: the lane's wake-up states, the scheduler's books and the policy's
     /// tables (`policy::Sched::shrink`). Without it they stay sized for the largest crowd
-    /// ever served: after 5,000 connections, 0.6 MB (docs/events.md). The server calls it when
+    /// ever served: after 5,000 connections, 0.6 MB (docs/server.md). The server calls it when
     /// a crowd has left; returns how many workers were forgotten. Their ids are created again
     /// when needed, starting afresh.
     pub fn shrink(&self) -> usize {

@@ -4,7 +4,7 @@
 //! [`keep_freed_memory`] keeps glibc's freed memory for reuse; [`trim`] hands both
 //! allocators' free memory back on demand, [`collect_thread`] that of the calling thread.
 //!
-//! Why mimalloc (docs/events.md, docs/server.md): with ten thousand parked connections,
+//! Why mimalloc (docs/results-log.md, docs/server.md): with ten thousand parked connections,
 //! glibc's allocator cost `triage serve` 14% more CPU per request than with none. The parked
 //! connections' small live blocks lie between the blocks that every request allocates and
 //! frees (hyper's buffers, headers, the log line), so freed blocks no longer merge into the
@@ -30,7 +30,7 @@ pub use mimalloc::MiMalloc as Allocator;
 /// afresh). A server frees and allocates a connection's buffers at almost every response: the
 /// give-back and re-fault cost the front end about a quarter of its CPU per relayed request
 /// (docs/front.md) and `triage serve` 15-23% more CPU per request with ten thousand parked
-/// connections (docs/events.md) while it allocated through glibc. Memory still goes back
+/// connections (docs/results-log.md) while it allocated through glibc. Memory still goes back
 /// through [`trim`], which ignores the threshold. Call it before the process's other threads
 /// start; it changes the whole process's allocator, so a program that embeds a server or
 /// front end decides for itself. (mimalloc needs no tuning: it keeps freed pages for its

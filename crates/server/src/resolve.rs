@@ -28,7 +28,7 @@ pub struct Resolved {
     /// segment, since this is built for every request, and held inline up to
     /// [`INLINE_PATH`] bytes: no allocation for a usual path (a 16-byte block per request
     /// that, with ten thousand parked connections, cost as much as the rest of the lookup:
-    /// docs/events.md). Joining loses nothing: no decoded segment holds a `/` (an encoded
+    /// docs/results-log.md). Joining loses nothing: no decoded segment holds a `/` (an encoded
     /// slash is refused).
     rel: SmallVec<[u8; INLINE_PATH]>,
     /// Whether the request path ended with `/`.

@@ -46,7 +46,7 @@ pub async fn dispatch(ctx: &Ctx, conn: &Conn, req: Request<Incoming>) -> Respons
 }
 
 /// `METHOD TARGET VERSION` for the access log, in one allocation of the size it needs (a
-/// `format!` grows its string two or three times for a usual request line: docs/events.md).
+/// `format!` grows its string two or three times for a usual request line: docs/results-log.md).
 fn request_line<B>(req: &Request<B>) -> String {
     use std::fmt::Write;
     let uri = req.uri();

@@ -63,7 +63,7 @@ pub struct Entry {
     /// and whether it varies by `Accept-Encoding`, and cloned for every such response after it
     /// (building it inserts six or seven headers into a hashed map: about 5% of a 1 KB
     /// response's user-space work, and a map sized for ten headers, whose 1,248-byte table
-    /// shares the allocator's size class with every connection's task: docs/events.md).
+    /// shares the allocator's size class with every connection's task: docs/results-log.md).
     pub plain_head: OnceLock<(PlainHeadKey, HeaderMap)>,
 }
 

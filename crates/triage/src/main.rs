@@ -7,7 +7,7 @@ mod cmd;
 
 /// mimalloc: with ten thousand parked connections glibc's allocator cost `triage serve` 14%
 /// more CPU per request than with none; mimalloc's per-thread pages do not (`os::heap`,
-/// docs/events.md). The server's trimmer hands its free pages back when a crowd has left.
+/// docs/results-log.md). The server's trimmer hands its free pages back when a crowd has left.
 #[global_allocator]
 static ALLOC: os::heap::Allocator = os::heap::Allocator;
 

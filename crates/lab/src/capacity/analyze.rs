@@ -248,7 +248,7 @@ pub fn knee_in_order(order: &[(f64, bool)]) -> Option<f64> {
 /// idle CPU again was served after the CPU ran out (under a CPU quota: a run that stayed
 /// unthrottled above a rate whose run was throttled through), not a point on the line the seed
 /// fits: its server had run out of CPU at a lower rate. Until 2026-11-27 (cap7) the fit took
-/// the highest of equal splits and kept such a point (docs/events.md).
+/// the highest of equal splits and kept such a point (docs/results-log.md).
 pub fn knee_from(points: &[(f64, f64, f64, f64)], saturated_idle_pct: f64) -> Option<f64> {
     knee_in_order(&served_order(points, saturated_idle_pct))
 }

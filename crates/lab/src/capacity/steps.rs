@@ -27,7 +27,9 @@ pub const STEP_SIGMAS: f64 = 3.0;
 
 /// A lone second beside a step holding at least this fraction of the step's rate (and at
 /// most all of it) is the step's partial first or last second: a step that starts or ends
-/// inside a second (an overloaded step's drain runs on into the next) leaves one there. It
+/// inside a second (an overloaded step's drain runs on into the next) leaves one there; one
+/// between two steps with no pause is the earlier step's, its partial last second or, under
+/// this fraction of that step's rate, its drain. It
 /// is counted in with the fraction of a second it stands for, and the whole second's CPU
 /// (the rest of it is the pause beside the step); under this fraction it is taken for the
 /// seconds between steps (a short drain, a pause), which are left out.
@@ -52,7 +54,7 @@ pub const FRAGMENT_REL: f64 = 0.10;
 /// response came more than 0.093 s after its rate ended. Its drain is smaller than that time
 /// at the rate served (the last responses of a queue come sparser): the threshold is chosen
 /// on the lab's saved ladders, where it catches most of the rates that failed on "served"
-/// with idle left and few of the sustained ones (docs/events.md).
+/// with idle left and few of the sustained ones (docs/results-log.md).
 pub const DRAIN_SHARE_MAX: f64 = 0.02;
 
 /// Whether the step `b` fell behind its rate: its drain is more than [`DRAIN_SHARE_MAX`] of
@@ -140,7 +142,13 @@ pub fn bucketize_steps(
                 (c, f)
             })
         };
-        let head = if i > 0 {
+        // A lone second between two steps, with no pause on either side, is the earlier
+        // step's (its partial last second, or its drain): a load test that steps on whole
+        // seconds, as the lab's does, leaves the queue of a step that fell behind there, and
+        // it can hold half the next step's rate (s44-q4: 197 requests after a step of 399
+        // req/s, before one of 391).
+        let after_a_step = i >= 2 && runs[i - 2].1 as u64 >= min_s;
+        let head = if i > 0 && !after_a_step {
             edge(i - 1, &mut claimed)
         } else {
             None
@@ -443,6 +451,26 @@ mod tests {
         let b = bucketize_steps(&times, &s, 2).unwrap();
         let drains: Vec<u64> = b.buckets.iter().map(|x| x.drain_requests).collect();
         assert_eq!(drains, [10, 24, 0], "{:?}", b.buckets);
+    }
+
+    #[test]
+    fn a_queue_between_two_steps_is_the_earlier_steps_drain() {
+        // s44-q4's triage at 10000 cold, steps on whole seconds: a step of 399 req/s that fell
+        // behind left 197 requests in the second after it, right before the next step of
+        // 391 req/s: half of that step's rate, but the earlier step's drain, not the later
+        // step's partial first second.
+        let counts = [
+            377usize, 0, 421, 411, 401, 29, 389, 380, 428, 197, 392, 379, 403, 88, 0,
+        ];
+        let (times, s) = per_second(1000, counts.map(|n| (n, 0.4, 0.4)));
+        let b = bucketize_steps(&times, &s, 2).unwrap();
+        let got: Vec<(u64, u64, u64)> = b
+            .buckets
+            .iter()
+            .map(|x| (x.width_s, x.requests, x.drain_requests))
+            .collect();
+        assert_eq!(got, [(3, 1233, 29), (3, 1197, 197), (3, 1174, 88)]);
+        assert!(fell_behind(&b.buckets[1]));
     }
 
     #[test]

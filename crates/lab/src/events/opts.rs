@@ -113,7 +113,7 @@ pub struct EventsOpts {
     /// which the server's CPU ran out (idle under 3% of its quota or the rate not sustained;
     /// seed 002's capacity, the rate where idle runs out), or `sustained`, the highest rate
     /// it sustained (served >= 97%, p99 <= 250 ms), which the quota's batching of each
-    /// throttled gap's arrivals lets run up to 1.5x past the first (docs/events.md). Both are
+    /// throttled gap's arrivals lets run up to 1.5x past the first (docs/results-log.md). Both are
     /// reported; this one places the probes and sets `capacity_error_pct_max`.
     #[arg(long, value_enum, default_value_t = Saturation::Cpu)]
     pub saturation: Saturation,
@@ -132,7 +132,7 @@ pub struct EventsOpts {
     /// measures: `fifo` (real-time SCHED_FIFO, needs root) preempts every other task there as
     /// soon as a response arrives; `nice` runs it at nice -10 only, where a build sharing the
     /// CPU can hold each wake-up for a slice (the server then idles with requests unsent and
-    /// fails the sustained test with 7-26% of its quota unused; docs/events.md).
+    /// fails the sustained test with 7-26% of its quota unused; docs/results-log.md).
     #[arg(long = "client-sched", value_enum, default_value_t = ClientSched::Fifo)]
     pub client_sched: ClientSched,
     /// What the capacity runs request: `gzip`, a 64 KiB text page every server compresses
@@ -153,14 +153,14 @@ pub struct EventsOpts {
     /// on this machine: 13-20% idle left); 20% of a 5 ms period rather than 10% of 10 ms: the
     /// server waits 4 ms after each period it exhausts its quota in, not 9, so a request past
     /// the knee is not served as part of a 9 ms batch that made it cheaper than at the fitted
-    /// rates (docs/events.md).
+    /// rates (docs/results-log.md).
     #[arg(long, value_parser = parse_quota)]
     pub quota: Option<f64>,
     /// CPU quota of the server side during the pairs (the small file, wrk against the server
     /// and its twin in turn), whatever the page; 100% or more: none, the default: CPU per
     /// request at the rate one wrk thread drives, seed 002's measure, with half the spread of
     /// a pair under a 20% quota, whose throttled and unthrottled regimes swing a 1 s run's
-    /// cost by 10-15% (docs/events.md).
+    /// cost by 10-15% (docs/results-log.md).
     #[arg(long = "pairs-quota", value_parser = parse_quota, default_value = "100%")]
     pub pairs_quota: f64,
     /// CFS period of the quotas (`--quota`, `--pairs-quota`): the server runs `quota x

@@ -6,7 +6,7 @@
 //! idle CPU left, not the highest rate it can be pushed to. Under the lab's CPU quota that
 //! difference is large: past the rate where the quota runs out, the requests that arrive in
 //! each throttled gap are served as one batch, cheaper per request, and the server sustains up
-//! to 1.5x more (docs/events.md).
+//! to 1.5x more (docs/results-log.md).
 //!
 //! A run *ran out* of CPU when its idle share of the quota fell under
 //! [`SATURATED_IDLE_PCT`](crate::capacity::analyze::SATURATED_IDLE_PCT) (the threshold below
@@ -19,7 +19,7 @@
 //! above, and the measured rate is the bracket's geometric midpoint.
 //!
 //! One 3 s run in twelve costs 5% or more above its neighbours' CPU per request (the host's
-//! noise; docs/events.md), enough to read out of CPU 10% below the crossing, so no
+//! noise; docs/results-log.md), enough to read out of CPU 10% below the crossing, so no
 //! single run may set the bracket: before the probes bisect it, a probe runs again a rate
 //! without a verdict, then an edge of the bracket that rests on one run (the rate above, then
 //! the rate below), unless that run was *clear*: a run about 8% dearer or cheaper would have
@@ -43,7 +43,7 @@ pub fn ran_out(t: &Trial) -> bool {
 
 /// A run with idle left is clear (its rate needs no second run at the bracket's edge) when its
 /// idle share was at least this (%): to have read out of CPU (idle under 3%) it would have had
-/// to cost about 8% more CPU per request, which one run in fifty does (docs/events.md).
+/// to cost about 8% more CPU per request, which one run in fifty does (docs/results-log.md).
 pub const CLEAR_IDLE_PCT: f64 = 10.0;
 
 /// A run out of CPU is clear when it served under this share of the rate offered: its server

@@ -1,7 +1,7 @@
 //! The measured crossing on a seeded model server with the host's measured noise: the earlier
 //! method (every run one vote, the probes only bisect) against [`RunOut`]'s (a rate's
 //! verdict the majority of its runs, a bracket's edge that rests on one run run again before
-//! the probes bisect). Tests only: how the method was chosen (docs/events.md).
+//! the probes bisect). Tests only: how the method was chosen (docs/results-log.md).
 //!
 //! The model: the CPU runs out (idle under 3%) at `KNEE` req/s, the CPU per request falling
 //! 4% through the ladder as it does on the servers measured; the overload run, the ladder's

@@ -389,7 +389,7 @@ pub fn unbracketed(by: Saturation, runout: &RunOut, search: &SatSearch) -> Strin
 /// of the ratios follows such a pair by 3-4% at 8 pairs, and it leans up since `a/b` is not
 /// symmetric (a pair read 1.3 adds 0.30 to the sum, one read 1/1.3 takes 0.23 off). The log
 /// scale makes the server over its twin the inverse of the twin over the server, and the
-/// estimate moves little with one pair (docs/events.md, "What the pairs' ratio is made of").
+/// estimate moves little with one pair (docs/results-log.md, "What the pairs' ratio is made of").
 pub fn paired_ratio(pairs: &[(f64, f64)], seed: u64) -> (Option<f64>, Option<Ci95>) {
     let r: Vec<f64> = pairs
         .iter()
