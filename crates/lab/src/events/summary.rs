@@ -1671,36 +1671,9 @@ mod tests {
         assert!(err.abs() < 10.0, "{err}");
         assert!(alone.predicted_rps.unwrap() < row.predicted_rps.unwrap() - 40.0);
         // The tool reads the same fit off the steps: the probes at a ladder step's rate vote
-        // with it, the two above the ladder's top after it ended are checks.
-        let steps: Vec<(f64, f64, f64, f64)> = rates
-            .iter()
-            .chain(&probes)
-            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
-            .collect();
-        let drained: Vec<bool> = rates
-            .iter()
-            .chain(&probes)
-            .map(|m| !trial_of(m).sustained())
-            .collect();
-        // What a step that fell behind was offered, as the tool estimates it from its drain.
-        let offered: Vec<f64> = rates
-            .iter()
-            .chain(&probes)
-            .map(|m| {
-                if trial_of(m).sustained() {
-                    m.rps
-                } else {
-                    m.target_rps
-                }
-            })
-            .collect();
-        let out: Vec<bool> = steps
-            .iter()
-            .zip(&drained)
-            .map(|(p, &d)| d || p.3 < KNEE_IDLE_PCT)
-            .collect();
-        let (tool_pts, tool) = ladder_fit(&steps, &offered, &out, REPEAT_REL);
-        let (tr, tf) = prediction_fit(&tool_pts, &tool, Some(row.cut_rps), KNEE_IDLE_PCT);
+        // with it, the two above the ladder's top after it ended are checks; a step that fell
+        // behind offered, as its drain shows, its rate.
+        let (tr, tf) = tool_fit(&rates, &probes, row.cut_rps, |m| m.target_rps);
         assert_eq!(
             (tr, tf.buckets),
             (row.prediction_range, row.prediction.buckets)
@@ -1709,15 +1682,74 @@ mod tests {
         assert!((t - l).abs() < 1e-6, "tool {t} lab {l}");
     }
 
+    /// Open-loop runs of one step kind from (offered, served, idle %).
+    fn offered_runs(step: &str, runs: &[(f64, f64, f64)]) -> Vec<Measured> {
+        runs.iter()
+            .map(|&(offered, served, idle)| {
+                let mut r = m(step, served, idle);
+                r.target_rps = offered;
+                r
+            })
+            .collect()
+    }
+
+    /// The fit of the same runs read with rates offered `offered(run)`, grouped `within`
+    /// ([`ladder_fit`]), each out of CPU when it fell behind or its idle is under the threshold.
+    fn fit_runs(
+        rates: &[Measured],
+        probes: &[Measured],
+        cut: f64,
+        offered: impl Fn(&Measured) -> f64,
+        within: f64,
+    ) -> (Range, Fits) {
+        let runs: Vec<&Measured> = rates.iter().chain(probes).collect();
+        let steps: Vec<Point> = runs
+            .iter()
+            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
+            .collect();
+        let offered: Vec<f64> = runs.iter().map(|m| offered(m)).collect();
+        let out: Vec<bool> = runs.iter().map(|m| ran_out(&trial_of(m))).collect();
+        let (pts, order) = ladder_fit(&steps, &offered, &out, within);
+        prediction_fit(&pts, &order, Some(cut), KNEE_IDLE_PCT)
+    }
+
+    /// The fit `triage capacity --steps` makes of the same runs read off a log: a step's rate
+    /// offered is its rate served, or `behind(run)` (what its drain shows) when it fell behind.
+    fn tool_fit(
+        rates: &[Measured],
+        probes: &[Measured],
+        cut: f64,
+        behind: impl Fn(&Measured) -> f64,
+    ) -> (Range, Fits) {
+        let offered = |m: &Measured| {
+            if trial_of(m).sustained() {
+                m.rps
+            } else {
+                behind(m)
+            }
+        };
+        fit_runs(rates, probes, cut, offered, REPEAT_REL)
+    }
+
+    /// The lab's row of wrk's saturation run (served, idle %), the overload run (offered,
+    /// served, idle %), the ladder's rates and the probes.
+    fn fit_of(
+        sat: (f64, f64),
+        over: (f64, f64, f64),
+        rates: &[Measured],
+        probes: &[Measured],
+    ) -> FitRow {
+        let sat = m("saturate", sat.0, sat.1);
+        let over = &offered_runs("overload", &[over])[0];
+        let refs: Vec<&Measured> = rates.iter().collect();
+        let probe_refs: Vec<&Measured> = probes.iter().collect();
+        fit_row(&sat, Some(over), &refs, &probe_refs, 3, Saturation::Cpu)
+    }
+
     /// lead-evq4's lighttpd-epoll at 10000 cold: the ladder (offered, served, idle %), then
     /// the probes: the ladder's top rate again (21.1% idle where the ladder's run read 6.1%),
     /// then two rates above the ladder's top, each run twice.
     fn lighttpd_epoll_evq4_10k() -> (Vec<Measured>, Vec<Measured>) {
-        let run = |step: &str, (offered, served, idle): (f64, f64, f64)| {
-            let mut r = m(step, served, idle);
-            r.target_rps = offered;
-            r
-        };
         let rates = [
             (22.4, 22.7, 90.74),
             (112.0, 112.2, 52.31),
@@ -1726,17 +1758,15 @@ mod tests {
             (172.5, 172.6, 23.62),
             (192.7, 192.7, 15.21),
             (212.8, 212.9, 6.11),
-        ]
-        .map(|r| run("rate", r));
+        ];
         let probes = [
             (212.8, 212.8, 21.13),
             (262.1, 262.1, 3.65),
             (262.1, 262.0, 7.82),
             (290.9, 290.8, 2.82),
             (290.9, 264.5, 1.04),
-        ]
-        .map(|r| run("probe", r));
-        (rates.to_vec(), probes.to_vec())
+        ];
+        (offered_runs("rate", &rates), offered_runs("probe", &probes))
     }
 
     #[test]
@@ -1746,24 +1776,15 @@ mod tests {
         // rule fitted the two at 262 that kept up as steps of its own and predicted 251 req/s
         // against the lab's 226 (10.8% apart).
         let (rates, probes) = lighttpd_epoll_evq4_10k();
-        let sat = m("saturate", 256.9, 0.29);
-        let mut over = m("overload", 224.0, -0.05);
-        over.target_rps = 322.9;
-        let refs: Vec<&Measured> = rates.iter().collect();
-        let probe_refs: Vec<&Measured> = probes.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, &probe_refs, 3, Saturation::Cpu);
+        let row = fit_of((256.9, 0.29), (322.9, 224.0, -0.05), &rates, &probes);
         let (lo, hi) = row.fitted_rps.expect("a fitted range");
         assert!(lo == 112.2 && (hi - 212.85).abs() < 1e-9, "{row:?}");
         let lab = row.predicted_rps.expect("a prediction");
         // The tool: the steps' rates served (every one kept up but the last, which drained:
         // offered as estimated, 290.8).
-        let runs: Vec<&Measured> = rates.iter().chain(&probes).collect();
-        let steps: Vec<(f64, f64, f64, f64)> = runs
+        let offered: Vec<f64> = rates
             .iter()
-            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
-            .collect();
-        let offered: Vec<f64> = runs
-            .iter()
+            .chain(&probes)
             .map(|m| {
                 if trial_of(m).sustained() {
                     m.rps
@@ -1772,11 +1793,9 @@ mod tests {
                 }
             })
             .collect();
-        let out: Vec<bool> = runs.iter().map(|m| ran_out(&trial_of(m))).collect();
-        let rel = REPEAT_REL;
         use crate::capacity::analyze::Role;
         assert_eq!(
-            crate::capacity::analyze::ladder_roles(&offered, rel)[7..],
+            ladder_roles(&offered, REPEAT_REL)[7..],
             [
                 Role::Repeat(6),
                 Role::Check,
@@ -1785,8 +1804,7 @@ mod tests {
                 Role::Check
             ]
         );
-        let (tool_pts, tool) = ladder_fit(&steps, &offered, &out, rel);
-        let (_, tf) = prediction_fit(&tool_pts, &tool, Some(row.cut_rps), KNEE_IDLE_PCT);
+        let (_, tf) = tool_fit(&rates, &probes, row.cut_rps, |_| 290.8);
         let t = tf.predicted_peak_rps.expect("a line");
         assert!((t - lab).abs() < 1e-6, "tool {t} lab {lab}");
         // The top rate's point is its two runs' mean (212.85 req/s, 13.6% idle): 238.0
@@ -1803,63 +1821,38 @@ mod tests {
         // are 317.2's runs, vote it idle left, and its point is the four runs' mean (309.9
         // req/s, 9.4% idle). The lab predicts 360 req/s, as the tool does; by exact rates
         // (the probes as checks, 317.2 out alone) it predicted 381, 5.5% from the tool.
-        let run = |step: &str, (offered, served, idle): (f64, f64, f64)| {
-            let mut r = m(step, served, idle);
-            r.target_rps = offered;
-            r
-        };
-        let rates = [
-            (36.9, 37.2, 88.54),
-            (184.4, 184.3, 48.48),
-            (217.6, 217.7, 32.69),
-            (250.8, 250.7, 30.51),
-            (284.0, 284.0, 23.75),
-            (317.2, 296.3, 0.31),
-            (350.4, 350.1, 3.53),
-        ]
-        .map(|r| run("rate", r));
-        let probes = [
-            (300.1, 300.0, 14.51),
-            (308.5, 308.3, 18.62),
-            (312.8, 312.7, 12.30),
-            (315.0, 314.8, 14.58),
-            (316.1, 315.9, 10.35),
-        ]
-        .map(|r| run("probe", r));
-        let sat = m("saturate", 399.5, 0.41);
-        let mut over = m("overload", 368.8, -0.04);
-        over.target_rps = 501.2;
-        let refs: Vec<&Measured> = rates.iter().collect();
-        let probe_refs: Vec<&Measured> = probes.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, &probe_refs, 3, Saturation::Cpu);
+        let rates = offered_runs(
+            "rate",
+            &[
+                (36.9, 37.2, 88.54),
+                (184.4, 184.3, 48.48),
+                (217.6, 217.7, 32.69),
+                (250.8, 250.7, 30.51),
+                (284.0, 284.0, 23.75),
+                (317.2, 296.3, 0.31),
+                (350.4, 350.1, 3.53),
+            ],
+        );
+        let probes = offered_runs(
+            "probe",
+            &[
+                (300.1, 300.0, 14.51),
+                (308.5, 308.3, 18.62),
+                (312.8, 312.7, 12.30),
+                (315.0, 314.8, 14.58),
+                (316.1, 315.9, 10.35),
+            ],
+        );
+        let row = fit_of((399.5, 0.41), (501.2, 368.8, -0.04), &rates, &probes);
         let lab = row.predicted_rps.expect("a prediction");
         assert!((lab - 360.0).abs() < 1.0, "{lab}");
         assert_eq!(row.prediction.buckets, 6);
         // The tool: rates served, the step that fell behind offered 317.3 by its drain.
-        let runs: Vec<&Measured> = rates.iter().chain(&probes).collect();
-        let steps: Vec<Point> = runs
-            .iter()
-            .map(|m| (m.rps, m.user_pct, m.kernel_pct, m.idle_pct))
-            .collect();
-        let offered: Vec<f64> = runs
-            .iter()
-            .map(|m| {
-                if trial_of(m).sustained() {
-                    m.rps
-                } else {
-                    317.3
-                }
-            })
-            .collect();
-        let out: Vec<bool> = runs.iter().map(|m| ran_out(&trial_of(m))).collect();
-        let (tool_pts, tool) = ladder_fit(&steps, &offered, &out, REPEAT_REL);
-        let (_, tf) = prediction_fit(&tool_pts, &tool, Some(row.cut_rps), KNEE_IDLE_PCT);
+        let (_, tf) = tool_fit(&rates, &probes, row.cut_rps, |_| 317.3);
         let t = tf.predicted_peak_rps.expect("a line");
         assert!((t - lab).abs() / lab < 0.005, "tool {t} lab {lab}");
         // By exact rates the probes are checks and the dear run ends the fit alone.
-        let exact: Vec<f64> = runs.iter().map(|m| m.target_rps).collect();
-        let (ex_pts, ex) = ladder_fit(&steps, &exact, &out, 0.0);
-        let (_, ef) = prediction_fit(&ex_pts, &ex, Some(row.cut_rps), KNEE_IDLE_PCT);
+        let (_, ef) = fit_runs(&rates, &probes, row.cut_rps, |m| m.target_rps, 0.0);
         let e = ef.predicted_peak_rps.expect("a line");
         assert!((e - 381.3).abs() < 1.0, "{e}");
     }
@@ -1869,9 +1862,8 @@ mod tests {
         // raw.csv as the lab writes it, read back by `--reread`: the same fit.
         let (rates, probes) = lighttpd_epoll_evq4_10k();
         let sat = m("saturate", 256.9, 0.29);
-        let mut over = m("overload", 224.0, -0.05);
-        over.target_rps = 322.9;
-        let mut all = vec![sat.clone(), over.clone()];
+        let over = offered_runs("overload", &[(322.9, 224.0, -0.05)]).remove(0);
+        let mut all = vec![sat, over];
         all.extend(rates.iter().cloned());
         all.extend(probes.iter().cloned());
         let dir = tempfile::tempdir().unwrap();
@@ -1881,9 +1873,7 @@ mod tests {
         assert_eq!(back[3].target_rps, rates[1].target_rps);
         assert_eq!(back[3].idle_pct, rates[1].idle_pct);
         let r = super::super::reread::reread(dir.path()).unwrap();
-        let refs: Vec<&Measured> = rates.iter().collect();
-        let probe_refs: Vec<&Measured> = probes.iter().collect();
-        let row = fit_row(&sat, Some(&over), &refs, &probe_refs, 1, Saturation::Cpu);
+        let row = fit_of((256.9, 0.29), (322.9, 224.0, -0.05), &rates, &probes);
         assert_eq!(r.fits.len(), 1);
         assert_eq!(r.fits[0].predicted_rps, row.predicted_rps);
         assert_eq!(r.fits[0].measured_rps, row.measured_rps);
