@@ -122,7 +122,7 @@ pub enum Role {
     /// A step of the rising ladder: a point of the line.
     Step,
     /// A later run of the ladder step at this index (its rate again): a vote on whether that
-    /// rate ran out of CPU, no point.
+    /// rate ran out of CPU, and averaged into that step's point ([`ladder_fit`]).
     Repeat(usize),
     /// A later run at a rate the ladder did not run (a probe between two rates): neither a
     /// point nor a vote. Near the crossing only the runs that happened to be cheap keep idle
@@ -133,9 +133,8 @@ pub enum Role {
 /// The roles of a load test's runs, in time order, from their rates offered: the **ladder**
 /// is the runs up to the first that does not rise above every earlier one by more than
 /// `within` (a fraction, [`REPEAT_REL`] for the lab and the tool); every run from that one on
-/// checks the ladder: a [`Role::Repeat`] of the
-/// ladder step whose rate offered lies within `within` of its own (the nearest), else a
-/// [`Role::Check`]. The lab's ladder rises and its probes come after it, so a log of the lab's
+/// checks the ladder: a [`Role::Repeat`] of the ladder step whose rate offered lies within
+/// `within` of its own (the nearest), else a [`Role::Check`]. The lab's ladder rises and its probes come after it, so a log of the lab's
 /// runs gives the lab's own roles: a probe that runs a rate of the ladder again votes on it,
 /// and a probe between two rates is neither point nor vote, in the lab and in the tool alike.
 pub fn ladder_roles(offered: &[f64], within: f64) -> Vec<Role> {
@@ -192,8 +191,8 @@ pub type Point = (f64, f64, f64, f64);
 
 /// A load test's runs as the fit takes them ([`ladder_roles`], [`ladder_order`]): each ladder
 /// step's point is the mean of its own run's and its repeats' (rate served, user, kernel and
-/// idle shares), so a rate run three times is one point with a third of one run's noise in
-/// its idle share (a run's cost per request moves by 3-7% from one run to the next on this
+/// idle shares), so a rate run three times is one point whose idle share varies 1/√3 as much
+/// as one run's (a run's cost per request moves by 3-7% from one run to the next on this
 /// host); a repeat or a check keeps its own point, keyed past every step. Every run at the
 /// rate counts, out of CPU or not: a mean over the runs that kept idle would lean towards the
 /// cheap ones. `points`, `offered` and `out` one entry per run, in time order.

@@ -581,9 +581,10 @@ pub fn fit_row(
         all_points_error_pct: all.predicted_peak_rps.and_then(err),
         all,
         cut_rps: cut,
-        saturated_points: pts
+        saturated_points: fit_pts
             .iter()
-            .filter(|p| p.0 >= cut && !busy.contains(p))
+            .zip(&roles)
+            .filter(|(p, r)| **r == Role::Step && p.0 >= cut && !busy.contains(p))
             .count(),
         unsaturated_points: pts.iter().filter(|p| p.3 >= KNEE_IDLE_PCT).count(),
         above_cut,
