@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Offline: what the events lab's prediction error would be on runs already made, had the fit
-taken other points. Re-implements, from raw.csv, `capacity::analyze::prediction_fit` (OLS of
+taken other points. The method as it is, the tool included, is re-read by the lab's own code:
+`triage lab events --reread DIR ...`; this script re-implements it to try estimators it does
+not have (`knee-offered,ranout,vote` is the lab before the one ladder rule of 2026-11-28,
+`vote,mean` nearly the lab after it, with exact rates instead of 2% groups). It re-implements, from raw.csv, `capacity::analyze::prediction_fit` (OLS of
 idle % on the served rate over the busy range: at or above the cut, idle >= 3 %, below the
 knee, the fewest-disagreeing split of the fitted points on idle under 3 %, highest of ties;
 else every unsaturated point; no prediction with |r| < 0.8) and `events::runout` (the measured

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Offline: `triage capacity` (a given binary) on the access logs and CPU samples a `triage lab
+"""Offline: (superseded for the method as it is by `triage lab events --reread DIR ...`, which
+runs the lab's fit and the tool on a saved run with today's code; kept for its --drain-share
+and --knee-out trials, which re-implement the rules of 2026-11-27) `triage capacity` (a given
+binary) on the access logs and CPU samples a `triage lab
 events` run saved, as the lab runs it (`--steps 2s`, the row's cut), against the lab's own
 prediction in that run's summary.json: the run's `tool_vs_lab_pct` again, with another tool.
 Prints each row's steps found, both predictions and their difference, then each run's largest.

@@ -58,7 +58,7 @@ pub const FRAGMENT_REL: f64 = 0.10;
 pub const DRAIN_SHARE_MAX: f64 = 0.02;
 
 /// Whether the step `b` fell behind its rate: its drain is more than [`DRAIN_SHARE_MAX`] of
-/// its requests. Out of CPU for the knee (`super::analyze::bucket_order`), as the lab counts a
+/// its requests. Out of CPU for the knee (`super::analyze::bucket_fit`), as the lab counts a
 /// run not sustained.
 pub fn fell_behind(b: &Bucket) -> bool {
     b.drain_requests as f64 > DRAIN_SHARE_MAX * b.requests as f64
