@@ -61,7 +61,7 @@ fn main() {
         Cmd::Capacity(a) => cmd::capacity::run(a),
     };
     if let Err(e) = res {
-        eprintln!("triage: error: {e:#}");
+        eprintln!("triage: error: {}", cmd::report(&e));
         let code = if e.downcast_ref::<cmd::UsageError>().is_some() {
             2
         } else {

@@ -30,6 +30,21 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// An error and its causes in one line, each said once: a message that already ends with its
+/// cause's text (the library error types print their I/O error and chain it too) is not
+/// followed by it again.
+pub fn report(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.ends_with(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
+}
+
 /// Tests: parse one subcommand's flags on their own (its `Args` as a bare command, no binary
 /// name), after clap's own check of the definitions.
 #[cfg(test)]
@@ -38,4 +53,19 @@ pub fn parse_args<A: clap::Args>(args: &[&str]) -> Result<A, clap::Error> {
     cmd.clone().debug_assert();
     let mut m = cmd.try_get_matches_from(args)?;
     A::from_arg_matches_mut(&mut m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+
+    #[test]
+    fn a_cause_the_message_already_ends_with_is_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(lab::LabError::io("reading", "/x/raw.csv", io()));
+        assert_eq!(report(&e), "reading `/x/raw.csv`: no such file");
+        // A cause the message does not carry is added, as `{:#}` would.
+        let e = anyhow::Error::new(io()).context("opening the log");
+        assert_eq!(report(&e), "opening the log: no such file");
+    }
 }
