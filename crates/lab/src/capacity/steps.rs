@@ -145,7 +145,7 @@ pub fn bucketize_steps(
         // A lone second between two steps, with no pause on either side, is the earlier
         // step's (its partial last second, or its drain): a load test that steps on whole
         // seconds, as the lab's does, leaves the queue of a step that fell behind there, and
-        // it can hold half the next step's rate (s44-q4: 197 requests after a step of 399
+        // it can hold half the next step's rate (lead-evq8: 197 requests after a step of 399
         // req/s, before one of 391).
         let after_a_step = i >= 2 && runs[i - 2].1 as u64 >= min_s;
         let head = if i > 0 && !after_a_step {
@@ -455,7 +455,7 @@ mod tests {
 
     #[test]
     fn a_queue_between_two_steps_is_the_earlier_steps_drain() {
-        // s44-q4's triage at 10000 cold, steps on whole seconds: a step of 399 req/s that fell
+        // lead-evq8's triage at 10000 cold, steps on whole seconds: a step of 399 req/s that fell
         // behind left 197 requests in the second after it, right before the next step of
         // 391 req/s: half of that step's rate, but the earlier step's drain, not the later
         // step's partial first second.

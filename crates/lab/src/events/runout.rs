@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn a_run_on_the_wrong_side_is_run_again_even_when_clear() {
-        // s44-q2's triage at 10000 cold: the ladder's 317.2 req/s cost 22% more per request
+        // lead-evq6's triage at 10000 cold: the ladder's 317.2 req/s cost 22% more per request
         // than its neighbours and fell far behind (served 296.3: clear), its 350.4 kept 3.5%
         // idle. Two splits with one run against each, the lowest taken: [284.0, 317.2], both
         // edges clear. The probes bisected it (300-316 req/s, all with 10-19% idle) and the

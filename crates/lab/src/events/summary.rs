@@ -1815,7 +1815,7 @@ mod tests {
 
     #[test]
     fn a_probe_within_two_percent_of_a_ladder_rate_is_its_run_in_the_lab_and_the_tool() {
-        // s44-q2's triage at 10000 cold: the ladder's 317.2 req/s ran 22% dearer than its
+        // lead-evq6's triage at 10000 cold: the ladder's 317.2 req/s ran 22% dearer than its
         // neighbours and fell behind (0.31% idle); the probes bisecting below it ran 312.8,
         // 315.0 and 316.1 with 10-15% idle. A log cannot tell them from runs of 317.2 (its
         // rate offered is estimated from its drain), so the lab does not either: the three
