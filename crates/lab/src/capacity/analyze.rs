@@ -168,7 +168,16 @@ pub fn ladder_roles(offered: &[f64], within: f64) -> Vec<Role> {
 /// differ only in how their points and rates were measured.
 pub fn ladder_order(offered: &[f64], out: &[bool], within: f64) -> Order {
     let n = offered.len().min(out.len());
-    let roles = ladder_roles(&offered[..n], within);
+    order_of_roles(
+        &ladder_roles(&offered[..n], within),
+        &offered[..n],
+        &out[..n],
+    )
+}
+
+/// [`ladder_order`] from the runs' roles, one entry each.
+fn order_of_roles(roles: &[Role], offered: &[f64], out: &[bool]) -> Order {
+    let n = roles.len();
     (0..n)
         .map(|i| match roles[i] {
             Role::Step => {
@@ -218,7 +227,7 @@ pub fn ladder_fit(
             (mean(|p| p.0), mean(|p| p.1), mean(|p| p.2), mean(|p| p.3))
         })
         .collect();
-    (fit_points, ladder_order(&offered[..n], &out[..n], within))
+    (fit_points, order_of_roles(&roles, &offered[..n], &out[..n]))
 }
 
 /// The rate step `b` was offered: its rate served, grossed up by its drain (the requests it

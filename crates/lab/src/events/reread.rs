@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::opts::Saturation;
 use super::run::Measured;
-use super::summary::{fit_row, FitRow};
+use super::summary::{fit_row, maxf, FitRow};
 use crate::error::{LabError, Result};
 
 /// What a re-read gives: each group's fit and the run's two capacity figures.
@@ -201,15 +201,10 @@ pub fn reread(dir: &Path) -> Result<Reread> {
             dir.display()
         )));
     }
-    let maxf = |v: Vec<f64>| v.into_iter().reduce(f64::max);
     Ok(Reread {
         dir: dir.to_path_buf(),
-        capacity_error_pct_max: maxf(
-            fits.iter()
-                .filter_map(|f| f.error_pct.map(f64::abs))
-                .collect(),
-        ),
-        tool_vs_lab_pct_max: maxf(fits.iter().filter_map(|f| f.tool_vs_lab_pct).collect()),
+        capacity_error_pct_max: maxf(fits.iter().filter_map(|f| f.error_pct.map(f64::abs))),
+        tool_vs_lab_pct_max: maxf(fits.iter().filter_map(|f| f.tool_vs_lab_pct)),
         fits,
     })
 }

@@ -332,7 +332,8 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
-fn maxf(v: impl Iterator<Item = f64>) -> Option<f64> {
+/// The largest finite value, `None` without one.
+pub(crate) fn maxf(v: impl Iterator<Item = f64>) -> Option<f64> {
     v.filter(|x| x.is_finite())
         .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
 }
@@ -545,7 +546,7 @@ pub fn fit_row(
                 Role::Repeat(i) => i,
                 Role::Check => return false,
             };
-            order[step].0 != REPEAT_KEY && in_range(&fit_pts[step])
+            in_range(&fit_pts[step])
         })
         .map(|j| runs[j].cpu_per_req_us)
         .filter(|c| c.is_finite())
