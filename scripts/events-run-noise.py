@@ -9,7 +9,11 @@ out). Prints each run's residual (%) and the distribution: how often one 3 s run
 5% or 10% or more, and what its idle would have read had it cost what its neighbours did.
 lighttpd on poll with cold connections (its cost falls 4x through the ladder) is left out.
 
-usage: scripts/events-run-noise.py RUN_DIR... [--list]
+With --probes: per row, the mean CPU per request of the probes (the runs that set the
+crossing, all within a few percent of it) over the mean of the ladder's top rates (85% of the
+reference and above): how far the cost at the crossing lies from the cost the line ends on.
+
+usage: scripts/events-run-noise.py RUN_DIR... [--list] [--probes]
 """
 import csv
 import statistics
@@ -33,9 +37,32 @@ def line(xs, ys):
     return my - b * mx, b
 
 
+def probes_vs_ladder(runs):
+    qs = []
+    for run in runs:
+        got = []
+        for (server, cold), rs in rows(run).items():
+            if server == "lighttpd-poll" and cold > 0:
+                continue
+            top = [float(r["cpu_per_req_us"]) for r in rs if r["step"] == "rate" and float(r["frac"]) >= 0.85]
+            probes = [float(r["cpu_per_req_us"]) for r in rs if r["step"] == "probe"]
+            if top and probes:
+                q = statistics.mean(probes) / statistics.mean(top)
+                qs.append(q)
+                got.append(f"{server}@{cold} {q:.2f}")
+        print(run.rstrip("/").split("/")[-1] + ": " + ", ".join(got))
+    n = len(qs)
+    print(f"probes over the ladder's top, {n} rows: median {statistics.median(qs):.3f}, "
+          f"{sum(1 for q in qs if q > 1)} above 1, sd {100 * statistics.pstdev(qs):.1f}%, "
+          f"{min(qs):.2f}-{max(qs):.2f}, outside 0.90-1.10: {sum(1 for q in qs if q < 0.9 or q > 1.1)}")
+
+
 def main(argv):
     listing = "--list" in argv
     runs = [a for a in argv if not a.startswith("--")]
+    if "--probes" in argv:
+        probes_vs_ladder(runs)
+        return
     res = []
     for run in runs:
         for (server, cold), rs in rows(run).items():
