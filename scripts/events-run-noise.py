@@ -9,9 +9,9 @@ out). Prints each run's residual (%) and the distribution: how often one 3 s run
 5% or 10% or more, and what its idle would have read had it cost what its neighbours did.
 lighttpd on poll with cold connections (its cost falls 4x through the ladder) is left out.
 
-With --probes: per row, the mean CPU per request of the probes (the runs that set the
-crossing, all within a few percent of it) over the mean of the ladder's top rates (85% of the
-reference and above): how far the cost at the crossing lies from the cost the line ends on.
+With --probes: per row, the mean CPU per request of the probes (the runs placed around the
+crossing to find it) over the mean of the ladder's top rates (85% of the reference and above):
+how far the cost at the crossing lies from the cost the line ends on.
 
 usage: scripts/events-run-noise.py RUN_DIR... [--list] [--probes]
 """
