@@ -6,7 +6,7 @@
 
 use plotters::prelude::*;
 
-use super::summary::{FitRow, Summary, KNEE_IDLE_PCT};
+use super::summary::{fmt_opt as o, FitRow, Summary, KNEE_IDLE_PCT};
 use crate::capacity::Fits;
 use crate::report::{color, esc, Report};
 
@@ -80,10 +80,6 @@ pub fn scatter_lines(title: &str, x_label: &str, series: &[Scatter], squares: bo
         let _ = root.present();
     }
     svg
-}
-
-fn o(x: Option<f64>, p: usize) -> String {
-    x.map_or("-".into(), |v| format!("{v:.p$}"))
 }
 
 fn fit_cells(f: &Fits) -> Vec<String> {

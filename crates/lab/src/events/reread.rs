@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::opts::Saturation;
 use super::run::Measured;
-use super::summary::{fit_row, maxf, FitRow};
+use super::summary::{fit_row, fmt_opt, maxf, FitRow};
 use crate::error::{LabError, Result};
 
 /// What a re-read gives: each group's fit and the run's two capacity figures.
@@ -211,7 +211,7 @@ pub fn reread(dir: &Path) -> Result<Reread> {
 
 /// One line per group: the prediction, the measured crossing, the error, the tool's.
 pub fn print(r: &Reread) {
-    let o = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    let o = fmt_opt;
     println!("{} (today's method):", r.dir.display());
     println!(
         "{:<15} {:>6} {:>10} {:>10} {:>8} {:>10} {:>12}",

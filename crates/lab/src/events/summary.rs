@@ -332,6 +332,11 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
+/// A figure to `p` decimals for a table cell, `-` when there is none.
+pub(crate) fn fmt_opt(x: Option<f64>, p: usize) -> String {
+    x.map_or("-".into(), |v| format!("{v:.p$}"))
+}
+
 /// The largest finite value, `None` without one.
 pub(crate) fn maxf(v: impl Iterator<Item = f64>) -> Option<f64> {
     v.filter(|x| x.is_finite())
@@ -1167,7 +1172,7 @@ pub fn print_table(s: &Summary) {
         "tool%"
     );
     for r in &s.fits {
-        let o = |x: Option<f64>, p: usize| x.map_or("-".into(), |v| format!("{v:.p$}"));
+        let o = fmt_opt;
         println!(
             "{:<16} {:>6} {:>6} {:>7.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9} {:>11} {:>6}",
             r.server,
